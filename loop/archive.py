@@ -1,0 +1,54 @@
+"""Finished or replaced loops go to `.claude/loops/<started_at>/`, never to the bin.
+
+A person coming back in the morning wants to know what the loop did, even if a new loop has
+started since: the archive keeps the final state and a summary.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from loop.paths import Workspace
+from loop.state import LoopState
+from loop.timeutil import iso_ms, utcnow
+
+
+def folder_name(started_at: str) -> str:
+    return re.sub(r"[^0-9A-Za-z.+-]", "-", started_at or "unknown").strip("-") or "unknown"
+
+
+def archive(
+    workspace: Workspace, state: LoopState, outcome: str, summary: dict[str, Any] | None = None
+) -> Path:
+    """Write the state and a summary into a fresh archive folder; returns the folder."""
+    base = workspace.archive_dir / folder_name(state.started_at)
+    folder = base
+    n = 1
+    while folder.exists():
+        n += 1
+        folder = base.with_name(f"{base.name}.{n}")
+    folder.mkdir(parents=True)
+    (folder / "state.md").write_text(state.render(), encoding="utf-8")
+    record = {
+        "outcome": outcome,
+        "archived_at": iso_ms(utcnow()),
+        "started_at": state.started_at,
+        "status": state.status,
+        "iteration": state.iteration,
+        "max_iterations": state.max_iterations,
+        "prompt": state.prompt,
+        **(summary or {}),
+    }
+    (folder / "summary.json").write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+    return folder
+
+
+def latest(workspace: Workspace) -> Path | None:
+    try:
+        folders = [p for p in workspace.archive_dir.iterdir() if (p / "summary.json").exists()]
+    except FileNotFoundError:
+        return None
+    return max(folders, key=lambda p: (p / "summary.json").stat().st_mtime, default=None)

@@ -1,0 +1,300 @@
+"""The `loopdeck` command.
+
+argparse only, and every verb imports what it needs inside its own function: `loopdeck hook
+stop` runs on every turn of the agent and must not pay for Textual or GitPython.
+
+Exit status: 0 done, 1 failed (the message on stderr), 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from loop.errors import LoopdeckError
+from loop.paths import Workspace, find_workspace
+
+STEER_HELP = {
+    "pause": "pause the loop: the agent may stop at its next turn; the state is kept",
+    "resume": "resume a paused loop",
+    "skip": "skip the current task (or the current verification loop)",
+    "complete": "force completion now and archive the loop",
+    "stop": "stop the loop after the current iteration",
+}
+
+
+def _workspace(args: argparse.Namespace) -> Workspace:
+    if args.workspace is not None:
+        return Workspace(Path(args.workspace).resolve())
+    return find_workspace()
+
+
+# --- start ---------------------------------------------------------------------------------
+
+def cmd_start(args: argparse.Namespace) -> int:
+    from loop.archive import archive
+    from loop.journal import Journal
+    from loop.state import LoopState, StateError, StateStore
+
+    prompt = " ".join(args.prompt).strip()
+    if not prompt:
+        raise LoopdeckError("start needs a PROMPT: what the agent should work on")
+    if args.max_iterations < 0:
+        raise LoopdeckError("--max-iterations must be 0 (no limit) or more")
+    ws = Workspace(Path(args.workspace).resolve()) if args.workspace else Workspace(Path.cwd())
+    store = StateStore(ws)
+    journal = Journal(ws.journal)
+    with store.locked():
+        replace_corrupt = False
+        try:
+            old = store.read()
+        except StateError as exc:
+            if not args.force:
+                raise LoopdeckError(
+                    f"{exc}\nThe existing state file is corrupt; fix it, or pass --force to move "
+                    "it aside and start a new loop"
+                ) from None
+            old, replace_corrupt = None, True
+        if old is not None:
+            if old.active and not args.force:
+                raise LoopdeckError(
+                    f"a loop is already {old.status} in {ws.root} (iteration {old.iteration}); "
+                    "pass --force to archive it and start a new one"
+                )
+            folder = archive(ws, old, "replaced by a new loop" if old.active else old.status)
+            journal.append("warning", old.iteration, {"message": f"previous loop archived in {folder}"})
+        try:
+            control_offset = ws.control.stat().st_size
+        except FileNotFoundError:
+            control_offset = 0
+        state = LoopState.new(
+            prompt,
+            max_iterations=args.max_iterations,
+            completion_promise=args.completion_promise,
+            task_file=args.task_file or "null",
+            check_tasks=not args.no_tasks,
+            check_github=not args.no_github,
+            github_project_id=args.github_project or "",
+            verify=list(args.verify or []),
+            control_offset=control_offset,
+        )
+        store.write(state, replace_corrupt=replace_corrupt)
+    journal.append(
+        "loop-started",
+        0,
+        {"max_iterations": state.max_iterations, "prompt": prompt[:200], "promise": state.promise},
+    )
+    limit = state.max_iterations or "no limit"
+    print(f"loopdeck: loop started in {ws.root} (max iterations: {limit})")
+    if state.promise:
+        print(f"To finish, the agent outputs <promise>{state.promise}</promise> (only when true).")
+    else:
+        print("To finish, the agent outputs ALL_TASKS_COMPLETE (only when every task is done).")
+    return 0
+
+
+# --- status --------------------------------------------------------------------------------
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from loop.snapshot import read
+
+    ws = _workspace(args)
+    snap = read(ws)
+    if args.json:
+        print(json.dumps(snap.to_json(), indent=2, ensure_ascii=False))
+    if snap.error is not None:
+        print(f"loopdeck: error: {snap.error.message}", file=sys.stderr)
+        if ws.backup.exists():
+            print(f"loopdeck: a backup of the last good state is in {ws.backup}", file=sys.stderr)
+        return 1
+    if args.json:
+        return 0
+    loop = snap.loop
+    if loop is None:
+        print(f"no loop in {ws.root}")
+        return 0
+    limit = f"/{loop.max_iterations}" if loop.max_iterations else " (no limit)"
+    driver = loop.driver or "none yet"
+    if loop.pid is not None:
+        driver += f", pid {loop.pid} " + ("alive" if loop.alive else "not running")
+    rows = [
+        ("loop", f"{loop.kind}  {loop.state_file}"),
+        ("status", f"{loop.status} (driver: {driver})"),
+        ("iteration", f"{loop.iteration}{limit}"),
+        (
+            "verification",
+            f"in progress, {loop.verification_remaining} loop(s) remaining"
+            if loop.verification_mode
+            else "not started",
+        ),
+        ("promise", loop.completion_promise if loop.completion_promise != "null" else "ALL_TASKS_COMPLETE"),
+        ("started", loop.started_at or "?"),
+        ("session", loop.session_id or "not bound yet"),
+    ]
+    for name, value in rows:
+        print(f"{name:<13}{value}")
+    return 0
+
+
+# --- steering ------------------------------------------------------------------------------
+
+def _steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int:
+    from loop import control
+    from loop.journal import Journal
+    from loop.state import StateStore
+
+    ws = _workspace(args)
+    state = StateStore(ws).read()
+    if state is None:
+        raise LoopdeckError(f"no loop in {ws.root}: nothing to {kind}")
+    if not state.active:
+        raise LoopdeckError(f"the loop in {ws.root} is {state.status}: nothing to {kind}")
+    command = control.send(ws, kind, source="cli", reason=args.reason, value=value)
+    journal = Journal(ws.journal)
+    journal.append(
+        "command-sent",
+        state.iteration,
+        {"id": command.id, "command": kind, "source": "cli", "reason": args.reason, "value": value},
+    )
+    when = (
+        "at the agent's next Stop"
+        if state.driver in (None, "hook")
+        else "within a second (the runner polls the queue)"
+    )
+    print(f"loopdeck: {kind} queued (id {command.id}); it applies {when}")
+    if args.wait:
+        deadline = time.monotonic() + args.wait
+        while time.monotonic() < deadline:
+            if command.id in control.applied_ids(journal):
+                print(f"loopdeck: {kind} applied")
+                return 0
+            time.sleep(0.1)
+        raise LoopdeckError(f"{kind} was not applied within {args.wait:g} s; it stays queued")
+    return 0
+
+
+def _steer_cmd(kind: str) -> Callable[[argparse.Namespace], int]:
+    return lambda args: _steer(kind, args)
+
+
+def cmd_set_max(args: argparse.Namespace) -> int:
+    if args.n < 0:
+        raise LoopdeckError("set-max-iterations takes 0 (no limit) or more")
+    return _steer("set-max-iterations", args, value=args.n)
+
+
+# --- log -----------------------------------------------------------------------------------
+
+def cmd_log(args: argparse.Namespace) -> int:
+    from loop.journal import Journal, render_line
+
+    ws = _workspace(args)
+    journal = Journal(ws.journal)
+    result = journal.tail(args.n)
+    for problem in result.problems:
+        print(f"loopdeck: {ws.journal}: skipped {problem}", file=sys.stderr)
+    if args.json and not args.follow:
+        print(json.dumps({"events": [e.to_json() for e in result.events]}, ensure_ascii=False))
+        return 0
+
+    def show(events: Sequence[Any]) -> None:
+        for event in events:
+            line = json.dumps(event.to_json(), ensure_ascii=False) if args.json else render_line(event)
+            print(line, flush=True)
+
+    show(result.events)
+    if not args.follow:
+        return 0
+    offset = result.offset
+    try:
+        while True:
+            time.sleep(0.25)
+            more = journal.read_from(offset)
+            for problem in more.problems:
+                print(f"loopdeck: {ws.journal}: skipped {problem}", file=sys.stderr)
+            show(more.events)
+            offset = more.offset
+    except KeyboardInterrupt:
+        return 0
+
+
+# --- the parser ----------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="loopdeck",
+        description="Run, watch and steer autonomous coding-agent loops.",
+    )
+    parser.add_argument(
+        "-C",
+        "--workspace",
+        metavar="DIR",
+        help="the project folder (default: the nearest folder at or above the current one "
+        "that holds a loop, else the current folder)",
+    )
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB")
+
+    start = verbs.add_parser("start", help="create a loop (the /orchestrator-loop command)")
+    start.add_argument("prompt", nargs="*", metavar="PROMPT", help="what the agent works on")
+    start.add_argument("--max-iterations", type=int, default=100, metavar="N",
+                       help="escalate after N iterations (never exits for it); 0 = no limit")
+    start.add_argument("--completion-promise", default="null", metavar="T",
+                       help="the agent finishes by printing <promise>T</promise>")
+    start.add_argument("--task-file", metavar="P", help="a markdown checklist of tasks")
+    start.add_argument("--no-tasks", action="store_true", help="do not check Claude Code Tasks")
+    start.add_argument("--no-github", action="store_true", help="do not check GitHub Projects")
+    start.add_argument("--github-project", metavar="ID", help="the GitHub project to check")
+    start.add_argument("--verify", action="append", metavar="CMD",
+                       help="a verification command (repeatable)")
+    start.add_argument("--force", action="store_true",
+                       help="archive an active (or move aside a corrupt) loop and start anew")
+    start.set_defaults(func=cmd_start)
+
+    status = verbs.add_parser("status", help="the loop's state")
+    status.add_argument("--json", action="store_true", help="one JSON object")
+    status.set_defaults(func=cmd_status)
+
+    for kind, text in STEER_HELP.items():
+        steer = verbs.add_parser(kind, help=text, description=text)
+        steer.add_argument("--reason", metavar="T", help="why (shown in the journal)")
+        steer.add_argument("--wait", type=float, metavar="S",
+                           help="wait up to S seconds for the driver to apply it")
+        steer.set_defaults(func=_steer_cmd(kind))
+
+    setmax = verbs.add_parser("set-max-iterations", help="change the escalation threshold")
+    setmax.add_argument("n", type=int, metavar="N", help="the new maximum; 0 = no limit")
+    setmax.add_argument("--reason", metavar="T", help="why (shown in the journal)")
+    setmax.add_argument("--wait", type=float, metavar="S",
+                        help="wait up to S seconds for the driver to apply it")
+    setmax.set_defaults(func=cmd_set_max)
+
+    log = verbs.add_parser("log", help="the loop's journal as log lines")
+    log.add_argument("-n", type=int, default=50, metavar="N", help="how many events (default 50)")
+    log.add_argument("--json", action="store_true", help="JSON instead of log lines")
+    log.add_argument("-f", "--follow", action="store_true", help="keep printing new events")
+    log.set_defaults(func=cmd_log)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.verb is None:
+        args = parser.parse_args([*(argv or sys.argv[1:]), "status"])
+    try:
+        result: int = args.func(args)
+        return result
+    except LoopdeckError as exc:
+        print(f"loopdeck: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

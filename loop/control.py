@@ -1,0 +1,199 @@
+"""The control queue: `.claude/orchestrator-loop.control.jsonl`, how people steer a loop.
+
+The TUI and the CLI never write the state file (one writer per file): they append a command
+here, and the driver that holds the loop lock applies it. Each command is applied exactly once:
+
+* the driver applies commands in file order and records, in the state file itself, the byte
+  offset up to which everything is applied (`control_offset`). The effect and the new offset
+  land in the same atomic rename, so a crash cannot apply a command twice or lose it;
+* the driver reads the offset under the loop lock, so two drivers racing for the same Stop
+  serialise and the second finds nothing left to apply;
+* each application is journaled (`command-applied` with the command's id), which is how the
+  sender learns its command took effect.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from loop.errors import LoopdeckError
+from loop.journal import Journal
+from loop.paths import Workspace
+from loop.state import LoopState, StateStore
+from loop.timeutil import iso_ms, utcnow
+
+COMMANDS = ("pause", "resume", "skip", "complete", "stop", "set-max-iterations")
+MAX_LINE_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Command:
+    id: str
+    ts: str
+    kind: str
+    source: str
+    reason: str | None = None
+    value: int | None = None
+    end: int = 0
+    """Byte offset just past this command's line: the driver's new `control_offset`."""
+
+    def to_json(self) -> dict[str, Any]:
+        obj: dict[str, Any] = {"id": self.id, "ts": self.ts, "kind": self.kind, "source": self.source}
+        if self.reason:
+            obj["reason"] = self.reason
+        if self.value is not None:
+            obj["value"] = self.value
+        return obj
+
+
+@dataclass(frozen=True)
+class BadLine:
+    offset: int
+    reason: str
+
+
+def new_id() -> str:
+    return secrets.token_hex(8)
+
+
+def send(
+    workspace: Workspace,
+    kind: str,
+    *,
+    source: str = "cli",
+    reason: str | None = None,
+    value: int | None = None,
+    now: datetime | None = None,
+) -> Command:
+    """Queue a command; one `O_APPEND` write, safe alongside any number of other senders."""
+    if kind not in COMMANDS:
+        raise LoopdeckError(f"unknown command {kind!r}; expected one of {', '.join(COMMANDS)}")
+    if kind == "set-max-iterations" and (value is None or value < 0):
+        raise LoopdeckError("set-max-iterations needs a whole number >= 0 (0 = no limit)")
+    command = Command(new_id(), iso_ms(now or utcnow()), kind, source, reason or None, value)
+    line = json.dumps(command.to_json(), ensure_ascii=False) + "\n"
+    workspace.claude_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(workspace.control, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode("utf-8"))
+    finally:
+        os.close(fd)
+    return command
+
+
+def read_since(path: Path, offset: int) -> tuple[list[Command], list[BadLine], int]:
+    """Commands in complete lines from `offset` on, the lines that were not commands, and the
+    offset after the last complete line. A half-written last line waits for the next read."""
+    try:
+        f = path.open("rb")
+    except FileNotFoundError:
+        return [], [], 0
+    with f:
+        size = f.seek(0, os.SEEK_END)
+        if offset > size:
+            offset = 0  # the queue was replaced by a shorter one: read it all
+        f.seek(offset)
+        data = f.read()
+    cut = data.rfind(b"\n") + 1
+    commands: list[Command] = []
+    bad: list[BadLine] = []
+    pos = offset
+    for line in data[:cut].split(b"\n")[:-1]:
+        end = pos + len(line) + 1
+        if line.strip():
+            item = _decode(line, pos, end)
+            (commands if isinstance(item, Command) else bad).append(item)  # type: ignore[arg-type]
+        pos = end
+    return commands, bad, offset + cut
+
+
+def _decode(line: bytes, offset: int, end: int) -> Command | BadLine:
+    if len(line) > MAX_LINE_BYTES:
+        return BadLine(offset, f"line of {len(line)} bytes is too long for a command")
+    try:
+        obj = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return BadLine(offset, "not JSON")
+    if not isinstance(obj, dict):
+        return BadLine(offset, "not a JSON object")
+    kind, cid = obj.get("kind"), obj.get("id")
+    if kind not in COMMANDS:
+        return BadLine(offset, f"unknown command {kind!r}")
+    if not isinstance(cid, str) or not cid:
+        return BadLine(offset, "missing 'id'")
+    value = obj.get("value")
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        return BadLine(offset, f"'value' must be a whole number >= 0, got {value!r}")
+    if kind == "set-max-iterations" and value is None:
+        return BadLine(offset, "set-max-iterations without a 'value'")
+    reason = obj.get("reason")
+    return Command(
+        id=cid,
+        ts=str(obj.get("ts", "")),
+        kind=kind,
+        source=str(obj.get("source", "?")),
+        reason=str(reason) if reason else None,
+        value=value,
+        end=end,
+    )
+
+
+def pending(workspace: Workspace, state: LoopState | None = None) -> list[Command]:
+    """Commands the driver has not applied yet (everything after the state's `control_offset`)."""
+    if state is None:
+        state = StateStore(workspace).read()
+    offset = state.control_offset if state is not None else 0
+    commands, _bad, _end = read_since(workspace.control, offset)
+    return commands
+
+
+Handler = Callable[[LoopState, Command], str]
+"""Applies one command to the state in place and says what it did (for the journal)."""
+
+
+def drain(store: StateStore, journal: Journal, handler: Handler) -> list[Command]:
+    """Apply every pending command exactly once, under the loop lock; returns what was applied.
+
+    The drivers call this at each Stop or iteration boundary. Bad lines are journaled as
+    warnings and passed over, so one bad line cannot wedge the queue.
+    """
+    with store.locked():
+        state = store.read()
+        if state is None:
+            return []
+        commands, bad, end = read_since(store.workspace.control, state.control_offset)
+        if end == state.control_offset and not commands:
+            return []
+        outcomes = [(command, handler(state, command)) for command in commands]
+        state.control_offset = end
+        store.write(state)
+        for line in bad:
+            journal.append("warning", state.iteration, {"message": bad_line_message(store, line)})
+        for command, outcome in outcomes:
+            journal_applied(journal, state.iteration, command, outcome)
+    return commands
+
+
+def bad_line_message(store: StateStore, line: BadLine) -> str:
+    return f"{store.workspace.control}: byte {line.offset}: {line.reason}; skipped"
+
+
+def journal_applied(journal: Journal, iteration: int, command: Command, outcome: str) -> None:
+    journal.append(
+        "command-applied",
+        iteration,
+        {"id": command.id, "command": command.kind, "source": command.source, "outcome": outcome},
+    )
+
+
+def applied_ids(journal: Journal, within: int = 500) -> set[str]:
+    """Ids the journal says were applied, among its last `within` events."""
+    result = journal.tail(within, where=lambda e: e.kind == "command-applied")
+    return {str(e.data.get("id")) for e in result.events}

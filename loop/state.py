@@ -1,0 +1,463 @@
+"""The loop's state: seed 000's `.claude/orchestrator-loop.local.md`, extended.
+
+The file is YAML front matter plus the loop's prompt as the body, so a person can open it,
+read it and (carefully) edit it, and so other tools that read seed 000's file keep working.
+
+Three promises, each tested:
+
+* A round trip changes nothing it does not have to: the body byte for byte, unknown keys and
+  their order, and the exact text of every key whose value did not change.
+* A write never leaves a half-written file: temp file in the same folder, fsync, rename, under
+  an exclusive lock with a timeout; the previous good file is kept as `….bak`.
+* A corrupt file is reported with its path, line and problem, and is never overwritten.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from filelock import FileLock, Timeout
+
+from loop.errors import FileProblem, LockTimeout
+from loop.paths import Workspace
+from loop.proc import alive
+from loop.timeutil import iso_s, utcnow
+
+STATUSES = ("initializing", "running", "paused", "stopping", "completed", "stopped", "failed")
+ACTIVE_STATUSES = frozenset({"initializing", "running", "paused", "stopping"})
+DRIVERS = ("hook", "runner")
+NULL = "null"
+"""Seed 000 spells "not set" as the string `"null"` (completion_promise, task_file)."""
+
+MAX_STATE_BYTES = 4 * 1024 * 1024
+"""A state file is a few hundred bytes; anything this big is not one, and parsing it would stall
+the hook."""
+
+
+class StateError(FileProblem):
+    """The state file exists but is not a loop state (bad YAML, wrong types, binary…)."""
+
+
+class _Loader(yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader):  # type: ignore[misc]
+    """Safe YAML without timestamp resolution: `started_at` stays the text the file holds,
+    so writing it back changes nothing."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _expect_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _expect_bool(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+def _expect_str(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _expect_opt_str(value: Any) -> bool:
+    return value is None or (isinstance(value, str | int) and not isinstance(value, bool))
+
+
+def _expect_opt_int(value: Any) -> bool:
+    return value is None or _expect_int(value)
+
+
+def _expect_str_list(value: Any) -> bool:
+    return value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+
+
+_SCHEMA: dict[str, tuple[Any, str]] = {
+    # seed 000, in its order
+    "iteration": (_expect_int, "a whole number >= 0"),
+    "max_iterations": (_expect_int, "a whole number >= 0 (0 = no limit)"),
+    "completion_promise": (_expect_opt_str, 'a string ("null" for none)'),
+    "task_file": (_expect_opt_str, 'a path ("null" for none)'),
+    "check_tasks": (_expect_bool, "true or false"),
+    "check_github": (_expect_bool, "true or false"),
+    "github_project_id": (_expect_opt_str, "a project number or id"),
+    "started_at": (_expect_opt_str, "an ISO 8601 timestamp"),
+    "verification_mode": (_expect_bool, "true or false"),
+    "verification_remaining": (_expect_int, "a whole number >= 0"),
+    # loopdeck's additions
+    "status": (lambda v: v in STATUSES, "one of " + ", ".join(STATUSES)),
+    "driver": (lambda v: v is None or v in DRIVERS, "hook, runner or null"),
+    "pid": (_expect_opt_int, "a process id or null"),
+    "session_id": (_expect_opt_str, "a session id or null"),
+    "current_task": (_expect_opt_str, "a task title or null"),
+    "verify_loops": (_expect_int, "a whole number >= 0"),
+    "verify": (_expect_str_list, "a list of commands"),
+    "control_offset": (_expect_int, "a byte offset >= 0"),
+}
+KNOWN_KEYS = tuple(_SCHEMA)
+REQUIRED_KEYS = ("iteration", "max_iterations")
+
+
+@dataclass
+class LoopState:
+    """One loop's state. Unknown keys ride along in `extra` and are written back untouched."""
+
+    iteration: int = 0
+    """How many times the loop has been sent back to work (seed 000: +1 on every block)."""
+    max_iterations: int = 100
+    """Escalation threshold, never an exit (seed 000 §3.3); 0 = none."""
+    completion_promise: str = NULL
+    task_file: str = NULL
+    check_tasks: bool = True
+    check_github: bool = True
+    github_project_id: str = ""
+    started_at: str = ""
+    verification_mode: bool = False
+    verification_remaining: int = 0
+    status: str = "running"
+    driver: str | None = None
+    pid: int | None = None
+    session_id: str | None = None
+    """The Claude Code session that owns an in-session loop; Stops from others are ignored."""
+    current_task: str | None = None
+    verify_loops: int = 4
+    verify: list[str] = field(default_factory=list)
+    control_offset: int = 0
+    """Byte offset in the control queue up to which every command has been applied. It lives
+    here, written in the same atomic rename as the effect, so a command is applied exactly once."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    body: str = ""
+    """Everything after the closing `---`, byte for byte (the prompt, with its blank lines)."""
+
+    _order: list[str] = field(default_factory=list, repr=False, compare=False)
+    _raw: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    _seen: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _preamble: str = field(default="", repr=False, compare=False)
+    _newline: str = field(default="\n", repr=False, compare=False)
+
+    @classmethod
+    def new(cls, prompt: str, **values: Any) -> LoopState:
+        state = cls(body=f"\n{prompt.strip()}\n", started_at=iso_s(utcnow()), **values)
+        return state
+
+    @property
+    def prompt(self) -> str:
+        return self.body.strip()
+
+    @property
+    def promise(self) -> str | None:
+        """The completion promise, or None where seed 000 writes "null"."""
+        text = self.completion_promise
+        return None if text in (None, "", NULL) else str(text)
+
+    @property
+    def task_path(self) -> str | None:
+        text = self.task_file
+        return None if text in (None, "", NULL) else str(text)
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE_STATUSES
+
+    def values(self) -> dict[str, Any]:
+        """Every key as it would be written, known keys first in seed order, then extras."""
+        known = {key: getattr(self, key) for key in KNOWN_KEYS}
+        return {**known, **self.extra}
+
+    def render(self) -> str:
+        values = self.values()
+        order = [k for k in self._order if k in values]
+        # A key the file did not have is added only once it means something: a round trip of
+        # seed 000's file must add nothing. A new state (no file yet) writes every key.
+        order += [
+            k
+            for k in values
+            if k not in order and (not self._order or k in self.extra or values[k] != _DEFAULTS[k])
+        ]
+        nl = self._newline
+        parts = ["---" + nl, self._preamble]
+        for key in order:
+            value = values[key]
+            if key in self._raw and key in self._seen and _same(self._seen[key], value):
+                parts.append(self._raw[key])
+            else:
+                parts.append(f"{key}: {_scalar(value)}{nl}")
+        parts.append("---" + nl)
+        parts.append(self.body)
+        return "".join(parts)
+
+
+_DEFAULTS: dict[str, Any] = LoopState().values()
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and bool(a == b)
+
+
+class _FlowDumper(yaml.SafeDumper):
+    pass
+
+
+def _scalar(value: Any) -> str:
+    """One YAML value on one line: strings double-quoted, lists and maps in flow style."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    style = '"' if isinstance(value, str | list) else None
+    text = yaml.dump(
+        value,
+        Dumper=_FlowDumper,
+        default_flow_style=True,
+        default_style=style,
+        allow_unicode=True,
+        width=2**31,
+    )
+    return text.removesuffix("\n...\n").rstrip("\n")
+
+
+_KEY_LINE = re.compile(r"^([A-Za-z_][\w.-]*)[ \t]*:")
+
+
+def parse(data: bytes, path: Path | str) -> LoopState:
+    """Parse a state file's bytes, or raise StateError naming path, line and problem."""
+    if not data:
+        raise StateError(path, "empty file; expected YAML front matter opening with '---'", 1)
+    if len(data) > MAX_STATE_BYTES:
+        raise StateError(path, f"{len(data)} bytes is far too large for a loop state file")
+    if b"\x00" in data:
+        nul_line = data[: data.index(b"\x00")].count(b"\n") + 1
+        raise StateError(path, "binary data (NUL byte); expected a text file", nul_line)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad_line = data[: exc.start].count(b"\n") + 1
+        raise StateError(
+            path, f"not UTF-8 text (byte {exc.start}); expected a text file", bad_line
+        ) from None
+    text = text.removeprefix("\ufeff")
+    lines = text.splitlines(keepends=True)
+    if lines[0].rstrip("\r\n").rstrip() != "---":
+        raise StateError(path, "no front matter: the first line must be '---'", 1)
+    newline = "\r\n" if lines[0].endswith("\r\n") else "\n"
+    close = next((i for i in range(1, len(lines)) if lines[i].rstrip() == "---"), None)
+    if close is None:
+        raise StateError(
+            path, "front matter never closed: expected a second '---' line", len(lines)
+        )
+    fm_lines = lines[1:close]
+    body = "".join(lines[close + 1 :])
+    try:
+        loaded = yaml.load("".join(fm_lines), Loader=_Loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = mark.line + 2 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise StateError(path, f"front matter is not valid YAML: {problem}", where) from None
+    if loaded is None:
+        loaded = {}
+    if not isinstance(loaded, dict):
+        raise StateError(path, f"front matter is a {type(loaded).__name__}, expected key: value pairs", 2)
+
+    key_lines: dict[str, int] = {}
+    raw: dict[str, str] = {}
+    preamble: list[str] = []
+    current: str | None = None
+    for index, text_line in enumerate(fm_lines):
+        match = _KEY_LINE.match(text_line)
+        if match:
+            current = match.group(1)
+            key_lines.setdefault(current, index + 2)
+            raw[current] = text_line
+        elif current is None:
+            preamble.append(text_line)
+        else:
+            raw[current] += text_line
+    segmented = set(raw) == {str(k) for k in loaded}
+
+    for key in REQUIRED_KEYS:
+        if key not in loaded:
+            raise StateError(path, f"missing key '{key}'", close + 1)
+    state = LoopState(body=body)
+    for key, value in loaded.items():
+        key = str(key)
+        if key in _SCHEMA:
+            check, expected = _SCHEMA[key]
+            if not check(value):
+                raise StateError(
+                    path, f"{key}: expected {expected}, got {_describe(value)}", key_lines.get(key)
+                )
+            if key in ("completion_promise", "task_file") and value is None:
+                value = NULL
+            elif key in ("github_project_id", "started_at") and value is None:
+                value = ""
+            elif key == "verify" and value is None:
+                value = []
+            elif key in ("github_project_id", "session_id", "current_task") and isinstance(value, int):
+                value = str(value)
+            setattr(state, key, value)
+        else:
+            state.extra[key] = value
+    state._order = [str(k) for k in loaded]
+    state._newline = newline
+    if segmented:
+        state._raw = raw
+        state._preamble = "".join(preamble)
+        state._seen = {k: getattr(state, k) for k in KNOWN_KEYS if k in loaded}
+        state._seen.update(state.extra)
+    return state
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    if value is None:
+        return "null"
+    return f"{type(value).__name__} {value!r}"
+
+
+class StateStore:
+    """Reads and writes one workspace's state file; the only door to it.
+
+    `locked()` is reentrant: a driver holds it across read-decide-write, and the `write()` inside
+    takes it again without deadlocking.
+    """
+
+    def __init__(self, workspace: Workspace, lock_timeout: float = 10.0) -> None:
+        self.workspace = workspace
+        self.path = workspace.state
+        self.lock_timeout = lock_timeout
+        self._lock: FileLock | None = None
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def read(self) -> LoopState | None:
+        """The state, None when there is no loop, StateError when the file is not a state."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except IsADirectoryError:
+            raise StateError(self.path, "is a folder, expected the loop's state file") from None
+        except OSError as exc:
+            raise StateError(self.path, f"cannot be read: {exc.strerror}") from None
+        return parse(data, self.path)
+
+    def read_backup(self) -> LoopState | None:
+        try:
+            data = self.workspace.backup.read_bytes()
+        except FileNotFoundError:
+            return None
+        return parse(data, self.workspace.backup)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        if self._lock is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._lock = FileLock(self.workspace.lock, timeout=self.lock_timeout, thread_local=False)
+        try:
+            self._lock.acquire()
+        except Timeout:
+            raise LockTimeout(
+                f"{self.workspace.lock}: another loopdeck process held the loop lock for more "
+                f"than {self.lock_timeout:g} s"
+            ) from None
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    def write(self, state: LoopState, *, replace_corrupt: bool = False) -> None:
+        """Atomically replace the state file, keeping the previous good one as the backup.
+
+        A corrupt file in the way is an error (it may be a person's half-finished edit), unless
+        `replace_corrupt`, which moves it aside as `….corrupt-<time>` rather than deleting it.
+        """
+        data = state.render().encode("utf-8")
+        with self.locked():
+            self._keep_previous(replace_corrupt)
+            _atomic_write(self.path, data)
+            self._sweep_orphans()
+
+    def restore_backup(self) -> LoopState:
+        """Put the last good copy back, moving the corrupt file aside (never deleting it)."""
+        with self.locked():
+            backup = self.read_backup()
+            if backup is None:
+                raise StateError(self.workspace.backup, "no backup to restore")
+            if self.path.exists():
+                self._move_aside()
+            _atomic_write(self.path, self.workspace.backup.read_bytes())
+            return backup
+
+    def _keep_previous(self, replace_corrupt: bool) -> None:
+        try:
+            current = self.path.read_bytes()
+        except FileNotFoundError:
+            return
+        try:
+            parse(current, self.path)
+        except StateError as exc:
+            if not replace_corrupt:
+                raise StateError(
+                    self.path, f"refusing to overwrite a corrupt state file ({exc.problem})", exc.line
+                ) from None
+            self._move_aside()
+            return
+        backup = self.workspace.backup
+        link = backup.with_name(f".{backup.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        try:
+            os.link(self.path, link)
+        except OSError:
+            _atomic_write(backup, current)
+        else:
+            os.replace(link, backup)
+
+    def _sweep_orphans(self) -> None:
+        """Remove temp files left by writers that were killed mid-write (SIGKILL, power cut)."""
+        prefix = f".{self.path.name}."
+        for entry in os.scandir(self.path.parent):
+            if not (entry.name.startswith(prefix) and entry.name.endswith(".tmp")):
+                continue
+            pid = entry.name[len(prefix) :].split(".", 1)[0]
+            if pid.isdigit() and int(pid) != os.getpid() and alive(int(pid)) is False:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+
+    def _move_aside(self) -> None:
+        stamp = utcnow().strftime("%Y%m%dT%H%M%S")
+        os.replace(self.path, self.path.with_name(f"{self.path.name}.corrupt-{stamp}"))
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    os.close(fd)
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

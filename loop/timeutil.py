@@ -1,0 +1,38 @@
+"""Timestamps as loopdeck writes them: UTC, ISO 8601, easy to sort and to grep."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def iso_ms(moment: datetime) -> str:
+    """Journal precision: milliseconds, `Z` suffix (`2025-01-17T14:00:00.123Z`)."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def iso_s(moment: datetime) -> str:
+    """Seed 000's `started_at` form (`2026-01-09T10:30:00+00:00`)."""
+    return moment.astimezone(UTC).replace(microsecond=0).isoformat()
+
+
+def parse_iso(text: str) -> datetime | None:
+    """Best effort: `None` for anything that is not a timestamp, never an exception."""
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except (ValueError, AttributeError):
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment
+
+
+def log_stamp(text: str) -> str:
+    """Seed 003's log-line stamp, to the second: `2025-01-17T14:00:00Z`."""
+    moment = parse_iso(text)
+    if moment is None:
+        return text
+    return moment.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")

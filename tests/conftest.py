@@ -1,0 +1,81 @@
+"""Fixtures shared by every test: a workspace in tmp_path, the CLI in and out of process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from loop.paths import Workspace
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+SAMPLES = SHARED / "reference" / "samples"
+
+SEED_STATE = """\
+---
+iteration: 5
+max_iterations: 100
+completion_promise: "null"
+task_file: "null"
+check_tasks: true
+check_github: true
+github_project_id: ""
+started_at: 2026-01-09T10:30:00+00:00
+verification_mode: false
+verification_remaining: 0
+---
+
+Initial task prompt goes here...
+"""
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    root = tmp_path / "project"
+    (root / ".claude").mkdir(parents=True)
+    return Workspace(root)
+
+
+@dataclass
+class Ran:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> Callable[..., Ran]:
+    """Run `loopdeck ARGS` in process against the test workspace."""
+    from loop.cli import main
+
+    def run(*args: str) -> Ran:
+        try:
+            code = main(["-C", str(ws.root), *args])
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        captured = capsys.readouterr()
+        return Ran(code, captured.out, captured.err)
+
+    return run
+
+
+def loopdeck_cmd() -> list[str]:
+    return [sys.executable, "-m", "loop.cli"]
+
+
+def run_loopdeck(
+    *args: str, cwd: Path | None = None, input: str | None = None, env: dict[str, str] | None = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **(env or {})}
+    full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
+    return subprocess.run(
+        [*loopdeck_cmd(), *args], cwd=cwd, input=input, env=full_env, capture_output=True,
+        text=True, timeout=timeout,
+    )

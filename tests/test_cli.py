@@ -1,0 +1,129 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from loop.paths import Workspace
+from loop.state import StateStore
+from tests.conftest import SEED_STATE, run_loopdeck
+
+
+def test_status_without_a_loop(cli) -> None:
+    ran = cli("status")
+    assert ran.code == 0 and "no loop" in ran.out
+    ran = cli("status", "--json")
+    assert ran.code == 0
+    assert json.loads(ran.out)["loop"] is None
+
+
+def test_start_then_status_json(cli, ws: Workspace) -> None:
+    ran = cli("start", "Build", "a", "todo", "API", "--max-iterations", "5",
+              "--completion-promise", "DONE", "--task-file", "TODO.md", "--no-github",
+              "--verify", "pytest -q")
+    assert ran.code == 0, ran.err
+    state = StateStore(ws).read()
+    assert state is not None
+    assert state.prompt == "Build a todo API"
+    assert (state.max_iterations, state.promise, state.task_path) == (5, "DONE", "TODO.md")
+    assert state.check_github is False and state.check_tasks is True
+    assert state.verify == ["pytest -q"]
+    loop = json.loads(cli("status", "--json").out)["loop"]
+    assert loop == {
+        "kind": "orchestrator-loop", "state_file": str(ws.state), "status": "running",
+        "iteration": 0, "max_iterations": 5, "verification_mode": False,
+        "verification_remaining": 0, "completion_promise": "DONE",
+        "started_at": state.started_at, "session_id": None, "driver": None, "pid": None,
+        "alive": None,
+    }
+    assert "iteration    0/5" in cli("status").out
+
+
+def test_start_defaults_follow_seed_000(cli, ws: Workspace) -> None:
+    assert cli("start", "x").code == 0
+    state = StateStore(ws).read()
+    assert state is not None
+    assert state.max_iterations == 100
+    assert state.completion_promise == "null" and state.task_file == "null"
+    assert state.check_tasks and state.check_github
+
+
+def test_start_refuses_an_active_loop_without_force(cli, ws: Workspace) -> None:
+    assert cli("start", "first").code == 0
+    ran = cli("start", "second")
+    assert ran.code == 1 and "already running" in ran.err and "--force" in ran.err
+    assert cli("start", "second", "--force").code == 0
+    state = StateStore(ws).read()
+    assert state is not None and state.prompt == "second"
+    (archived,) = list(ws.archive_dir.iterdir())
+    assert "first" in (archived / "state.md").read_text()
+    assert json.loads((archived / "summary.json").read_text())["outcome"] == "replaced by a new loop"
+
+
+def test_start_without_prompt_is_an_error(cli) -> None:
+    ran = cli("start")
+    assert ran.code == 1 and "PROMPT" in ran.err
+
+
+def test_corrupt_state_status_exit_1(cli, ws: Workspace) -> None:
+    bad = SEED_STATE.replace("iteration: 5", 'iteration: "five"')
+    ws.state.write_text(bad)
+    ran = cli("status")
+    assert ran.code == 1
+    assert f"{ws.state}:2: iteration: expected a whole number" in ran.err
+    ran = cli("status", "--json")
+    assert ran.code == 1 and json.loads(ran.out)["error"]["line"] == 2
+    ran = cli("start", "new")
+    assert ran.code == 1 and "corrupt" in ran.err
+    assert ws.state.read_text() == bad
+    assert cli("start", "new", "--force").code == 0
+    assert next(iter(ws.claude_dir.glob("*.corrupt-*"))).read_text() == bad
+
+
+def test_steering_verbs_queue_commands(cli, ws: Workspace) -> None:
+    ran = cli("pause")
+    assert ran.code == 1 and "no loop" in ran.err
+    cli("start", "x")
+    for verb in ("pause", "resume", "skip", "complete", "stop"):
+        ran = cli(verb, "--reason", f"because {verb}")
+        assert ran.code == 0 and "queued" in ran.out and "next Stop" in ran.out
+    assert cli("set-max-iterations", "7").code == 0
+    lines = [json.loads(line) for line in ws.control.read_text().splitlines()]
+    assert [c["kind"] for c in lines] == [
+        "pause", "resume", "skip", "complete", "stop", "set-max-iterations"]
+    assert lines[0]["reason"] == "because pause" and lines[0]["source"] == "cli"
+    assert lines[-1]["value"] == 7
+    ran = cli("pause", "--wait", "0.3")
+    assert ran.code == 1 and "not applied within 0.3 s" in ran.err
+
+
+def test_log_renders_and_json(cli) -> None:
+    cli("start", "x", "--max-iterations", "3")
+    cli("pause")
+    out = cli("log").out.splitlines()
+    assert out[0].endswith("loopdeck: Loop started (max 3 iterations)")
+    assert "Command queued: pause (cli)" in out[1]
+    data = json.loads(cli("log", "--json", "-n", "1").out)
+    assert [e["kind"] for e in data["events"]] == ["command-sent"]
+
+
+@pytest.mark.parametrize("verb", ["start", "status", "pause", "resume", "skip", "complete",
+                                  "stop", "set-max-iterations", "log"])
+def test_help_everywhere(cli, verb: str) -> None:
+    ran = cli(verb, "--help")
+    assert ran.code == 0 and "usage: loopdeck" in ran.out
+
+
+def test_usage_error_exit_2(cli) -> None:
+    assert cli("frobnicate").code == 2
+    assert cli("log", "-n", "many").code == 2
+
+
+def test_real_process_finds_workspace_from_a_subfolder(ws: Workspace) -> None:
+    assert run_loopdeck("start", "hello", cwd=ws.root).returncode == 0
+    sub = ws.root / "src" / "deep"
+    sub.mkdir(parents=True)
+    ran = run_loopdeck("status", "--json", cwd=sub)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["workspace"] == str(ws.root)
+    assert run_loopdeck(cwd=sub).returncode == 0  # no verb: status

@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+import io
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loop.journal import Event, Journal, message, render_line
+from loop.paths import Workspace
+from loop.tailread import ReadCounter, lines_backwards
+
+T0 = datetime(2025, 1, 17, 14, 0, 0, tzinfo=UTC)
+
+
+def test_append_and_tail(ws: Workspace) -> None:
+    journal = Journal(ws.journal)
+    for i in range(10):
+        journal.append("iteration-started", i, {"max_iterations": 5}, now=T0)
+    raw = ws.journal.read_text().splitlines()
+    assert len(raw) == 10
+    assert json.loads(raw[0]) == {
+        "ts": "2025-01-17T14:00:00.000Z", "kind": "iteration-started", "iteration": 0,
+        "data": {"max_iterations": 5},
+    }
+    result = journal.tail(3)
+    assert [e.iteration for e in result.events] == [7, 8, 9]
+    assert result.problems == []
+
+
+def test_missing_journal_is_empty(ws: Workspace) -> None:
+    assert Journal(ws.journal).tail(5).events == []
+    assert Journal(ws.journal).read_from(0).events == []
+
+
+def test_torn_and_garbage_lines_are_skipped_and_reported(ws: Workspace) -> None:
+    journal = Journal(ws.journal)
+    journal.append("loop-started", 0, now=T0)
+    with ws.journal.open("ab") as f:
+        f.write(b"\x00\xff garbage \x89PNG\n")
+        f.write(b'["a list"]\n')
+        f.write(b'{"kind": "no ts"}\n')
+    journal.append("paused", 1, {"reason": "x"}, now=T0)
+    with ws.journal.open("ab") as f:
+        f.write(b'{"ts": "2025-01-17T14:00:00Z", "kind": "resu')  # writer killed mid-line
+    result = journal.tail(10)
+    assert [e.kind for e in result.events] == ["loop-started", "paused"]
+    reasons = [p.reason for p in result.problems]
+    assert reasons == [
+        "not JSON", "not a JSON object", "missing 'ts' or 'kind' string",
+        "torn last line (no newline, not JSON)",
+    ]
+    # Forward reading leaves the torn line for later and resumes once it is finished.
+    forward = journal.read_from(0)
+    assert [e.kind for e in forward.events] == ["loop-started", "paused"]
+    with ws.journal.open("ab") as f:
+        f.write(b'med", "iteration": 1, "data": {}}\n')
+    more = journal.read_from(forward.offset)
+    assert [e.kind for e in more.events] == ["resumed"]
+
+
+def test_wrong_types_inside_an_event_are_tolerated(ws: Workspace) -> None:
+    ws.journal.write_text('{"ts": "t", "kind": "k", "iteration": "two", "data": [1]}\n')
+    (event,) = Journal(ws.journal).tail(1).events
+    assert event.iteration is None and event.data == {"value": [1]}
+
+
+def test_huge_line_is_skipped_not_loaded(ws: Workspace) -> None:
+    journal = Journal(ws.journal)
+    journal.append("loop-started", 0)
+    with ws.journal.open("ab") as f:
+        f.write(b"x" * (3 * 1024 * 1024) + b"\n")
+    journal.append("paused", 0)
+    result = journal.tail(5)
+    assert [e.kind for e in result.events] == ["loop-started", "paused"]
+    assert "too long" in result.problems[0].reason
+    forward = journal.read_from(0, limit_bytes=1024 * 1024)
+    assert [e.kind for e in forward.events] == ["loop-started"]
+    rest = journal.read_from(forward.offset, limit_bytes=1024 * 1024)
+    assert "skipped" in rest.problems[0].reason
+    last = journal.read_from(rest.offset, limit_bytes=1024 * 1024)
+    assert [e.kind for e in last.events] == ["paused"]
+
+
+def test_tail_of_a_1gb_journal_reads_only_its_end(ws: Workspace) -> None:
+    journal = Journal(ws.journal)
+    with ws.journal.open("wb") as f:
+        f.truncate(1024**3)  # sparse: 1 GB on paper, nothing on disk
+        f.seek(0, 2)
+        f.write(b"\n")
+    for i in range(100):
+        journal.append("iteration-started", i)
+    result = journal.tail(50)
+    assert [e.iteration for e in result.events] == list(range(50, 100))
+    assert result.bytes_read <= 64 * 1024
+    assert ws.journal.stat().st_size > 1024**3
+
+
+def test_render_seed_log_lines() -> None:
+    def ev(kind: str, iteration: int | None = None, **data: object) -> Event:
+        return Event("2025-01-17T14:00:00.000Z", kind, iteration, data)
+
+    assert render_line(ev("iteration-started", 1, max_iterations=5)) == (
+        "[2025-01-17T14:00:00Z] loopdeck: Starting iteration 1/5"
+    )
+    assert message(ev("task-selected", task="Implement user auth")) == (
+        'Selected item: "Implement user auth"'
+    )
+    assert message(ev("verification-started", command="npm test")) == "Running verification: npm test"
+    assert message(ev("verification-passed", exit_code=0)) == "Verification PASSED (exit 0)"
+    assert message(ev("iteration-completed", 1, duration_s=228)) == "Iteration 1 complete (3m 48s)"
+    assert message(ev("something-new", a=1)) == "something-new a=1"
+    assert message(ev("iteration-completed", 1, duration_s="soon")) == "Iteration 1 complete (?)"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"")), max_size=20),
+       st.booleans(), st.integers(1, 40))
+def test_lines_backwards_matches_split(lines: list[bytes], trailing: bool, block: int) -> None:
+    data = b"\n".join(lines) + (b"\n" if trailing and lines else b"")
+    got = list(lines_backwards(io.BytesIO(data), block=block, counter=ReadCounter()))
+    expected = []
+    offset = 0
+    parts = data.split(b"\n")
+    for index, part in enumerate(parts):
+        terminated = index < len(parts) - 1
+        if not terminated and part == b"":
+            break
+        expected.append((offset, part, terminated))
+        offset += len(part) + 1
+    assert got == expected[::-1]
+
+
+def test_journal_path_is_created(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "new" / "dir" / "j.jsonl")
+    journal.append("x")
+    assert journal.size() > 0
