@@ -25,8 +25,12 @@ def big_journal(size: int) -> Path:
     DATA.mkdir(exist_ok=True)
     lines = []
     for i in range(2000):
-        event = {"ts": "2026-11-25T10:00:00.000Z", "kind": "iteration-started", "iteration": i,
-                 "data": {"max_iterations": 100, "note": "x" * (i % 300)}}
+        event = {
+            "ts": "2026-11-25T10:00:00.000Z",
+            "kind": "iteration-started",
+            "iteration": i,
+            "data": {"max_iterations": 100, "note": "x" * (i % 300)},
+        }
         lines.append(json.dumps(event))
     block = ("\n".join(lines) + "\n").encode()
     with path.open("wb") as f:

@@ -9,6 +9,7 @@ Exit status: 0 done, 1 failed (the message on stderr), 2 usage.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -35,6 +36,7 @@ def _workspace(args: argparse.Namespace) -> Workspace:
 
 
 # --- start ---------------------------------------------------------------------------------
+
 
 def cmd_start(args: argparse.Namespace) -> int:
     from loop.archive import archive
@@ -100,6 +102,7 @@ def cmd_start(args: argparse.Namespace) -> int:
 
 # --- status --------------------------------------------------------------------------------
 
+
 def cmd_status(args: argparse.Namespace) -> int:
     from loop.snapshot import read
 
@@ -141,7 +144,56 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- sources -------------------------------------------------------------------------------
+
+
+def cmd_sources(args: argparse.Namespace) -> int:
+    from loop.sources.aggregate import SourceConfig, check_all
+    from loop.state import StateStore
+
+    ws = _workspace(args)
+    state = StateStore(ws).read()
+    config = SourceConfig.from_state(
+        ws,
+        state,
+        task_file=args.task_file,
+        transcript=Path(args.transcript) if args.transcript else None,
+        tasks_dir=Path(args.tasks_dir) if args.tasks_dir else None,
+        session_id=args.session,
+    )
+    if args.no_github:
+        config = dataclasses.replace(config, check_github=False)
+    result = check_all(config)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+        return 0
+    print(f"{'SOURCE':<14}{'PENDING':>8}{'IN PROG':>9}{'DONE':>7}  WHERE")
+    for report in result.sources:
+        if not report.enabled:
+            where = f"off: {report.error}"
+        elif not report.available:
+            where = f"UNAVAILABLE: {report.error}"
+        else:
+            where = report.detail or ""
+        counts = (
+            f"{report.pending:>8}{report.in_progress:>9}{report.done:>7}"
+            if report.available
+            else f"{'-':>8}{'-':>9}{'-':>7}"
+        )
+        print(f"{report.name:<14}{counts}  {where}")
+    print(
+        f"\npending total: {result.pending_total}"
+        + ("  (UNCERTAIN: a source is unavailable)" if result.uncertain else "")
+    )
+    for report in result.with_pending:
+        for item in report.pending_items()[:5]:
+            where = f" (line {item.line})" if item.line else ""
+            print(f"  {report.name}: [{item.status}] {item.title}{where}")
+    return 0
+
+
 # --- steering ------------------------------------------------------------------------------
+
 
 def _steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int:
     from loop import control
@@ -190,6 +242,7 @@ def cmd_set_max(args: argparse.Namespace) -> int:
 
 # --- log -----------------------------------------------------------------------------------
 
+
 def cmd_log(args: argparse.Namespace) -> int:
     from loop.journal import Journal, render_line
 
@@ -225,6 +278,7 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 # --- the parser ----------------------------------------------------------------------------
 
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="loopdeck",
@@ -241,36 +295,56 @@ def build_parser() -> argparse.ArgumentParser:
 
     start = verbs.add_parser("start", help="create a loop (the /orchestrator-loop command)")
     start.add_argument("prompt", nargs="*", metavar="PROMPT", help="what the agent works on")
-    start.add_argument("--max-iterations", type=int, default=100, metavar="N",
-                       help="escalate after N iterations (never exits for it); 0 = no limit")
-    start.add_argument("--completion-promise", default="null", metavar="T",
-                       help="the agent finishes by printing <promise>T</promise>")
+    start.add_argument(
+        "--max-iterations",
+        type=int,
+        default=100,
+        metavar="N",
+        help="escalate after N iterations (never exits for it); 0 = no limit",
+    )
+    start.add_argument(
+        "--completion-promise",
+        default="null",
+        metavar="T",
+        help="the agent finishes by printing <promise>T</promise>",
+    )
     start.add_argument("--task-file", metavar="P", help="a markdown checklist of tasks")
     start.add_argument("--no-tasks", action="store_true", help="do not check Claude Code Tasks")
     start.add_argument("--no-github", action="store_true", help="do not check GitHub Projects")
     start.add_argument("--github-project", metavar="ID", help="the GitHub project to check")
-    start.add_argument("--verify", action="append", metavar="CMD",
-                       help="a verification command (repeatable)")
-    start.add_argument("--force", action="store_true",
-                       help="archive an active (or move aside a corrupt) loop and start anew")
+    start.add_argument("--verify", action="append", metavar="CMD", help="a verification command (repeatable)")
+    start.add_argument(
+        "--force", action="store_true", help="archive an active (or move aside a corrupt) loop and start anew"
+    )
     start.set_defaults(func=cmd_start)
 
     status = verbs.add_parser("status", help="the loop's state")
     status.add_argument("--json", action="store_true", help="one JSON object")
     status.set_defaults(func=cmd_status)
 
+    sources = verbs.add_parser("sources", help="what each task source has left")
+    sources.add_argument("--json", action="store_true", help="one JSON object")
+    sources.add_argument("--task-file", metavar="P", help="a markdown checklist (default: the loop's)")
+    sources.add_argument("--transcript", metavar="P", help="a Claude Code transcript (.jsonl)")
+    sources.add_argument("--tasks-dir", metavar="D", help="the Claude Tasks root (default ~/.claude/tasks)")
+    sources.add_argument("--session", metavar="ID", help="the Claude Code session id")
+    sources.add_argument("--no-github", action="store_true", help="do not ask GitHub")
+    sources.set_defaults(func=cmd_sources)
+
     for kind, text in STEER_HELP.items():
         steer = verbs.add_parser(kind, help=text, description=text)
         steer.add_argument("--reason", metavar="T", help="why (shown in the journal)")
-        steer.add_argument("--wait", type=float, metavar="S",
-                           help="wait up to S seconds for the driver to apply it")
+        steer.add_argument(
+            "--wait", type=float, metavar="S", help="wait up to S seconds for the driver to apply it"
+        )
         steer.set_defaults(func=_steer_cmd(kind))
 
     setmax = verbs.add_parser("set-max-iterations", help="change the escalation threshold")
     setmax.add_argument("n", type=int, metavar="N", help="the new maximum; 0 = no limit")
     setmax.add_argument("--reason", metavar="T", help="why (shown in the journal)")
-    setmax.add_argument("--wait", type=float, metavar="S",
-                        help="wait up to S seconds for the driver to apply it")
+    setmax.add_argument(
+        "--wait", type=float, metavar="S", help="wait up to S seconds for the driver to apply it"
+    )
     setmax.set_defaults(func=cmd_set_max)
 
     log = verbs.add_parser("log", help="the loop's journal as log lines")

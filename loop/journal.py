@@ -180,6 +180,7 @@ def _next_line_start(f: BinaryIO, pos: int, size: int) -> int:
 
 # --- human log lines (seed 003 §4.4.7) ------------------------------------------------------
 
+
 def _fmt_duration(seconds: Any) -> str:
     try:
         total = round(float(seconds))
@@ -211,14 +212,14 @@ _MESSAGES: dict[str, Callable[[Event], str]] = {
     "verification-started": lambda e: f"Running verification: {e.data.get('command', '?')}",
     "verification-passed": lambda e: f"Verification PASSED (exit {e.data.get('exit_code', 0)})",
     "verification-failed": lambda e: f"Verification FAILED (exit {e.data.get('exit_code', '?')})",
-    "verification-loop": lambda e: (
-        f"Verification loop {e.data.get('loop', '?')} of {e.data.get('of', '?')}"
-    ),
+    "verification-loop": lambda e: f"Verification loop {e.data.get('loop', '?')} of {e.data.get('of', '?')}",
     "commit": lambda e: f"Committing changes ({e.data.get('sha', '')[:8]})".replace(" ()", ""),
     "escalation": lambda e: f"ESCALATION: {e.data.get('reason', '')}",
     "command-sent": lambda e: f"Command queued: {e.data.get('command', '?')} ({e.data.get('source', '?')})",
-    "command-applied": lambda e: f"Command applied: {e.data.get('command', '?')}"
-    + (f" — {e.data['outcome']}" if e.data.get("outcome") else ""),
+    "command-applied": lambda e: (
+        f"Command applied: {e.data.get('command', '?')}"
+        + (f" — {e.data['outcome']}" if e.data.get("outcome") else "")
+    ),
     "completed": lambda e: f"Loop complete: {e.data.get('reason', '')}".rstrip(": "),
     "paused": lambda e: "Loop paused" + (f": {e.data['reason']}" if e.data.get("reason") else ""),
     "resumed": lambda e: "Loop resumed",

@@ -12,6 +12,7 @@ from typing import Any
 from loop.errors import FileProblem
 from loop.paths import Workspace
 from loop.proc import alive
+from loop.sources.aggregate import Aggregate, SourceConfig, check_all
 from loop.state import LoopState, StateStore
 
 
@@ -63,22 +64,28 @@ class Snapshot:
     workspace: str
     loop: LoopView | None
     error: StateProblem | None = None
+    sources: Aggregate | None = None
 
     def to_json(self) -> dict[str, Any]:
         obj: dict[str, Any] = {
             "workspace": self.workspace,
             "loop": asdict(self.loop) if self.loop else None,
+            "sources": [s.to_json() for s in self.sources.sources] if self.sources else [],
+            "pending_total": self.sources.pending_total if self.sources else 0,
+            "uncertain": self.sources.uncertain if self.sources else False,
         }
         if self.error is not None:
             obj["error"] = asdict(self.error)
         return obj
 
 
-def read(workspace: Workspace) -> Snapshot:
+def read(workspace: Workspace, *, with_sources: bool = True) -> Snapshot:
     try:
         state = StateStore(workspace).read()
     except FileProblem as exc:
         problem = StateProblem(str(exc.path), exc.line, exc.problem, str(exc))
         return Snapshot(str(workspace.root), None, problem)
-    loop = LoopView.of(workspace, state) if state is not None else None
-    return Snapshot(str(workspace.root), loop)
+    if state is None:
+        return Snapshot(str(workspace.root), None)
+    sources = check_all(SourceConfig.from_state(workspace, state)) if with_sources else None
+    return Snapshot(str(workspace.root), LoopView.of(workspace, state), sources=sources)

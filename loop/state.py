@@ -243,9 +243,7 @@ def parse(data: bytes, path: Path | str) -> LoopState:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         bad_line = data[: exc.start].count(b"\n") + 1
-        raise StateError(
-            path, f"not UTF-8 text (byte {exc.start}); expected a text file", bad_line
-        ) from None
+        raise StateError(path, f"not UTF-8 text (byte {exc.start}); expected a text file", bad_line) from None
     text = text.removeprefix("\ufeff")
     lines = text.splitlines(keepends=True)
     if lines[0].rstrip("\r\n").rstrip() != "---":
@@ -253,9 +251,7 @@ def parse(data: bytes, path: Path | str) -> LoopState:
     newline = "\r\n" if lines[0].endswith("\r\n") else "\n"
     close = next((i for i in range(1, len(lines)) if lines[i].rstrip() == "---"), None)
     if close is None:
-        raise StateError(
-            path, "front matter never closed: expected a second '---' line", len(lines)
-        )
+        raise StateError(path, "front matter never closed: expected a second '---' line", len(lines))
     fm_lines = lines[1:close]
     body = "".join(lines[close + 1 :])
     try:

@@ -70,12 +70,20 @@ def loopdeck_cmd() -> list[str]:
 
 
 def run_loopdeck(
-    *args: str, cwd: Path | None = None, input: str | None = None, env: dict[str, str] | None = None,
+    *args: str,
+    cwd: Path | None = None,
+    input: str | None = None,
+    env: dict[str, str] | None = None,
     timeout: float = 60,
 ) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, **(env or {})}
     full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
     return subprocess.run(
-        [*loopdeck_cmd(), *args], cwd=cwd, input=input, env=full_env, capture_output=True,
-        text=True, timeout=timeout,
+        [*loopdeck_cmd(), *args],
+        cwd=cwd,
+        input=input,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )

@@ -18,9 +18,22 @@ def test_status_without_a_loop(cli) -> None:
 
 
 def test_start_then_status_json(cli, ws: Workspace) -> None:
-    ran = cli("start", "Build", "a", "todo", "API", "--max-iterations", "5",
-              "--completion-promise", "DONE", "--task-file", "TODO.md", "--no-github",
-              "--verify", "pytest -q")
+    ran = cli(
+        "start",
+        "Build",
+        "a",
+        "todo",
+        "API",
+        "--max-iterations",
+        "5",
+        "--completion-promise",
+        "DONE",
+        "--task-file",
+        "TODO.md",
+        "--no-github",
+        "--verify",
+        "pytest -q",
+    )
     assert ran.code == 0, ran.err
     state = StateStore(ws).read()
     assert state is not None
@@ -30,10 +43,18 @@ def test_start_then_status_json(cli, ws: Workspace) -> None:
     assert state.verify == ["pytest -q"]
     loop = json.loads(cli("status", "--json").out)["loop"]
     assert loop == {
-        "kind": "orchestrator-loop", "state_file": str(ws.state), "status": "running",
-        "iteration": 0, "max_iterations": 5, "verification_mode": False,
-        "verification_remaining": 0, "completion_promise": "DONE",
-        "started_at": state.started_at, "session_id": None, "driver": None, "pid": None,
+        "kind": "orchestrator-loop",
+        "state_file": str(ws.state),
+        "status": "running",
+        "iteration": 0,
+        "max_iterations": 5,
+        "verification_mode": False,
+        "verification_remaining": 0,
+        "completion_promise": "DONE",
+        "started_at": state.started_at,
+        "session_id": None,
+        "driver": None,
+        "pid": None,
         "alive": None,
     }
     assert "iteration    0/5" in cli("status").out
@@ -89,8 +110,7 @@ def test_steering_verbs_queue_commands(cli, ws: Workspace) -> None:
         assert ran.code == 0 and "queued" in ran.out and "next Stop" in ran.out
     assert cli("set-max-iterations", "7").code == 0
     lines = [json.loads(line) for line in ws.control.read_text().splitlines()]
-    assert [c["kind"] for c in lines] == [
-        "pause", "resume", "skip", "complete", "stop", "set-max-iterations"]
+    assert [c["kind"] for c in lines] == ["pause", "resume", "skip", "complete", "stop", "set-max-iterations"]
     assert lines[0]["reason"] == "because pause" and lines[0]["source"] == "cli"
     assert lines[-1]["value"] == 7
     ran = cli("pause", "--wait", "0.3")
@@ -107,8 +127,9 @@ def test_log_renders_and_json(cli) -> None:
     assert [e["kind"] for e in data["events"]] == ["command-sent"]
 
 
-@pytest.mark.parametrize("verb", ["start", "status", "pause", "resume", "skip", "complete",
-                                  "stop", "set-max-iterations", "log"])
+@pytest.mark.parametrize(
+    "verb", ["start", "status", "pause", "resume", "skip", "complete", "stop", "set-max-iterations", "log"]
+)
 def test_help_everywhere(cli, verb: str) -> None:
     ran = cli(verb, "--help")
     assert ran.code == 0 and "usage: loopdeck" in ran.out

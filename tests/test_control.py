@@ -114,8 +114,9 @@ DRAINER = textwrap.dedent("""
 
 def _together(script: str, ws: Workspace, names: list[str]) -> None:
     procs = [
-        subprocess.Popen([sys.executable, "-c", script, str(ws.root), name], cwd=REPO,
-                         stdin=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(ws.root), name], cwd=REPO, stdin=subprocess.PIPE, text=True
+        )
         for name in names
     ]
     for proc in procs:
@@ -138,8 +139,7 @@ def test_two_processes_send_500_each_and_two_drivers_apply_each_once(ws: Workspa
     # Two drivers racing to apply the queue, then a third pass: each command applied once.
     _together(DRAINER, ws, ["A", "B"])
     control.drain(store, Journal(ws.journal), lambda s, c: "late")
-    applied = [e.data["id"] for e in Journal(ws.journal).tail(5000).events
-               if e.kind == "command-applied"]
+    applied = [e.data["id"] for e in Journal(ws.journal).tail(5000).events if e.kind == "command-applied"]
     assert len(applied) == 1000
     assert set(applied) == {c["id"] for c in commands}
     assert control.pending(ws) == []

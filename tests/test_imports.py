@@ -13,7 +13,8 @@ from tests.conftest import REPO
 
 def _modules() -> list[str]:
     return sorted(
-        m.name for m in pkgutil.walk_packages(loop.__path__, prefix="loop.")
+        m.name
+        for m in pkgutil.walk_packages(loop.__path__, prefix="loop.")
         if not m.name.startswith("loop.demo.agent")
     )
 
@@ -25,8 +26,7 @@ def _loaded_after_import(modules: list[str]) -> set[str]:
         "    importlib.import_module(name)\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     return set(json.loads(out.stdout))
 
 

@@ -22,7 +22,9 @@ def test_append_and_tail(ws: Workspace) -> None:
     raw = ws.journal.read_text().splitlines()
     assert len(raw) == 10
     assert json.loads(raw[0]) == {
-        "ts": "2025-01-17T14:00:00.000Z", "kind": "iteration-started", "iteration": 0,
+        "ts": "2025-01-17T14:00:00.000Z",
+        "kind": "iteration-started",
+        "iteration": 0,
         "data": {"max_iterations": 5},
     }
     result = journal.tail(3)
@@ -49,7 +51,9 @@ def test_torn_and_garbage_lines_are_skipped_and_reported(ws: Workspace) -> None:
     assert [e.kind for e in result.events] == ["loop-started", "paused"]
     reasons = [p.reason for p in result.problems]
     assert reasons == [
-        "not JSON", "not a JSON object", "missing 'ts' or 'kind' string",
+        "not JSON",
+        "not a JSON object",
+        "missing 'ts' or 'kind' string",
         "torn last line (no newline, not JSON)",
     ]
     # Forward reading leaves the torn line for later and resumes once it is finished.
@@ -116,8 +120,11 @@ def test_render_seed_log_lines() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"")), max_size=20),
-       st.booleans(), st.integers(1, 40))
+@given(
+    st.lists(st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"")), max_size=20),
+    st.booleans(),
+    st.integers(1, 40),
+)
 def test_lines_backwards_matches_split(lines: list[bytes], trailing: bool, block: int) -> None:
     data = b"\n".join(lines) + (b"\n" if trailing and lines else b"")
     got = list(lines_backwards(io.BytesIO(data), block=block, counter=ReadCounter()))

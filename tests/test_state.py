@@ -95,14 +95,30 @@ CORRUPT = {
     "truncated yaml": (b'---\niteration: 5\ncompletion_promise: "DO\n', None, "never closed"),
     "binary": (bytes(range(256)) * 4, 1, "binary data"),
     "not utf-8": (b"---\niteration: 5\nmax_iterations: 3\ntask_file: \xff\xfe\n---\n", 4, "not UTF-8"),
-    "wrong type": (b'---\niteration: "five"\nmax_iterations: 3\n---\n', 2, "iteration: expected a whole number"),
+    "wrong type": (
+        b'---\niteration: "five"\nmax_iterations: 3\n---\n',
+        2,
+        "iteration: expected a whole number",
+    ),
     "bool for int": (b"---\niteration: 1\nmax_iterations: true\n---\n", 3, "max_iterations: expected"),
     "negative": (b"---\niteration: -1\nmax_iterations: 3\n---\n", 2, "expected a whole number >= 0"),
-    "bad status": (b"---\niteration: 1\nmax_iterations: 3\nstatus: dancing\n---\n", 4, "status: expected one of"),
+    "bad status": (
+        b"---\niteration: 1\nmax_iterations: 3\nstatus: dancing\n---\n",
+        4,
+        "status: expected one of",
+    ),
     "list front matter": (b"---\n- a\n- b\n---\n", 2, "expected key: value pairs"),
     "missing key": (b"---\nmax_iterations: 3\n---\nbody\n", 3, "missing key 'iteration'"),
-    "verify not list": (b"---\niteration: 1\nmax_iterations: 3\nverify: {a: 1}\n---\n", 4, "verify: expected a list"),
-    "huge line": (b"---\niteration: 1\nmax_iterations: 3\nx: " + b"a" * 5_000_000 + b"\n---\n", None, "too large"),
+    "verify not list": (
+        b"---\niteration: 1\nmax_iterations: 3\nverify: {a: 1}\n---\n",
+        4,
+        "verify: expected a list",
+    ),
+    "huge line": (
+        b"---\niteration: 1\nmax_iterations: 3\nx: " + b"a" * 5_000_000 + b"\n---\n",
+        None,
+        "too large",
+    ),
 }
 
 
@@ -156,7 +172,10 @@ def test_backup_keeps_previous_good_file_and_restores(ws: Workspace) -> None:
 
 def test_lock_times_out_with_a_clear_error(ws: Workspace) -> None:
     holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import sys, time
             from loop.paths import Workspace
             from loop.state import StateStore
@@ -165,8 +184,11 @@ def test_lock_times_out_with_a_clear_error(ws: Workspace) -> None:
             with store.locked():
                 print("held", flush=True)
                 time.sleep(30)
-        """)],
-        cwd=REPO, stdout=subprocess.PIPE, text=True,
+        """),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"

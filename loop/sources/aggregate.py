@@ -1,0 +1,103 @@
+"""All four sources at once: what the hook, the runner, `loopdeck sources` and the TUI ask."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from loop.paths import Workspace
+from loop.sources import claude_tasks, github, task_file, todos
+from loop.sources.base import SOURCE_NAMES, SourceReport, disabled
+from loop.state import LoopState
+from loop.timeutil import iso_ms, utcnow
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """What to check, as the state file (or the command line) says."""
+
+    workspace: Workspace
+    task_file: str | None = None
+    check_todos: bool = True
+    check_tasks: bool = True
+    github: github.GithubConfig | None = None
+    check_github: bool = True
+    transcript: Path | None = None
+    session_id: str | None = None
+    tasks_dir: Path | None = None
+
+    @classmethod
+    def from_state(cls, workspace: Workspace, state: LoopState | None, **overrides: Any) -> SourceConfig:
+        if state is None:
+            config = cls(workspace)
+        else:
+            transcript = state.extra.get("transcript_path")
+            if not isinstance(transcript, str) or not transcript:
+                transcript = None
+            if transcript is None and state.session_id:
+                found = todos.transcript_for(claude_tasks.claude_home(), workspace.root, state.session_id)
+                transcript = str(found) if found else None
+            project = str(state.github_project_id or "")
+            config = cls(
+                workspace,
+                task_file=state.task_path,
+                check_tasks=state.check_tasks,
+                check_github=state.check_github,
+                github=github.GithubConfig(project) if project else None,
+                transcript=Path(transcript) if transcript else None,
+                session_id=state.session_id,
+            )
+        return replace(config, **{k: v for k, v in overrides.items() if v is not None})
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    sources: tuple[SourceReport, ...]
+    pending_total: int
+    uncertain: bool
+    checked_at: str = field(default="")
+
+    def by_name(self, name: str) -> SourceReport | None:
+        return next((s for s in self.sources if s.name == name), None)
+
+    @property
+    def unavailable(self) -> list[SourceReport]:
+        return [s for s in self.sources if s.uncertain]
+
+    @property
+    def with_pending(self) -> list[SourceReport]:
+        return [s for s in self.sources if s.enabled and s.available and s.open_count]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sources": [s.to_json() for s in self.sources],
+            "pending_total": self.pending_total,
+            "uncertain": self.uncertain,
+        }
+
+
+def combine(reports: list[SourceReport], now: str = "") -> Aggregate:
+    order = {name: index for index, name in enumerate(SOURCE_NAMES)}
+    ordered = tuple(sorted(reports, key=lambda r: order.get(r.name, len(order))))
+    total = sum(r.open_count for r in ordered if r.enabled and r.available)
+    uncertain = any(r.uncertain for r in ordered)
+    return Aggregate(ordered, total, uncertain, now)
+
+
+def check_all(config: SourceConfig, now: str | None = None) -> Aggregate:
+    stamp = now or iso_ms(utcnow())
+    cache_dir = config.workspace.private_dir
+    reports = [
+        github.check(config.github, stamp, cache_dir)
+        if config.check_github
+        else disabled(github.NAME, "turned off (--no-github)", stamp),
+        claude_tasks.check(config.tasks_dir, config.session_id, stamp)
+        if config.check_tasks
+        else disabled(claude_tasks.NAME, "turned off (--no-tasks)", stamp),
+        task_file.check(config.workspace.root, config.task_file, stamp),
+        todos.check(config.transcript, stamp, cache_dir)
+        if config.check_todos
+        else disabled(todos.NAME, "turned off", stamp),
+    ]
+    return combine(reports, stamp)

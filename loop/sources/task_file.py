@@ -1,0 +1,194 @@
+"""Source 3: a markdown checklist (`--task-file`).
+
+`- [ ]` pending, `- [~]` in progress, `- [x]`/`- [X]` done, `- [-]` skipped; `*`, `+` and
+numbered bullets, any indentation. Boxes inside fenced code blocks or HTML comments are
+examples, not tasks, and do not count. The file must stay inside the workspace: the loop reads
+what the agent may write, and nothing else.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
+
+NAME = "task_file"
+MAX_BYTES = 64 * 1024 * 1024
+
+_BOX = re.compile(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+\[([ xX~-])\](?=[ \t]|$)[ \t]*(.*)$", re.MULTILINE)
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
+_STATUS = {" ": "pending", "~": "in_progress", "x": "done", "X": "done", "-": "skipped"}
+
+
+@dataclass
+class Checklist:
+    pending: int = 0
+    in_progress: int = 0
+    done: int = 0
+    skipped: int = 0
+    items: list[TaskItem] = field(default_factory=list)
+    first_pending_line: int | None = None
+
+    def add(self, mark: str, title: str, line: int) -> None:
+        status = _STATUS[mark]
+        if status == "pending":
+            self.pending += 1
+            if self.first_pending_line is None:
+                self.first_pending_line = line
+        elif status == "in_progress":
+            self.in_progress += 1
+        elif status == "done":
+            self.done += 1
+        else:
+            self.skipped += 1
+        if len(self.items) < MAX_ITEMS:
+            self.items.append(TaskItem(title=title.strip(), status=status, line=line))
+
+
+def parse(text: str) -> Checklist:
+    """Count the boxes of a markdown checklist. Never raises, whatever the text."""
+    if "```" not in text and "~~~" not in text and "<!--" not in text:
+        return _parse_plain(text)
+    return _parse_lines(text)
+
+
+def _parse_plain(text: str) -> Checklist:
+    """The common case, with no fences or comments: one regex pass over the whole text."""
+    result = Checklist()
+    line, pos = 1, 0
+    for match in _BOX.finditer(text):
+        line += text.count("\n", pos, match.start())
+        pos = match.start()
+        result.add(match.group(1), match.group(2), line)
+    return result
+
+
+def _parse_lines(text: str) -> Checklist:
+    result = Checklist()
+    fence: str | None = None
+    in_comment = False
+    for number, line in enumerate(text.split("\n"), 1):
+        if fence is not None:
+            stripped = line.strip()
+            if stripped.startswith(fence) and stripped.strip(fence[0]) == "":
+                fence = None
+            continue
+        visible = line
+        if in_comment or "<!--" in line:
+            visible, in_comment = _strip_comments(line, in_comment)
+        opened = _FENCE.match(visible)
+        if opened and not (opened.group(1)[0] == "`" and "`" in visible[opened.end() :]):
+            fence = opened.group(1)  # a backtick fence's info string holds no backtick
+            continue
+        match = _BOX.match(visible)
+        if match:
+            result.add(match.group(1), match.group(2), number)
+    return result
+
+
+def _strip_comments(line: str, in_comment: bool) -> tuple[str, bool]:
+    """The parts of `line` outside HTML comments, and whether a comment is still open after it."""
+    out: list[str] = []
+    pos = 0
+    while pos <= len(line):
+        if in_comment:
+            end = line.find("-->", pos)
+            if end == -1:
+                return "".join(out), True
+            pos, in_comment = end + 3, False
+        else:
+            start = line.find("<!--", pos)
+            if start == -1:
+                out.append(line[pos:])
+                break
+            out.append(line[pos:start])
+            pos, in_comment = start + 4, True
+    return "".join(out), in_comment
+
+
+def resolve(workspace_root: Path, path_text: str) -> Path:
+    """The task file's real path, refusing anything outside the workspace (`../`, symlinks out)."""
+    root = workspace_root.resolve()
+    candidate = Path(path_text).expanduser()
+    if not candidate.is_absolute():
+        candidate = root / candidate
+    real = candidate.resolve()
+    if not real.is_relative_to(root):
+        raise ValueError(
+            f"task file {path_text!r} resolves to {real}, outside the workspace {root}; "
+            "expected a file inside it"
+        )
+    return real
+
+
+def check(workspace_root: Path, path_text: str | None, now: str) -> SourceReport:
+    if not path_text:
+        return SourceReport(
+            NAME, enabled=False, available=False, error="no task file configured", checked_at=now
+        )
+    try:
+        path = resolve(workspace_root, path_text)
+    except (ValueError, OSError, RuntimeError) as exc:
+        return unavailable(NAME, str(exc), now, detail=path_text)
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            return unavailable(
+                NAME, f"{path}: larger than {MAX_BYTES >> 20} MB; not a checklist", now, detail=str(path)
+            )
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return unavailable(NAME, f"{path}: no such file", now, detail=str(path))
+    except IsADirectoryError:
+        return unavailable(NAME, f"{path}: is a folder, expected a markdown file", now, detail=str(path))
+    except OSError as exc:
+        return unavailable(NAME, f"{path}: cannot be read ({exc.strerror})", now, detail=str(path))
+    warnings: tuple[str, ...] = ()
+    if b"\x00" in data[:8192]:
+        return unavailable(NAME, f"{path}: binary data, expected a markdown checklist", now, detail=str(path))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        text = data.decode("utf-8", "replace")
+        warnings = (f"{path}: not valid UTF-8 at byte {exc.start}; read with replacements",)
+    result = parse(text)
+    return SourceReport(
+        NAME,
+        enabled=True,
+        available=True,
+        pending=result.pending,
+        in_progress=result.in_progress,
+        done=result.done,
+        skipped=result.skipped,
+        items=tuple(result.items),
+        checked_at=now,
+        detail=str(path),
+        warnings=warnings,
+    )
+
+
+def mark_first_pending(path: Path, mark: str = "-") -> TaskItem | None:
+    """Tick the first pending box as `mark` (skip uses `-`), editing only that one character.
+
+    Returns the item changed, or None when nothing is pending. Writes atomically, so the agent
+    editing the same file never sees it half-written.
+    """
+    import os
+
+    text = path.read_text(encoding="utf-8")
+    result = parse(text)
+    line_no = result.first_pending_line
+    if line_no is None:
+        return None
+    lines = text.splitlines(keepends=True)
+    line = lines[line_no - 1]
+    match = _BOX.match(line.rstrip("\r\n"))
+    if match is None:  # pragma: no cover - parse() just found it
+        return None
+    index = match.start(1)
+    lines[line_no - 1] = line[:index] + mark + line[index + 1 :]
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text("".join(lines), encoding="utf-8")
+    os.replace(tmp, path)
+    return TaskItem(title=match.group(2).strip(), status=_STATUS.get(mark, mark), line=line_no)

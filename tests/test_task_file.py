@@ -1,0 +1,199 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loop.sources import task_file
+from loop.sources.task_file import parse
+
+NOW = "2026-01-01T00:00:00.000Z"
+
+
+def counts(text: str) -> tuple[int, int, int, int]:
+    r = parse(text)
+    return r.pending, r.in_progress, r.done, r.skipped
+
+
+def test_marks_bullets_numbers_and_indentation() -> None:
+    text = "\n".join(
+        [
+            "# Sprint",
+            "- [ ] pending dash",
+            "* [ ] pending star",
+            "+ [~] in progress plus",
+            "    - [x] done nested",
+            "\t- [X] done tab",
+            "1. [ ] numbered",
+            "12) [-] skipped numbered",
+            "- [-] skipped",
+            "-[ ] no space: not an item",
+            "- [ ]not followed by space: not an item",
+            "- [y] unknown mark",
+            "text - [ ] not at line start",
+            "- [ ]",
+        ]
+    )
+    assert counts(text) == (4, 1, 2, 2)
+    items = parse(text).items
+    assert [(i.line, i.status, i.title) for i in items[:3]] == [
+        (2, "pending", "pending dash"),
+        (3, "pending", "pending star"),
+        (4, "in_progress", "in progress plus"),
+    ]
+    assert items[-1].line == 14 and items[-1].title == ""
+
+
+def test_fences_and_comments_do_not_count() -> None:
+    text = "\n".join(
+        [
+            "- [ ] real 1",
+            "```markdown",
+            "- [ ] example in backticks",
+            "```",
+            "~~~~",
+            "- [ ] example in tildes",
+            "~~~",  # shorter: does not close
+            "- [ ] still inside",
+            "~~~~~",
+            "<!-- - [ ] commented -->",
+            "<!--",
+            "- [ ] in a long comment",
+            "-->",
+            "- [x] real 2 <!-- with a note -->",
+            "<!-- a --> - [ ] after a comment",
+            "  ```python",
+            "- [ ] inside an indented fence",
+            "  ```",
+            "``` inline `code` ``` - not a fence",
+            "- [~] real 3",
+        ]
+    )
+    assert counts(text) == (2, 1, 1, 0)
+    assert [i.line for i in parse(text).items] == [1, 14, 15, 20]
+
+
+def test_unclosed_fence_hides_the_rest() -> None:
+    assert counts("- [ ] a\n```\n- [ ] b\n") == (1, 0, 0, 0)
+
+
+def test_crlf_lines() -> None:
+    r = parse("- [ ] a\r\n- [x] b\r\n")
+    assert (r.pending, r.done) == (1, 1) and r.items[0].title == "a"
+
+
+def test_check_reports_and_refuses_escapes(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "TODO.md").write_text("- [ ] a\n- [x] b\n")
+    ok = task_file.check(root, "TODO.md", NOW)
+    assert ok.available and ok.pending == 1 and ok.done == 1 and ok.detail == str(root / "TODO.md")
+    outside = tmp_path / "secret.md"
+    outside.write_text("- [ ] no\n")
+    escaped = task_file.check(root, "../secret.md", NOW)
+    assert not escaped.available and "outside the workspace" in (escaped.error or "")
+    (root / "link.md").symlink_to(outside)
+    linked = task_file.check(root, "link.md", NOW)
+    assert not linked.available and "outside the workspace" in (linked.error or "")
+    assert not task_file.check(root, str(outside), NOW).available
+
+
+@pytest.mark.parametrize(
+    ("setup", "expected"),
+    [
+        (lambda p: None, "no such file"),
+        (lambda p: p.mkdir(), "is a folder"),
+        (lambda p: p.write_bytes(b"\x00\x01binary\xff" * 100), "binary data"),
+    ],
+)
+def test_unreadable_task_file_is_unavailable(tmp_path: Path, setup, expected: str) -> None:
+    setup(tmp_path / "TODO.md")
+    report = task_file.check(tmp_path, "TODO.md", NOW)
+    assert report.enabled and not report.available and expected in (report.error or "")
+    assert report.uncertain
+
+
+def test_unreadable_permissions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "TODO.md").write_text("- [ ] a\n")
+
+    def denied(self: Path) -> bytes:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "read_bytes", denied)  # CI runs as root, who reads anything
+    assert "cannot be read (Permission denied)" in (task_file.check(tmp_path, "TODO.md", NOW).error or "")
+
+
+def test_invalid_utf8_and_huge_line_still_count(tmp_path: Path) -> None:
+    (tmp_path / "TODO.md").write_bytes(b"- [ ] caf\xe9\n" + b"x" * 5_000_000 + b"\n- [x] done\n")
+    report = task_file.check(tmp_path, "TODO.md", NOW)
+    assert report.available and (report.pending, report.done) == (1, 1)
+    assert "not valid UTF-8" in report.warnings[0]
+
+
+def test_disabled_without_a_path(tmp_path: Path) -> None:
+    report = task_file.check(tmp_path, None, NOW)
+    assert not report.enabled and not report.uncertain
+
+
+def test_items_capped_counts_not(tmp_path: Path) -> None:
+    r = parse("- [ ] t\n" * 1000)
+    assert r.pending == 1000 and len(r.items) == 200
+
+
+def test_mark_first_pending_edits_one_character(tmp_path: Path) -> None:
+    path = tmp_path / "TODO.md"
+    path.write_text("```\n- [ ] example\n```\n- [x] done\n  - [ ] first real  \n- [ ] second\n")
+    item = task_file.mark_first_pending(path)
+    assert item is not None and item.title == "first real" and item.line == 5
+    assert path.read_text() == "```\n- [ ] example\n```\n- [x] done\n  - [-] first real  \n- [ ] second\n"
+    task_file.mark_first_pending(path)
+    assert task_file.mark_first_pending(path) is None
+
+
+# --- properties ----------------------------------------------------------------------------
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("- *+[]xX~ \t\n`<!->1.)abc\r")), max_size=300))
+def test_random_markdown_never_crashes(text: str) -> None:
+    r = parse(text)
+    assert min(r.pending, r.in_progress, r.done, r.skipped) >= 0
+    assert len(r.items) <= 200
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=500))
+def test_any_unicode_never_crashes(text: str) -> None:
+    parse(text)
+
+
+MARKS = {"pending": " ", "in_progress": "~", "done": "x", "skipped": "-"}
+item_st = st.tuples(
+    st.sampled_from(["-", "*", "+", "1.", "23)"]),
+    st.sampled_from(["", "  ", "    ", "\t"]),
+    st.sampled_from(list(MARKS)),
+    st.text(alphabet="abc xyz", max_size=12),
+    st.sampled_from(["plain", "fenced", "commented", "prose"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(item_st, max_size=40))
+def test_generated_checklists_count_exactly(items) -> None:
+    lines: list[str] = []
+    expected = {"pending": 0, "in_progress": 0, "done": 0, "skipped": 0}
+    for bullet, indent, status, title, where in items:
+        box = f"{indent}{bullet} [{MARKS[status]}] {title}"
+        if where == "plain":
+            lines.append(box)
+            expected[status] += 1
+        elif where == "fenced":
+            lines += ["```", box, "```"]
+        elif where == "commented":
+            lines += ["<!--", box, "-->"]
+        else:
+            lines.append(f"Some prose mentioning [{MARKS[status]}] {title}")
+    r = parse("\n".join(lines))
+    assert (r.pending, r.in_progress, r.done, r.skipped) == tuple(expected.values())
