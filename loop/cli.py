@@ -120,6 +120,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     loop = snap.loop
     if loop is None:
         print(f"no loop in {ws.root}")
+        from loop.archive import latest
+
+        last = latest(ws)
+        if last is not None:
+            summary = json.loads((last / "summary.json").read_text())
+            print(
+                f"last loop: {summary.get('outcome')} ({summary.get('reason', '')}), "
+                f"{summary.get('iterations', '?')} iterations, archived in {last}"
+            )
         return 0
     limit = f"/{loop.max_iterations}" if loop.max_iterations else " (no limit)"
     driver = loop.driver or "none yet"
@@ -276,6 +285,44 @@ def cmd_log(args: argparse.Namespace) -> int:
         return 0
 
 
+# --- hook and install ----------------------------------------------------------------------
+
+
+def cmd_hook(args: argparse.Namespace) -> int:
+    from loop import hook
+
+    return hook.main()
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    from loop import install
+
+    ws = Workspace(Path(args.workspace).resolve()) if args.workspace else Workspace(Path.cwd())
+    if args.uninstall:
+        report = install.uninstall(ws, local=args.local)
+        print(
+            f"loopdeck: removed the Stop hook from {report.settings}"
+            if report.changed
+            else f"loopdeck: no loopdeck hook in {report.settings}"
+        )
+        for path in report.removed:
+            print(f"loopdeck: removed {path}")
+    else:
+        report = install.install(ws, keep_block_cap=args.keep_block_cap, local=args.local)
+        state = "updated" if report.changed else "already up to date"
+        print(f"loopdeck: Stop hook in {report.settings} {state}")
+        for path in report.written:
+            print(f"loopdeck: wrote {path}")
+        if not args.keep_block_cap:
+            print(
+                "loopdeck: CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0, so Claude Code does not end a turn "
+                "after 8 blocks"
+            )
+    if report.backup is not None:
+        print(f"loopdeck: the previous settings are in {report.backup}")
+    return 0
+
+
 # --- the parser ----------------------------------------------------------------------------
 
 
@@ -346,6 +393,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--wait", type=float, metavar="S", help="wait up to S seconds for the driver to apply it"
     )
     setmax.set_defaults(func=cmd_set_max)
+
+    hook = verbs.add_parser("hook", help="Claude Code hooks (run by Claude Code, not by people)")
+    events = hook.add_subparsers(dest="event", metavar="EVENT", required=True)
+    stop_hook = events.add_parser("stop", help="the Stop hook: JSON on stdin, decision on stdout")
+    stop_hook.set_defaults(func=cmd_hook)
+
+    inst = verbs.add_parser("install", help="put the Stop hook and slash commands into .claude/")
+    inst.add_argument("--uninstall", action="store_true", help="take them back out")
+    inst.add_argument(
+        "--keep-block-cap", action="store_true", help="leave Claude Code's 8-consecutive-blocks cap in place"
+    )
+    inst.add_argument(
+        "--local",
+        action="store_true",
+        help="use .claude/settings.local.json (not committed) instead of settings.json",
+    )
+    inst.set_defaults(func=cmd_install)
 
     log = verbs.add_parser("log", help="the loop's journal as log lines")
     log.add_argument("-n", type=int, default=50, metavar="N", help="how many events (default 50)")

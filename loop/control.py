@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -60,7 +59,7 @@ class BadLine:
 
 
 def new_id() -> str:
-    return secrets.token_hex(8)
+    return os.urandom(8).hex()
 
 
 def send(

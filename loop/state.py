@@ -15,18 +15,16 @@ Three promises, each tested:
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
-import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-from filelock import FileLock, Timeout
-
 from loop.errors import FileProblem, LockTimeout
+from loop.lock import FileLock, LockTimeoutError
 from loop.paths import Workspace
 from loop.proc import alive
 from loop.timeutil import iso_s, utcnow
@@ -46,15 +44,89 @@ class StateError(FileProblem):
     """The state file exists but is not a loop state (bad YAML, wrong types, binary…)."""
 
 
-class _Loader(yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader):  # type: ignore[misc]
-    """Safe YAML without timestamp resolution: `started_at` stays the text the file holds,
-    so writing it back changes nothing."""
+_YAML: dict[str, Any] = {}
 
 
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
+def _yaml() -> Any:
+    """PyYAML, imported on first need: it costs the Stop hook ~17 ms, and the hook's state files
+    take the fast path (`_fast_front_matter`); hand-edited files and errors come here."""
+    if "module" not in _YAML:
+        import yaml
+
+        base = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
+
+        class Loader(base):  # type: ignore[valid-type,misc]
+            """Safe YAML without timestamp resolution: `started_at` stays the text the file
+            holds, so writing it back changes nothing."""
+
+        Loader.yaml_implicit_resolvers = {
+            first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+            for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+        }
+
+        class FlowDumper(yaml.SafeDumper):
+            pass
+
+        _YAML.update(module=yaml, loader=Loader, dumper=FlowDumper)
+    return _YAML["module"]
+
+
+_FAST_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*): (.*)")
+_FAST_INT = re.compile(r"-?(?:0|[1-9][0-9]*)")
+_FAST_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_./+-]*|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9:]+)")
+_YAML_WORDS = frozenset(
+    {"y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF"}
+    | {"true", "True", "TRUE", "false", "False", "FALSE", "null", "Null", "NULL"}
+)
+
+
+def _fast_scalar(text: str) -> tuple[bool, Any]:
+    """Decode one value as YAML would, for the forms loopdeck itself writes (and seed 000's
+    example); `(False, None)` when unsure, and the caller asks PyYAML instead."""
+    if text == "true" or text == "false":
+        return True, text == "true"
+    if text == "null":
+        return True, None
+    if _FAST_INT.fullmatch(text):
+        return True, int(text)
+    if text[:1] in ('"', "["):
+        if "\\u" in text:
+            return False, None  # JSON and YAML disagree on escaped surrogate pairs
+        try:
+            value = json.loads(text)  # JSON strings are YAML double-quoted strings
+        except ValueError:
+            return False, None
+        if isinstance(value, str) and _json_safe(value):
+            return True, value
+        if isinstance(value, list) and all(isinstance(v, str) and _json_safe(v) for v in value):
+            return True, value
+        return False, None
+    if _FAST_PLAIN.fullmatch(text) and text not in _YAML_WORDS:
+        return True, text
+    return False, None
+
+
+def _fast_front_matter(lines: list[str]) -> dict[str, Any] | None:
+    """The front matter when every line is `key: value` in a simple form, else None."""
+    out: dict[str, Any] = {}
+    for line in lines:
+        match = _FAST_LINE.fullmatch(line.rstrip("\r\n"))
+        if match is None or match.group(1) in out:
+            return None
+        ok, value = _fast_scalar(match.group(2))
+        if not ok:
+            return None
+        out[match.group(1)] = value
+    return out
+
+
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ud800-\udfff\ufffe\uffff]")
+
+
+def _json_safe(text: str) -> bool:
+    """JSON's string form is YAML's double-quoted form too, except for control characters and
+    what YAML reads as line breaks or refuses as non-printable: those go through PyYAML."""
+    return _UNSAFE.search(text) is None
 
 
 def _expect_int(value: Any) -> bool:
@@ -102,6 +174,9 @@ _SCHEMA: dict[str, tuple[Any, str]] = {
     "verify_loops": (_expect_int, "a whole number >= 0"),
     "verify": (_expect_str_list, "a list of commands"),
     "control_offset": (_expect_int, "a byte offset >= 0"),
+    "escalated": (_expect_bool, "true or false"),
+    "consecutive_blocks": (_expect_int, "a whole number >= 0"),
+    "transcript_path": (_expect_opt_str, "a path or null"),
 }
 KNOWN_KEYS = tuple(_SCHEMA)
 REQUIRED_KEYS = ("iteration", "max_iterations")
@@ -134,6 +209,12 @@ class LoopState:
     control_offset: int = 0
     """Byte offset in the control queue up to which every command has been applied. It lives
     here, written in the same atomic rename as the effect, so a command is applied exactly once."""
+    escalated: bool = False
+    """The max-iterations escalation has been raised (it is journaled once, prompted every block)."""
+    consecutive_blocks: int = 0
+    """Blocks in a row within one turn: Claude Code ends the turn at its block cap (default 8)."""
+    transcript_path: str | None = None
+    """The session transcript, recorded from the hook's input, so viewers can read its TODO list."""
     extra: dict[str, Any] = field(default_factory=dict)
     body: str = ""
     """Everything after the closing `---`, byte for byte (the prompt, with its blank lines)."""
@@ -146,8 +227,8 @@ class LoopState:
 
     @classmethod
     def new(cls, prompt: str, **values: Any) -> LoopState:
-        state = cls(body=f"\n{prompt.strip()}\n", started_at=iso_s(utcnow()), **values)
-        return state
+        values.setdefault("started_at", iso_s(utcnow()))
+        return cls(body=f"\n{prompt.strip()}\n", **values)
 
     @property
     def prompt(self) -> str:
@@ -203,10 +284,6 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and bool(a == b)
 
 
-class _FlowDumper(yaml.SafeDumper):
-    pass
-
-
 def _scalar(value: Any) -> str:
     """One YAML value on one line: strings double-quoted, lists and maps in flow style."""
     if value is None:
@@ -215,10 +292,14 @@ def _scalar(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, int | float):
         return repr(value)
+    if isinstance(value, str) and _json_safe(value):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list) and all(isinstance(v, str) and _json_safe(v) for v in value):
+        return "[" + ", ".join(json.dumps(v, ensure_ascii=False) for v in value) + "]"
     style = '"' if isinstance(value, str | list) else None
-    text = yaml.dump(
+    text: str = _yaml().dump(
         value,
-        Dumper=_FlowDumper,
+        Dumper=_YAML["dumper"],
         default_flow_style=True,
         default_style=style,
         allow_unicode=True,
@@ -254,13 +335,16 @@ def parse(data: bytes, path: Path | str) -> LoopState:
         raise StateError(path, "front matter never closed: expected a second '---' line", len(lines))
     fm_lines = lines[1:close]
     body = "".join(lines[close + 1 :])
-    try:
-        loaded = yaml.load("".join(fm_lines), Loader=_Loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = mark.line + 2 if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise StateError(path, f"front matter is not valid YAML: {problem}", where) from None
+    loaded = _fast_front_matter(fm_lines)
+    if loaded is None:
+        yaml = _yaml()
+        try:
+            loaded = yaml.load("".join(fm_lines), Loader=_YAML["loader"])
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = mark.line + 2 if mark is not None else None
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise StateError(path, f"front matter is not valid YAML: {problem}", where) from None
     if loaded is None:
         loaded = {}
     if not isinstance(loaded, dict):
@@ -362,10 +446,10 @@ class StateStore:
     def locked(self) -> Iterator[None]:
         if self._lock is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._lock = FileLock(self.workspace.lock, timeout=self.lock_timeout, thread_local=False)
+            self._lock = FileLock(self.workspace.lock, timeout=self.lock_timeout)
         try:
             self._lock.acquire()
-        except Timeout:
+        except LockTimeoutError:
             raise LockTimeout(
                 f"{self.workspace.lock}: another loopdeck process held the loop lock for more "
                 f"than {self.lock_timeout:g} s"
@@ -413,7 +497,7 @@ class StateStore:
             self._move_aside()
             return
         backup = self.workspace.backup
-        link = backup.with_name(f".{backup.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        link = backup.with_name(f".{backup.name}.{os.getpid()}.{os.urandom(4).hex()}")
         try:
             os.link(self.path, link)
         except OSError:
@@ -438,7 +522,7 @@ class StateStore:
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         view = memoryview(data)

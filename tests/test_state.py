@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loop.errors import LockTimeout
 from loop.paths import Workspace
@@ -270,3 +272,79 @@ def test_iteration_as_string_names_line(ws: Workspace) -> None:
         f"{ws.state}:2: iteration: expected a whole number >= 0, got the string 'five'"
     )
     assert os.path.getsize(ws.state) > 0
+
+
+def _yaml_reference(text: str) -> object:
+    from loop import state as state_module
+
+    yaml = state_module._yaml()
+    return yaml.load(text, Loader=state_module._YAML["loader"])
+
+
+scalar_text = st.one_of(
+    st.text(max_size=30),
+    st.text(alphabet="abcXYZ019-_.:/+T ", max_size=25),
+    st.sampled_from(
+        [
+            "yes",
+            "no",
+            "on",
+            "NULL",
+            "~",
+            ".inf",
+            "0x1F",
+            "012",
+            "1_000",
+            "1.5",
+            "1e3",
+            "-0",
+            "+1",
+            "2026-01-09T10:30:00+00:00",
+            "2026-01-09",
+            "12:30",
+            '"a\\x41"',
+            '"\\u00e9"',
+            '"\\ud83d\\ude00"',
+            "[]",
+            '["a", 1]',
+            "'single'",
+            "a #c",
+            "[a, b]",
+        ]
+    ),
+    st.integers(-(10**6), 10**6).map(str),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(scalar_text, min_size=1, max_size=4))
+def test_fast_front_matter_agrees_with_yaml(values: list[str]) -> None:
+    from loop.state import _fast_front_matter
+
+    lines = [f"k{i}: {v}\n" for i, v in enumerate(values)]
+    fast = _fast_front_matter(lines)
+    if fast is None:
+        return
+    assert fast == _yaml_reference("".join(lines))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.text(max_size=40), st.lists(st.text(max_size=10), max_size=4)))
+def test_written_scalars_read_back_through_yaml(value: object) -> None:
+    from loop.state import _fast_front_matter, _scalar
+
+    line = f"k: {_scalar(value)}\n"
+    assert _yaml_reference(line) == {"k": value}
+    fast = _fast_front_matter([line])
+    assert fast is None or fast == {"k": value}
+
+
+def test_hook_state_files_take_the_fast_path(ws: Workspace) -> None:
+    from loop.state import _fast_front_matter
+
+    store = StateStore(ws)
+    state = LoopState.new("prompt", verify=["pytest -q"], session_id="abc-123", pid=42)
+    store.write(state)
+    text = ws.state.read_text().split("---\n")[1]
+    assert _fast_front_matter(text.splitlines(keepends=True)) is not None
+    assert _fast_front_matter(SEED_STATE.split("---\n")[1].splitlines(keepends=True)) is not None

@@ -142,14 +142,15 @@ def test_items_capped_counts_not(tmp_path: Path) -> None:
     assert r.pending == 1000 and len(r.items) == 200
 
 
-def test_mark_first_pending_edits_one_character(tmp_path: Path) -> None:
+def test_mark_current_edits_one_character(tmp_path: Path) -> None:
     path = tmp_path / "TODO.md"
-    path.write_text("```\n- [ ] example\n```\n- [x] done\n  - [ ] first real  \n- [ ] second\n")
-    item = task_file.mark_first_pending(path)
+    path.write_text("```\n- [ ] example\n```\n- [x] done\n  - [ ] first real  \n- [~] doing\n")
+    item = task_file.mark_current(path)
+    assert item is not None and item.title == "doing" and item.line == 6
+    item = task_file.mark_current(path)
     assert item is not None and item.title == "first real" and item.line == 5
-    assert path.read_text() == "```\n- [ ] example\n```\n- [x] done\n  - [-] first real  \n- [ ] second\n"
-    task_file.mark_first_pending(path)
-    assert task_file.mark_first_pending(path) is None
+    assert path.read_text() == "```\n- [ ] example\n```\n- [x] done\n  - [-] first real  \n- [-] doing\n"
+    assert task_file.mark_current(path) is None
 
 
 # --- properties ----------------------------------------------------------------------------

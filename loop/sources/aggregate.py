@@ -32,9 +32,7 @@ class SourceConfig:
         if state is None:
             config = cls(workspace)
         else:
-            transcript = state.extra.get("transcript_path")
-            if not isinstance(transcript, str) or not transcript:
-                transcript = None
+            transcript = state.transcript_path or None
             if transcript is None and state.session_id:
                 found = todos.transcript_for(claude_tasks.claude_home(), workspace.root, state.session_id)
                 transcript = str(found) if found else None

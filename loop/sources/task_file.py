@@ -30,6 +30,7 @@ class Checklist:
     skipped: int = 0
     items: list[TaskItem] = field(default_factory=list)
     first_pending_line: int | None = None
+    first_in_progress_line: int | None = None
 
     def add(self, mark: str, title: str, line: int) -> None:
         status = _STATUS[mark]
@@ -39,6 +40,8 @@ class Checklist:
                 self.first_pending_line = line
         elif status == "in_progress":
             self.in_progress += 1
+            if self.first_in_progress_line is None:
+                self.first_in_progress_line = line
         elif status == "done":
             self.done += 1
         else:
@@ -168,17 +171,18 @@ def check(workspace_root: Path, path_text: str | None, now: str) -> SourceReport
     )
 
 
-def mark_first_pending(path: Path, mark: str = "-") -> TaskItem | None:
-    """Tick the first pending box as `mark` (skip uses `-`), editing only that one character.
+def mark_current(path: Path, mark: str = "-") -> TaskItem | None:
+    """Mark the current task (the first `[~]`, else the first `[ ]`) as `mark`, editing only
+    that one character; skip uses `-`.
 
-    Returns the item changed, or None when nothing is pending. Writes atomically, so the agent
+    Returns the item changed, or None when nothing is open. Writes atomically, so the agent
     editing the same file never sees it half-written.
     """
     import os
 
     text = path.read_text(encoding="utf-8")
     result = parse(text)
-    line_no = result.first_pending_line
+    line_no = result.first_in_progress_line or result.first_pending_line
     if line_no is None:
         return None
     lines = text.splitlines(keepends=True)

@@ -1,0 +1,196 @@
+"""Driver 1: Claude Code's Stop hook (`loopdeck hook stop`).
+
+Claude Code runs this on every turn of the agent with one JSON object on stdin; printing
+`{"decision": "block", "reason": …}` keeps the agent working, printing nothing lets it stop.
+It must be fast (it runs every turn: no Textual, no GitPython, the transcript read from its
+tail only) and it must fail safe (seed 000 §3.6): whatever goes wrong, the user is never
+trapped: the stop is allowed, the error journaled with its traceback, and a one-line
+systemMessage says so. stdout carries one JSON object or nothing, never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import sys
+import traceback
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from loop import control, engine
+from loop.archive import archive
+from loop.errors import FileProblem, LockTimeout
+from loop.journal import Journal
+from loop.paths import Workspace, find_workspace
+from loop.state import LoopState, StateStore
+from loop.timeutil import utcnow
+
+LOCK_TIMEOUT = 15.0
+MAX_STDIN = 16 * 1024 * 1024
+
+
+def _block_cap(env: Mapping[str, str]) -> int | None:
+    raw = env.get("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP")
+    if raw is None or raw.strip() == "":
+        return engine.DEFAULT_BLOCK_CAP
+    try:
+        value = int(raw)
+    except ValueError:
+        return engine.DEFAULT_BLOCK_CAP
+    return value if value > 0 else None
+
+
+def _workspace(payload: Mapping[str, Any], env: Mapping[str, str]) -> Workspace:
+    project = env.get("CLAUDE_PROJECT_DIR")
+    if project:
+        return Workspace(Path(project))
+    cwd = payload.get("cwd")
+    return find_workspace(Path(cwd) if isinstance(cwd, str) and cwd else None)
+
+
+def _last_text(payload: Mapping[str, Any]) -> str | None:
+    message = payload.get("last_assistant_message")
+    if isinstance(message, str):
+        return message
+    transcript = payload.get("transcript_path")
+    if not isinstance(transcript, str) or not transcript:
+        return None
+    from loop.signals import last_assistant_text
+
+    try:
+        return last_assistant_text(Path(transcript).expanduser())
+    except FileNotFoundError:
+        return None
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def handle(payload: Mapping[str, Any], env: Mapping[str, str], now: datetime) -> dict[str, Any] | None:
+    """Decide one Stop; returns the JSON to print, or None to allow silently."""
+    ws = _workspace(payload, env)
+    store = StateStore(ws, lock_timeout=LOCK_TIMEOUT)
+    if not store.exists():
+        return None  # no loop here: the cheapest possible answer
+    journal = Journal(ws.journal)
+    with store.locked():
+        state = store.read()
+        if state is None:
+            return None
+        commands, bad, end = control.read_since(ws.control, state.control_offset)
+        stop = engine.StopInput(
+            last_text=None,
+            session_id=_str(payload.get("session_id")),
+            transcript_path=_str(payload.get("transcript_path")),
+            stop_hook_active=payload.get("stop_hook_active") is True,
+            block_cap=_block_cap(env),
+            ralph_active=ws.ralph_state.exists(),
+            driver="hook",
+        )
+        if stop.session_id and state.session_id and stop.session_id != state.session_id:
+            return None  # another session's Stop: not even the transcript is read
+        if stop.transcript_path and not Path(stop.transcript_path).expanduser().exists():
+            # Neither the agent's last words nor its TODO list can be read: fail safe.
+            raise FileProblem(stop.transcript_path, "transcript not found")
+        stop = dataclasses.replace(stop, last_text=_last_text(payload))
+
+        def count() -> Any:
+            from loop.sources.aggregate import SourceConfig, check_all
+
+            return check_all(
+                SourceConfig.from_state(
+                    ws,
+                    state,
+                    transcript=Path(stop.transcript_path).expanduser() if stop.transcript_path else None,
+                    session_id=stop.session_id,
+                )
+            )
+
+        result = engine.decide(state, stop, commands, count, now)
+        new = result.state
+        if new is not None:
+            new.control_offset = end
+            _carry_out(ws, store, journal, new, result)
+        for line in bad:
+            journal.append("warning", state.iteration, {"message": control.bad_line_message(store, line)})
+        iteration = new.iteration if new is not None else state.iteration
+        for command, outcome in result.applied:
+            control.journal_applied(journal, iteration, command, outcome)
+        for kind, data in result.events:
+            journal.append(kind, iteration, data, now=now)
+    if result.blocked:
+        return {"decision": "block", "reason": result.reason, "systemMessage": result.system_message}
+    if result.system_message:
+        return {"systemMessage": result.system_message}
+    return None
+
+
+def _carry_out(ws: Workspace, store: StateStore, journal: Journal, new: LoopState, result: Any) -> None:
+    effects: engine.Effects = result.effects
+    if effects.skip_task and new.task_path:
+        from loop.sources.task_file import mark_current, resolve
+
+        try:
+            item = mark_current(resolve(ws.root, new.task_path))
+        except (OSError, ValueError) as exc:
+            result.events.append(("warning", {"message": f"skip failed: {exc}"}))
+        else:
+            if item is not None:
+                result.events.insert(0, ("task-skipped", {"task": item.title, "line": item.line}))
+    if effects.archive is not None:
+        store.write(new)
+        folder = archive(ws, new, "completed", effects.archive)
+        os.replace(ws.state, folder / "state.md")
+        result.events.append(("archived", {"folder": str(folder)}))
+        return
+    store.write(new)
+
+
+def fail_safe(error: BaseException, ws: Workspace | None) -> dict[str, Any]:
+    """Allow the stop and say why in one line; the traceback goes to the journal, not stdout."""
+    if isinstance(error, FileProblem):
+        what = f"cannot read {error}"
+    elif isinstance(error, LockTimeout):
+        what = str(error)
+    else:
+        what = f"{type(error).__name__}: {error}"
+    line = f"loopdeck: the Stop hook failed safe and allowed this stop ({what})"
+    if ws is not None:
+        with contextlib.suppress(OSError):
+            Journal(ws.journal).append(
+                "error",
+                None,
+                {"message": line, "traceback": "".join(traceback.format_exception(error))},
+            )
+    return {"systemMessage": line[:900]}
+
+
+def main(stdin: Any = None, env: Mapping[str, str] | None = None, now: datetime | None = None) -> int:
+    env = os.environ if env is None else env
+    ws: Workspace | None = None
+    out: dict[str, Any] | None
+    try:
+        raw = (stdin or sys.stdin.buffer).read(MAX_STDIN + 1)
+        if len(raw) > MAX_STDIN:
+            raise ValueError("hook input larger than 16 MB")
+        try:
+            payload = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ValueError(f"hook input is not JSON ({exc})") from None
+        if not isinstance(payload, dict):
+            raise ValueError(f"hook input is a JSON {type(payload).__name__}, expected an object")
+        ws = _workspace(payload, env)
+        out = handle(payload, env, now or utcnow())
+    except BaseException as exc:  # the fail-safe exit is the point of this module
+        if isinstance(exc, KeyboardInterrupt | SystemExit):
+            raise
+        out = fail_safe(exc, ws)
+    if out is not None:
+        sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+    return 0

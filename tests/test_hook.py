@@ -1,0 +1,311 @@
+"""The Stop hook as Claude Code runs it: a real process, JSON on stdin, JSON (or nothing) out."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loop.journal import Journal
+from loop.paths import Workspace
+from loop.state import StateStore
+from tests.conftest import REPO, SAMPLES, run_loopdeck
+
+SMALL = SAMPLES / "claude-code-viewer_1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
+LARGE = SAMPLES / "claude-code-viewer_5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    home = tmp_path / "claude-home"
+    home.mkdir()
+    return {"CLAUDE_CONFIG_DIR": str(home), "CLAUDE_CODE_TASK_LIST_ID": ""}
+
+
+class Session:
+    """A Claude Code session in a workspace, stopping through the real hook."""
+
+    def __init__(self, ws: Workspace, env: dict[str, str], session_id: str = "sess-1") -> None:
+        self.ws = ws
+        self.env = env
+        self.session_id = session_id
+        self.transcript = ws.root / "transcript.jsonl"
+        if not self.transcript.exists():
+            self.transcript.write_text("")
+
+    def stop(
+        self,
+        text: str | None = "Working on it.",
+        *,
+        active: bool = True,
+        raw: str | None = None,
+        **extra: Any,
+    ) -> dict[str, Any] | None:
+        payload = {
+            "session_id": self.session_id,
+            "transcript_path": str(self.transcript),
+            "cwd": str(self.ws.root),
+            "hook_event_name": "Stop",
+            "stop_hook_active": active,
+            "permission_mode": "default",
+            **extra,
+        }
+        if text is not None:
+            payload["last_assistant_message"] = text
+        done = run_loopdeck(
+            "hook",
+            "stop",
+            cwd=self.ws.root,
+            env=self.env,
+            input=raw if raw is not None else json.dumps(payload),
+        )
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert len(lines) <= 1, done.stdout  # one JSON object or nothing, never a traceback
+        return json.loads(lines[0]) if lines else None
+
+    def loopdeck(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return run_loopdeck(*args, cwd=self.ws.root, env=self.env)
+
+    def state(self) -> Any:
+        return StateStore(self.ws).read()
+
+    def kinds(self) -> list[str]:
+        return [e.kind for e in Journal(self.ws.journal).tail(10_000).events]
+
+
+def tick_all(path: Path) -> None:
+    path.write_text(path.read_text().replace("- [ ]", "- [x]"))
+
+
+def test_a_whole_session(ws: Workspace, env: dict[str, str]) -> None:
+    todo = ws.root / "TODO.md"
+    todo.write_text("# Plan\n- [ ] model\n- [ ] routes\n- [ ] tests\n")
+    session = Session(ws, env)
+    started = session.loopdeck("start", "Build the todo API", "--task-file", "TODO.md", "--no-github")
+    assert started.returncode == 0, started.stderr
+    for n in (1, 2, 3):
+        out = session.stop(active=n > 1)
+        assert out is not None and out["decision"] == "block"
+        assert out["systemMessage"] == f"Orchestrator iteration {n}/100 | 3 pending tasks across 1 source"
+        assert "line 2: model" in out["reason"]
+        assert session.state().iteration == n
+    tick_all(todo)
+    for n in (1, 2, 3, 4):
+        out = session.stop()
+        assert out is not None and out["decision"] == "block"
+        assert out["reason"].startswith(f"VERIFICATION LOOP {n} of 4")
+    final = session.stop("Reviewed four times; nothing left.")
+    assert final is not None and "decision" not in final
+    assert "loop complete after 7 iterations" in final["systemMessage"]
+    assert not ws.state.exists()
+    (folder,) = list(ws.archive_dir.iterdir())
+    archived = (folder / "state.md").read_text()
+    assert 'status: "completed"' in archived and "Build the todo API" in archived
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["outcome"] == "completed" and summary["iterations"] == 7
+    assert summary["reason"] == "all sources empty and verified"
+    assert summary["sources"][2] == {
+        "name": "task_file",
+        "enabled": True,
+        "available": True,
+        "pending": 0,
+        "in_progress": 0,
+        "done": 3,
+    }
+    kinds = session.kinds()
+    assert kinds.count("blocked") == 7 and kinds.count("verification-loop") == 4
+    assert kinds[:3] == ["loop-started", "session-bound", "blocked"]
+    assert kinds[-3:] == ["completed", "allowed", "archived"]
+    assert "completed" in session.loopdeck("status").stdout  # "last loop: completed …"
+    # A Stop after the loop ended: no state, silent allow.
+    assert session.stop() is None
+
+
+def test_max_iterations_escalates_and_never_allows(ws: Workspace, env: dict[str, str]) -> None:
+    (ws.root / "TODO.md").write_text("- [ ] hard task\n")
+    session = Session(ws, env)
+    session.loopdeck("start", "x", "--task-file", "TODO.md", "--max-iterations", "2", "--no-github")
+    outs = [session.stop() for _ in range(4)]
+    assert all(o is not None and o["decision"] == "block" for o in outs)
+    heads = [o["reason"].split("\n")[0] for o in outs if o]
+    assert heads[2:] == ["ORCHESTRATOR ESCALATION - ITERATION THRESHOLD REACHED"] * 2
+    assert heads[:2] == ["ORCHESTRATOR CONTINUATION - DO NOT STOP"] * 2
+    assert session.kinds().count("escalation") == 1
+
+
+def test_pause_between_stops(ws: Workspace, env: dict[str, str]) -> None:
+    (ws.root / "TODO.md").write_text("- [ ] a\n")
+    session = Session(ws, env)
+    session.loopdeck("start", "x", "--task-file", "TODO.md", "--no-github")
+    assert (session.stop() or {})["decision"] == "block"
+    paused = session.loopdeck("pause", "--reason", "coffee")
+    assert paused.returncode == 0 and "next Stop" in paused.stdout
+    out = session.stop()
+    assert out is not None and "decision" not in out and "paused" in out["systemMessage"]
+    assert session.state().status == "paused" and session.state().iteration == 1
+    assert session.stop() is not None and session.state().iteration == 1  # stays paused
+    session.loopdeck("resume")
+    out = session.stop()
+    assert out is not None and out["decision"] == "block" and session.state().iteration == 2
+    waited = session.loopdeck("skip", "--wait", "0.5")
+    assert waited.returncode == 1  # nothing applies it until the next Stop: reported, not hung
+    session.stop()
+    assert "- [-] a" in (ws.root / "TODO.md").read_text()
+    assert "task-skipped" in session.kinds()
+
+
+def test_stop_and_complete_commands(ws: Workspace, env: dict[str, str]) -> None:
+    (ws.root / "TODO.md").write_text("- [ ] a\n")
+    session = Session(ws, env)
+    session.loopdeck("start", "x", "--task-file", "TODO.md", "--no-github")
+    session.loopdeck("complete", "--reason", "shipping as is")
+    out = session.stop()
+    assert out is not None and "decision" not in out and "forced by user" in out["systemMessage"]
+    (folder,) = list(ws.archive_dir.iterdir())
+    assert json.loads((folder / "summary.json").read_text())["note"] == "shipping as is"
+    session.loopdeck("start", "y", "--task-file", "TODO.md", "--no-github")
+    session.loopdeck("stop")
+    assert session.stop() is None or session.state().status == "stopped"
+    assert session.state().status == "stopped"
+
+
+def test_real_transcripts_as_hook_input(ws: Workspace, env: dict[str, str], tmp_path: Path) -> None:
+    session = Session(ws, env, session_id="1af7fc5e-8455-4414-9ccd-011d40f70b2a")
+    session.transcript = tmp_path / "t.jsonl"
+    lines = LARGE.read_bytes().splitlines(keepends=True)
+    session.transcript.write_bytes(b"".join(lines[:41]))  # TodoWrite: 1 pending, 2 in progress
+    session.loopdeck("start", "Document the project", "--no-github")
+    out = session.stop(text=None)  # no last_assistant_message: read from the transcript tail
+    assert out is not None and out["decision"] == "block"
+    assert out["systemMessage"] == "Orchestrator iteration 1/100 | 3 pending tasks across 1 source"
+    assert "- TODO list: 1 pending, 2 in progress" in out["reason"]
+    session.transcript.write_bytes(SMALL.read_bytes())  # every todo completed
+    out = session.stop(text=None)
+    assert out is not None and out["reason"].startswith("VERIFICATION LOOP 1 of 4")
+    assert session.state().transcript_path == str(session.transcript)
+
+
+def test_completion_read_from_the_transcript_tail(ws: Workspace, env: dict[str, str]) -> None:
+    session = Session(ws, env)
+    session.loopdeck("start", "x", "--no-github")
+    text = {
+        "type": "assistant",
+        "message": {"id": "m", "content": [{"type": "text", "text": "ALL_TASKS_COMPLETE"}]},
+    }
+    call = {
+        "type": "assistant",
+        "message": {"id": "m", "content": [{"type": "tool_use", "name": "Bash", "input": {}}]},
+    }
+    session.transcript.write_text(json.dumps(text) + "\n" + json.dumps(call) + "\n")
+    out = session.stop(text=None)
+    assert out is not None and "loop complete" in out["systemMessage"]
+
+
+def test_other_sessions_are_let_through_untouched(ws: Workspace, env: dict[str, str]) -> None:
+    (ws.root / "TODO.md").write_text("- [ ] a\n")
+    mine = Session(ws, env, "mine")
+    mine.loopdeck("start", "x", "--task-file", "TODO.md", "--no-github")
+    mine.stop()
+    before = ws.state.read_bytes()
+    journal = ws.journal.read_bytes()
+    assert Session(ws, env, "someone-else").stop() is None
+    assert ws.state.read_bytes() == before and ws.journal.read_bytes() == journal
+
+
+def test_ralph_loop_coexistence_warning(ws: Workspace, env: dict[str, str]) -> None:
+    (ws.root / "TODO.md").write_text("- [ ] a\n")
+    (ws.claude_dir / "ralph-loop.local.md").write_text((SAMPLES / "ralph-loop.local.md").read_text())
+    session = Session(ws, env)
+    session.loopdeck("start", "x", "--task-file", "TODO.md", "--no-github")
+    out = session.stop()
+    assert out is not None and "ralph-loop is active too" in out["systemMessage"]
+
+
+def test_block_cap_is_announced(ws: Workspace, env: dict[str, str]) -> None:
+    (ws.root / "TODO.md").write_text("- [ ] a\n")
+    session = Session(ws, {**env, "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP": "2"})
+    session.loopdeck("start", "x", "--task-file", "TODO.md", "--no-github")
+    first = session.stop(active=False)
+    second = session.stop(active=True)
+    assert first is not None and "cap" not in first["systemMessage"]
+    assert second is not None and "cap of 2" in second["systemMessage"]
+
+
+# --- fail-safe -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("raw", ["", "not json", "[1, 2]", "\x00\xff", '{"cwd": 5', "null"])
+def test_malformed_stdin_fails_safe(ws: Workspace, env: dict[str, str], raw: str) -> None:
+    session = Session(ws, env)
+    session.loopdeck("start", "x", "--no-github")
+    out = session.stop(raw=raw)
+    assert out is not None and "decision" not in out
+    assert out["systemMessage"].startswith("loopdeck: the Stop hook failed safe and allowed this stop")
+
+
+def test_missing_transcript_fails_safe_and_journals(ws: Workspace, env: dict[str, str]) -> None:
+    session = Session(ws, env)
+    session.loopdeck("start", "x", "--no-github")
+    session.transcript = ws.root / "gone.jsonl"
+    out = session.stop(text=None)
+    assert out is not None and "decision" not in out and "transcript not found" in out["systemMessage"]
+    (error,) = [e for e in Journal(ws.journal).tail(50).events if e.kind == "error"]
+    assert "Traceback" in error.data["traceback"]
+
+
+def test_corrupt_state_fails_safe_and_is_kept(ws: Workspace, env: dict[str, str]) -> None:
+    session = Session(ws, env)
+    ws.state.write_text("---\niteration: five\nmax_iterations: 3\n---\n")
+    before = ws.state.read_bytes()
+    out = session.stop()
+    assert out is not None and "decision" not in out
+    assert f"{ws.state}:2: iteration: expected a whole number" in out["systemMessage"]
+    assert ws.state.read_bytes() == before
+    assert [e.kind for e in Journal(ws.journal).tail(5).events] == ["error"]
+
+
+def test_no_loop_no_output(ws: Workspace, env: dict[str, str]) -> None:
+    assert Session(ws, env).stop() is None
+    assert not ws.journal.exists()
+
+
+def test_concurrent_stops_never_lose_an_iteration(ws: Workspace, env: dict[str, str]) -> None:
+    (ws.root / "TODO.md").write_text("- [ ] a\n")
+    session = Session(ws, env)
+    session.loopdeck("start", "x", "--task-file", "TODO.md", "--no-github", "--max-iterations", "0")
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        outs = list(pool.map(lambda _: session.stop(), range(16)))
+    assert all(o is not None and o["decision"] == "block" for o in outs)
+    assert session.state().iteration == 16
+    assert sorted(int(o["systemMessage"].split()[2]) for o in outs if o) == list(range(1, 17))
+
+
+def test_hook_path_imports_neither_textual_nor_git(ws: Workspace, env: dict[str, str]) -> None:
+    (ws.root / "TODO.md").write_text("- [ ] a\n")
+    session = Session(ws, env)
+    session.loopdeck("start", "x", "--task-file", "TODO.md", "--no-github")
+    payload = json.dumps({"session_id": "s", "transcript_path": str(session.transcript), "cwd": str(ws.root)})
+    code = (
+        "import io, json, sys\n"
+        "from loop.cli import main\n"
+        f"sys.stdin = io.TextIOWrapper(io.BytesIO({payload!r}.encode()))\n"
+        "main(['hook', 'stop'])\n"
+        "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**env, "PATH": "/usr/bin:/bin"},
+        check=True,
+    )
+    assert json.loads(done.stdout)["decision"] == "block"
+    loaded = set(json.loads(done.stderr.splitlines()[-1]))
+    assert not {m for m in loaded if m.split(".")[0] in ("textual", "git", "rich")}
