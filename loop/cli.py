@@ -285,6 +285,76 @@ def cmd_log(args: argparse.Namespace) -> int:
         return 0
 
 
+# --- run -----------------------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from loop import agent
+    from loop.runner import Options, Runner
+    from loop.state import LoopState, StateStore
+
+    ws = Workspace(Path(args.workspace).resolve()) if args.workspace else find_workspace()
+    existing = StateStore(ws).read()
+    recorded = existing.extra.get("runner", {}) if existing is not None else {}
+    if not isinstance(recorded, dict):
+        recorded = {}
+
+    def pick(name: str, given: Any, default: Any) -> Any:
+        return given if given is not None else recorded.get(name, default)
+
+    options = Options(
+        agent=pick("agent", args.agent, agent.DEFAULT_AGENT),
+        iteration_timeout=pick("iteration_timeout", args.iteration_timeout, 1800.0),
+        retries=pick("retries", args.retries, 2),
+        commit=bool(pick("commit", True if args.commit else None, False)),
+        headless=args.headless,
+    )
+    prompt = " ".join(args.prompt).strip()
+    if existing is not None and prompt and prompt != existing.prompt:
+        print(
+            f"loopdeck: continuing the loop in {ws.root}; the PROMPT given is ignored "
+            "(`loopdeck start --force` starts anew)",
+            file=sys.stderr,
+        )
+
+    def create() -> LoopState:
+        if not prompt:
+            raise LoopdeckError(f"no loop in {ws.root}: `loopdeck run PROMPT` starts one")
+        try:
+            control_offset = ws.control.stat().st_size
+        except FileNotFoundError:
+            control_offset = 0
+        state = LoopState.new(
+            prompt,
+            max_iterations=args.max_iterations if args.max_iterations is not None else 100,
+            completion_promise=args.completion_promise or "null",
+            task_file=args.task_file or "null",
+            check_tasks=not args.no_tasks,
+            check_github=not args.no_github,
+            verify=list(args.verify or []),
+            control_offset=control_offset,
+        )
+        if args.verify_allow:
+            state.extra["verify_allow"] = list(args.verify_allow)
+        return state
+
+    if existing is not None and (args.verify or args.verify_allow or args.max_iterations is not None):
+        from loop.state import StateStore as _Store
+
+        store = _Store(ws)
+        with store.locked():
+            state = store.read()
+            if state is not None:
+                if args.verify:
+                    state.verify = list(args.verify)
+                if args.verify_allow:
+                    state.extra["verify_allow"] = list(args.verify_allow)
+                if args.max_iterations is not None:
+                    state.max_iterations = args.max_iterations
+                store.write(state)
+    return Runner(ws, options).run(create)
+
+
 # --- hook and install ----------------------------------------------------------------------
 
 
@@ -393,6 +463,46 @@ def build_parser() -> argparse.ArgumentParser:
         "--wait", type=float, metavar="S", help="wait up to S seconds for the driver to apply it"
     )
     setmax.set_defaults(func=cmd_set_max)
+
+    run = verbs.add_parser("run", help="the external runner: a fresh agent process per iteration")
+    run.add_argument("prompt", nargs="*", metavar="PROMPT", help="what the agent works on (new loops)")
+    run.add_argument(
+        "--agent",
+        metavar="CMD",
+        help="the agent command; the prompt goes on stdin, or where {prompt} or "
+        "{prompt_file} stands (default: claude -p --output-format json)",
+    )
+    run.add_argument("--max-iterations", type=int, metavar="N", help="escalate after N (default 100)")
+    run.add_argument("--completion-promise", metavar="T", help="finish on <promise>T</promise>")
+    run.add_argument("--task-file", metavar="P", help="a markdown checklist of tasks")
+    run.add_argument(
+        "--verify",
+        action="append",
+        metavar="CMD",
+        help="a verification command run after every iteration (repeatable)",
+    )
+    run.add_argument(
+        "--verify-allow",
+        action="append",
+        metavar="CMD",
+        help="add a command to the verification allowlist (repeatable)",
+    )
+    run.add_argument(
+        "--iteration-timeout",
+        type=float,
+        metavar="S",
+        help="kill an agent run after S seconds (default 1800)",
+    )
+    run.add_argument("--retries", type=int, metavar="N", help="retries of a failed agent run (default 2)")
+    run.add_argument("--commit", action="store_true", help="commit after each verified iteration")
+    run.add_argument(
+        "--headless",
+        action="store_true",
+        help="no person watching: an escalation ends the run with a summary",
+    )
+    run.add_argument("--no-tasks", action="store_true", help="do not check Claude Code Tasks")
+    run.add_argument("--no-github", action="store_true", help="do not check GitHub Projects")
+    run.set_defaults(func=cmd_run)
 
     hook = verbs.add_parser("hook", help="Claude Code hooks (run by Claude Code, not by people)")
     events = hook.add_subparsers(dest="event", metavar="EVENT", required=True)

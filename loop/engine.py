@@ -54,6 +54,9 @@ class StopInput:
     """Claude Code's consecutive-block cap; None or 0 = no cap."""
     ralph_active: bool = False
     driver: str = "hook"
+    verification_failure: str | None = None
+    """Verification commands failed after this turn (their output): the work is not done,
+    whatever the agent said or the sources show (seed 004: any fail → continue)."""
 
 
 @dataclass(frozen=True)
@@ -184,6 +187,17 @@ def verification_prompt(state: LoopState, number: int) -> str:
     )
 
 
+def failure_prompt(state: LoopState, failure: str, sources: Aggregate) -> str:
+    pending = f"\n\nPending work:\n{pending_summary(sources)}" if sources.pending_total else ""
+    return _cap(
+        "VERIFICATION FAILED - FIX THIS FIRST\n\n"
+        "The verification commands failed after your last turn:\n\n"
+        f"{failure}\n\n"
+        "Fix the cause (not the check), then continue."
+        f"{pending}\n\nOriginal task:\n{state.prompt}\n\n{_finish_line(state)}"
+    )
+
+
 def conservative_prompt(state: LoopState, sources: Aggregate) -> str:
     failed = "\n".join(f"- {SOURCE_LABELS.get(r.name, r.name)}: {r.error}" for r in sources.unavailable)
     known = f"\n\nKnown pending work:\n{pending_summary(sources)}" if sources.pending_total else ""
@@ -274,10 +288,33 @@ def decide(
 
     echoed = f"{state.prompt}\n{_finish_line(state)}"
     signal = completion_signal(stop.last_text, state.promise, echoed=echoed)
-    if signal is not None:
+    if signal is not None and stop.verification_failure is None:
         return _complete(result, state, now, f"{signal} signalled by the agent", counted)
 
     aggregate = counted()
+    if stop.driver == "runner" and state.iteration == 0 and not aggregate.uncertain:
+        # The runner's first turn is the loop's own prompt: the agent has not worked yet, so an
+        # empty task list means "start", not "verify".
+        prompt = (
+            continuation_prompt(state, aggregate)
+            if aggregate.pending_total
+            else _cap(f"{state.prompt}\n\n{_finish_line(state)}")
+        )
+        return _block(
+            result, state, stop, prompt, "Orchestrator iteration {of} | first turn", aggregate, "work"
+        )
+    if stop.verification_failure is not None:
+        if state.verification_mode:
+            _leave_verification(state, events, "verification commands failed")
+        return _block(
+            result,
+            state,
+            stop,
+            failure_prompt(state, stop.verification_failure, aggregate),
+            "Orchestrator iteration {of} | VERIFICATION FAILED: fix it before anything else",
+            aggregate,
+            "work",
+        )
     if aggregate.uncertain:
         names = ", ".join(SOURCE_LABELS.get(r.name, r.name) for r in aggregate.unavailable)
         if state.verification_mode:
@@ -368,8 +405,7 @@ def _block(
         )
         text += f" | {warning}"
         events.append(("warning", {"message": warning}))
-    if stop.driver == "hook":
-        state.current_task = _current_task(sources)
+    state.current_task = _current_task(sources)
     result.action = "block"
     result.reason = prompt
     result.system_message = text

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from loop import control, engine
-from loop.archive import archive
+from loop.apply import commit_decision
 from loop.errors import FileProblem, LockTimeout
 from loop.journal import Journal
 from loop.paths import Workspace, find_workspace
-from loop.state import LoopState, StateStore
+from loop.state import StateStore
 from loop.timeutil import utcnow
 
 LOCK_TIMEOUT = 15.0
@@ -112,43 +112,12 @@ def handle(payload: Mapping[str, Any], env: Mapping[str, str], now: datetime) ->
             )
 
         result = engine.decide(state, stop, commands, count, now)
-        new = result.state
-        if new is not None:
-            new.control_offset = end
-            _carry_out(ws, store, journal, new, result)
-        for line in bad:
-            journal.append("warning", state.iteration, {"message": control.bad_line_message(store, line)})
-        iteration = new.iteration if new is not None else state.iteration
-        for command, outcome in result.applied:
-            control.journal_applied(journal, iteration, command, outcome)
-        for kind, data in result.events:
-            journal.append(kind, iteration, data, now=now)
+        commit_decision(ws, store, journal, state, result, end, bad, now)
     if result.blocked:
         return {"decision": "block", "reason": result.reason, "systemMessage": result.system_message}
     if result.system_message:
         return {"systemMessage": result.system_message}
     return None
-
-
-def _carry_out(ws: Workspace, store: StateStore, journal: Journal, new: LoopState, result: Any) -> None:
-    effects: engine.Effects = result.effects
-    if effects.skip_task and new.task_path:
-        from loop.sources.task_file import mark_current, resolve
-
-        try:
-            item = mark_current(resolve(ws.root, new.task_path))
-        except (OSError, ValueError) as exc:
-            result.events.append(("warning", {"message": f"skip failed: {exc}"}))
-        else:
-            if item is not None:
-                result.events.insert(0, ("task-skipped", {"task": item.title, "line": item.line}))
-    if effects.archive is not None:
-        store.write(new)
-        folder = archive(ws, new, "completed", effects.archive)
-        os.replace(ws.state, folder / "state.md")
-        result.events.append(("archived", {"folder": str(folder)}))
-        return
-    store.write(new)
 
 
 def fail_safe(error: BaseException, ws: Workspace | None) -> dict[str, Any]:

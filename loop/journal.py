@@ -212,6 +212,13 @@ _MESSAGES: dict[str, Callable[[Event], str]] = {
     "verification-started": lambda e: f"Running verification: {e.data.get('command', '?')}",
     "verification-passed": lambda e: f"Verification PASSED (exit {e.data.get('exit_code', 0)})",
     "verification-failed": lambda e: f"Verification FAILED (exit {e.data.get('exit_code', '?')})",
+    "runner-started": lambda e: f"Runner started (pid {e.data.get('pid', '?')}): {e.data.get('agent', '?')}",
+    "agent-failed": lambda e: (
+        f"Agent FAILED (attempt {e.data.get('attempt', '?')} of {e.data.get('of', '?')}): "
+        f"{e.data.get('reason', '')}"
+    ),
+    "agent-interrupted": lambda e: f"Agent ended early: {e.data.get('reason', '')}",
+    "retry": lambda e: f"Retrying in {e.data.get('in_s', '?')} s",
     "verification-mode": lambda e: f"All task sources empty: {e.data.get('loops', '?')} verification loops",
     "verification-interrupted": lambda e: f"Back to work: {e.data.get('reason', '')}",
     "verification-skipped": lambda e: f"Verification loop {e.data.get('loop', '?')} skipped",
