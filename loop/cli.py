@@ -355,6 +355,91 @@ def cmd_run(args: argparse.Namespace) -> int:
     return Runner(ws, options).run(create)
 
 
+# --- the monitor and the demo ----------------------------------------------------------------
+
+
+def cmd_tui(args: argparse.Namespace) -> int:
+    from tui.app import LoopdeckApp
+
+    folder = args.dir or args.workspace
+    ws = Workspace(Path(folder).resolve()) if folder else find_workspace()
+    if not ws.root.is_dir():
+        raise LoopdeckError(f"{ws.root} is not a folder")
+    LoopdeckApp(ws).run()
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    import subprocess
+    import tempfile
+
+    from loop.demo import workspace
+
+    root = Path(tempfile.mkdtemp(prefix="loopdeck-demo-")) / "project"
+    workspace.create(root, tasks=8)
+    # One verification failure along the way: the fifth task (line 7) is done with a broken file.
+    agent_cmd = workspace.agent_command("--sleep", "1", "2", "--break-at", "7")
+    check = workspace.verify_command()
+    argv = [
+        sys.executable,
+        "-m",
+        "loop.cli",
+        "-C",
+        str(root),
+        "run",
+        "Build the demo todo service",
+        "--agent",
+        agent_cmd,
+        "--task-file",
+        "TODO.md",
+        "--verify",
+        check,
+        "--verify-allow",
+        check,
+        "--no-github",
+        "--no-tasks",
+        "--max-iterations",
+        "40",
+        "--commit",
+    ]
+    print(f"loopdeck demo: a throwaway git workspace in {root}")
+    if args.headless:
+        return subprocess.call([*argv, "--headless"], cwd=root)
+    from loop.paths import Workspace as _Workspace
+    from tui.app import LoopdeckApp
+
+    log = root / ".claude" / "loopdeck" / "runner.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        runner = subprocess.Popen(
+            argv,
+            cwd=root,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    ws = _Workspace(root)
+    deadline = time.monotonic() + 10
+    while not ws.state.exists() and runner.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+    def end_runner() -> None:
+        if runner.poll() is None:
+            runner.terminate()  # SIGTERM: the runner stops its agent and saves the state
+            try:
+                runner.wait(15)
+            except subprocess.TimeoutExpired:
+                runner.kill()
+
+    try:
+        LoopdeckApp(ws, on_quit=end_runner).run()
+    finally:
+        end_runner()
+    print(f"loopdeck demo: ended; the workspace stays in {root} (the runner's log: {log})")
+    return 0
+
+
 # --- hook and install ----------------------------------------------------------------------
 
 
@@ -504,6 +589,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-github", action="store_true", help="do not check GitHub Projects")
     run.set_defaults(func=cmd_run)
 
+    tui = verbs.add_parser("tui", help="the monitor (also: loopdeck with no verb, on a terminal)")
+    tui.add_argument("dir", nargs="?", metavar="DIR", help="the workspace (default: here)")
+    tui.set_defaults(func=cmd_tui)
+
+    demo = verbs.add_parser(
+        "demo", help="a throwaway workspace, a scripted agent, the runner and the monitor"
+    )
+    demo.add_argument("--headless", action="store_true", help="no monitor: run to completion, print the log")
+    demo.set_defaults(func=cmd_demo)
+
     hook = verbs.add_parser("hook", help="Claude Code hooks (run by Claude Code, not by people)")
     events = hook.add_subparsers(dest="event", metavar="EVENT", required=True)
     stop_hook = events.add_parser("stop", help="the Stop hook: JSON on stdin, decision on stdout")
@@ -533,7 +628,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.verb is None:
-        args = parser.parse_args([*(argv or sys.argv[1:]), "status"])
+        # People get the monitor; scripts and pipes (no terminal) get the status.
+        verb = "tui" if sys.stdout.isatty() and sys.stdin.isatty() else "status"
+        args = parser.parse_args([*(argv or sys.argv[1:]), verb])
     try:
         result: int = args.func(args)
         return result

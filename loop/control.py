@@ -28,7 +28,7 @@ from loop.paths import Workspace
 from loop.state import LoopState, StateStore
 from loop.timeutil import iso_ms, utcnow
 
-COMMANDS = ("pause", "resume", "skip", "complete", "stop", "set-max-iterations")
+COMMANDS = ("pause", "resume", "skip", "complete", "stop", "set-max-iterations", "answer")
 MAX_LINE_BYTES = 64 * 1024
 
 
@@ -76,6 +76,8 @@ def send(
         raise LoopdeckError(f"unknown command {kind!r}; expected one of {', '.join(COMMANDS)}")
     if kind == "set-max-iterations" and (value is None or value < 0):
         raise LoopdeckError("set-max-iterations needs a whole number >= 0 (0 = no limit)")
+    if kind == "answer" and not (reason or "").strip():
+        raise LoopdeckError("answer needs the answer's text")
     command = Command(new_id(), iso_ms(now or utcnow()), kind, source, reason or None, value)
     line = json.dumps(command.to_json(), ensure_ascii=False) + "\n"
     workspace.claude_dir.mkdir(parents=True, exist_ok=True)

@@ -394,6 +394,9 @@ def _block(
                     },
                 )
             )
+    answer = state.extra.pop("answer", None)
+    if answer:
+        prompt = _cap(f"A PERSON ANSWERED YOUR QUESTION:\n{answer}\n\n{prompt}")
     text = message.replace("{of}", _of(state))
     if stop.ralph_active:
         text += " | WARNING: ralph-loop is active too"
@@ -535,6 +538,13 @@ def _apply(state: LoopState, command: Command, counted: Callable[[], Aggregate],
         return "stopped"
     if kind == "complete":
         return "completion forced"
+    if kind == "answer":
+        state.extra["answer"] = command.reason or ""
+        events.append(("answered", {"answer": command.reason, "source": command.source}))
+        if state.status == "paused":
+            state.status = "running"
+            events.append(("resumed", {"source": command.source}))
+        return "answer kept for the next prompt"
     if kind == "set-max-iterations":
         assert command.value is not None
         old = state.max_iterations

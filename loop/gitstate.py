@@ -7,6 +7,7 @@ never resets and never cleans: work is committed or left where it is.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 
 LOOP_FILES = (":(exclude).claude/orchestrator-loop*", ":(exclude).claude/loopdeck", ":(exclude).claude/loops")
@@ -61,3 +62,66 @@ def commit(root: Path, message: str) -> str | None:
     if repo.head.is_valid() and not repo.index.diff("HEAD"):
         return None
     return str(repo.index.commit(message).hexsha)
+
+
+@dataclass(frozen=True)
+class Commit:
+    sha: str
+    summary: str
+    when: str
+
+
+@dataclass(frozen=True)
+class GitStatus:
+    branch: str | None
+    head: str | None
+    staged: int = 0
+    modified: int = 0
+    untracked: int = 0
+    commits: tuple[Commit, ...] = ()
+    ahead: int | None = None
+    behind: int | None = None
+    changes: tuple[str, ...] = ()
+    """`git status --short` lines (the first 50), for the resume prompt."""
+    error: str | None = None
+
+
+def status(root: Path, commits: int = 5) -> GitStatus:
+    """The repo at a glance; `error` says why when there is none (never raises)."""
+    import git
+
+    try:
+        repo = git.Repo(root, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return GitStatus(None, None, error="not a git repository")
+    try:
+        branch = None if repo.head.is_detached else repo.active_branch.name
+        valid = repo.head.is_valid()
+        head = repo.head.commit.hexsha[:8] if valid else None
+        porcelain = repo.git.status("--porcelain", "--untracked-files=all")
+        staged = modified = untracked = 0
+        lines = [line for line in porcelain.splitlines() if line and not _ours(line[3:])]
+        for line in lines:
+            x, y = line[0], line[1]
+            if x == "?":
+                untracked += 1
+                continue
+            staged += x not in (" ", "?")
+            modified += y not in (" ", "?")
+        recent = tuple(
+            Commit(
+                c.hexsha[:8],
+                c.summary if isinstance(c.summary, str) else c.summary.decode(),
+                c.committed_datetime.isoformat(timespec="minutes"),
+            )
+            for c in (repo.iter_commits(max_count=commits) if valid else [])
+        )
+        ahead = behind = None
+        if branch is not None and valid:
+            tracking = repo.active_branch.tracking_branch()
+            if tracking is not None:
+                counts = repo.git.rev_list("--left-right", "--count", f"{tracking.name}...HEAD").split()
+                behind, ahead = int(counts[0]), int(counts[1])
+        return GitStatus(branch, head, staged, modified, untracked, recent, ahead, behind, tuple(lines[:50]))
+    except (git.GitCommandError, ValueError, TypeError) as exc:
+        return GitStatus(None, None, error=f"git: {exc}".splitlines()[0])

@@ -212,6 +212,8 @@ _MESSAGES: dict[str, Callable[[Event], str]] = {
     "verification-started": lambda e: f"Running verification: {e.data.get('command', '?')}",
     "verification-passed": lambda e: f"Verification PASSED (exit {e.data.get('exit_code', 0)})",
     "verification-failed": lambda e: f"Verification FAILED (exit {e.data.get('exit_code', '?')})",
+    "question": lambda e: f"QUESTION from the agent: {e.data.get('question', '')}",
+    "answered": lambda e: f"Answered: {e.data.get('answer', '')}",
     "runner-started": lambda e: f"Runner started (pid {e.data.get('pid', '?')}): {e.data.get('agent', '?')}",
     "agent-failed": lambda e: (
         f"Agent FAILED (attempt {e.data.get('attempt', '?')} of {e.data.get('of', '?')}): "

@@ -31,6 +31,7 @@ from loop.archive import archive
 from loop.errors import LoopdeckError
 from loop.journal import Event, Journal, render_line
 from loop.paths import Workspace
+from loop.signals import question
 from loop.sources.aggregate import Aggregate, SourceConfig, check_all
 from loop.state import LoopState, StateStore
 from loop.timeutil import utcnow
@@ -383,6 +384,12 @@ class Runner:
                 self.progress(state)
                 if self.signal is not None:
                     return self.on_signal()
+                asked = question(text)
+                if asked is not None:
+                    self.event("question", state.iteration, {"question": asked})
+                    self.pause_for("the agent asked a question")
+                    if self.options.headless:
+                        return self.finish("question", f"the agent asks: {asked}")
                 current = self.store.read()
                 if (
                     current is not None
@@ -506,6 +513,7 @@ def summary_lines(
         "limit": "raise the limit (`loopdeck set-max-iterations N`) and `loopdeck run`, or finish by hand",
         "escalated": "read the journal (`loopdeck log`), fix what blocks the agent, then `loopdeck run`",
         "failed": "read the journal (`loopdeck log`) and the iteration logs",
+        "question": "answer it in the monitor (`loopdeck`), then the loop resumes",
     }.get(how, "read the journal (`loopdeck log`)")
     lines = [
         "",

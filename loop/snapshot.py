@@ -1,19 +1,25 @@
 """One immutable picture of a workspace: what `status --json` prints and the TUI draws.
 
 Viewers never hold state of their own: they read a fresh Snapshot whenever a file changes.
-Reading never fails: a corrupt state file becomes `error`, so the viewer can show it.
+Reading never fails: a corrupt state file becomes `error`, so the viewer can show it. Git is
+not in here: it is slow (a subprocess), so viewers ask `gitstate.status` on their own clock.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import itertools
+import json
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from loop.errors import FileProblem
+from loop.journal import Event, Journal
 from loop.paths import Workspace
 from loop.proc import alive
 from loop.sources.aggregate import Aggregate, SourceConfig, check_all
 from loop.state import LoopState, StateStore
+
+JOURNAL_TAIL = 300
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,10 @@ class LoopView:
     driver: str | None
     pid: int | None
     alive: bool | None
+    verify_loops: int = 4
+    current_task: str | None = None
+    escalated: bool = False
+    prompt: str = ""
 
     @classmethod
     def of(cls, workspace: Workspace, state: LoopState) -> LoopView:
@@ -48,7 +58,18 @@ class LoopView:
             driver=state.driver,
             pid=state.pid,
             alive=alive(state.pid),
+            verify_loops=state.verify_loops,
+            current_task=state.current_task,
+            escalated=state.escalated,
+            prompt=state.prompt,
         )
+
+    @property
+    def verification_loop(self) -> int:
+        """The verification loop in progress (1-based), 0 outside verification."""
+        if not self.verification_mode:
+            return 0
+        return max(1, self.verify_loops - self.verification_remaining)
 
 
 @dataclass(frozen=True)
@@ -60,32 +81,160 @@ class StateProblem:
 
 
 @dataclass(frozen=True)
+class Verification:
+    command: str
+    passed: bool
+    exit_code: int | None
+    duration_s: float | None
+    tail: str
+    iteration: int | None
+    ts: str
+
+
+@dataclass(frozen=True)
 class Snapshot:
     workspace: str
     loop: LoopView | None
     error: StateProblem | None = None
     sources: Aggregate | None = None
+    events: tuple[Event, ...] = ()
+    verifications: tuple[Verification, ...] = ()
+    durations: tuple[float, ...] = ()
+    """Seconds per iteration, oldest first (the runner's agent runs, or the time between the
+    hook's blocks)."""
+    archive: dict[str, Any] | None = None
+    """The latest archived loop's summary, when there is no live loop."""
+    backup_exists: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def escalation(self) -> Event | None:
+        """The latest escalation, unless the loop was resumed (or its limit raised) since."""
+        for event in reversed(self.events):
+            if event.kind == "escalation":
+                return event
+            if event.kind == "resumed" or (
+                event.kind == "command-applied" and event.data.get("command") == "set-max-iterations"
+            ):
+                return None
+        return None
+
+    @property
+    def question(self) -> Event | None:
+        for event in reversed(self.events):
+            if event.kind == "question":
+                return event
+            if event.kind in ("answered", "resumed"):
+                return None
+        return None
 
     def to_json(self) -> dict[str, Any]:
         obj: dict[str, Any] = {
             "workspace": self.workspace,
-            "loop": asdict(self.loop) if self.loop else None,
+            "loop": _loop_json(self.loop) if self.loop else None,
             "sources": [s.to_json() for s in self.sources.sources] if self.sources else [],
             "pending_total": self.sources.pending_total if self.sources else 0,
             "uncertain": self.sources.uncertain if self.sources else False,
         }
         if self.error is not None:
             obj["error"] = asdict(self.error)
+        if self.archive is not None:
+            obj["last_archive"] = self.archive
         return obj
 
 
-def read(workspace: Workspace, *, with_sources: bool = True) -> Snapshot:
+def _loop_json(view: LoopView) -> dict[str, Any]:
+    keys = (
+        "kind",
+        "state_file",
+        "status",
+        "iteration",
+        "max_iterations",
+        "verification_mode",
+        "verification_remaining",
+        "completion_promise",
+        "started_at",
+        "session_id",
+        "driver",
+        "pid",
+        "alive",
+    )
+    return {key: getattr(view, key) for key in keys}
+
+
+def _verifications(events: tuple[Event, ...]) -> tuple[Verification, ...]:
+    latest: dict[str, Verification] = {}
+    for event in events:
+        if event.kind in ("verification-passed", "verification-failed"):
+            command = str(event.data.get("command", "?"))
+            latest[command] = Verification(
+                command,
+                event.kind == "verification-passed",
+                _int(event.data.get("exit_code")),
+                _float(event.data.get("duration_s")),
+                str(event.data.get("tail", "")),
+                event.iteration,
+                event.ts,
+            )
+    return tuple(latest.values())
+
+
+def _durations(events: tuple[Event, ...]) -> tuple[float, ...]:
+    runs = [_float(e.data.get("duration_s")) for e in events if e.kind == "iteration-completed"]
+    found = tuple(d for d in runs if d is not None)
+    if found:
+        return found[-30:]
+    from loop.timeutil import parse_iso
+
+    stamps = [parse_iso(e.ts) for e in events if e.kind == "blocked"]
+    moments = [m for m in stamps if m is not None]
+    return tuple((b - a).total_seconds() for a, b in itertools.pairwise(moments))[-30:]
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def read(workspace: Workspace, *, with_sources: bool = True, with_events: bool = True) -> Snapshot:
+    root = str(workspace.root)
+    events: tuple[Event, ...] = ()
+    if with_events:
+        events = tuple(Journal(workspace.journal).tail(JOURNAL_TAIL).events)
+    backup = workspace.backup.exists()
     try:
         state = StateStore(workspace).read()
     except FileProblem as exc:
         problem = StateProblem(str(exc.path), exc.line, exc.problem, str(exc))
-        return Snapshot(str(workspace.root), None, problem)
+        return Snapshot(root, None, problem, events=events, backup_exists=backup)
     if state is None:
-        return Snapshot(str(workspace.root), None)
+        return Snapshot(root, None, events=events, archive=_latest_archive(workspace), backup_exists=backup)
     sources = check_all(SourceConfig.from_state(workspace, state)) if with_sources else None
-    return Snapshot(str(workspace.root), LoopView.of(workspace, state), sources=sources)
+    return Snapshot(
+        root,
+        LoopView.of(workspace, state),
+        sources=sources,
+        events=events,
+        verifications=_verifications(events),
+        durations=_durations(events),
+        backup_exists=backup,
+    )
+
+
+def _latest_archive(workspace: Workspace) -> dict[str, Any] | None:
+    from loop.archive import latest
+
+    folder = latest(workspace)
+    if folder is None:
+        return None
+    try:
+        data = json.loads((folder / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    data["folder"] = str(folder)
+    return data

@@ -28,7 +28,11 @@ def _memory(root: Path) -> dict[str, list[int]]:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         data = {}
-    return {"failed": data.get("failed", []), "broken": data.get("broken", [])}
+    return {
+        "failed": data.get("failed", []),
+        "broken": data.get("broken", []),
+        "asked": data.get("asked", []),
+    }
 
 
 def _remember(root: Path, memory: dict[str, list[int]]) -> None:
@@ -60,6 +64,14 @@ def act(root: Path, prompt: str, args: argparse.Namespace) -> tuple[int, str]:
         return 0, "Every task in the checklist is done and checked.\nALL_TASKS_COMPLETE"
     number = text[: match.start()].count("\n") + 1
     title = match.group(4).strip()
+    asked = memory.setdefault("asked", [])
+    if number in args.ask_at and number not in asked:
+        asked.append(number)
+        _remember(root, memory)
+        return 0, f"Before {title!r}: <question>Which storage should I use, SQLite or files?</question>"
+    if "A PERSON ANSWERED YOUR QUESTION" in prompt:
+        answer = prompt.split("\n")[1].strip()
+        title = f"{title} (using {answer})"
     if number in args.fail_at and number not in memory["failed"]:
         memory["failed"].append(number)
         _remember(root, memory)
@@ -109,6 +121,14 @@ def main(argv: list[str] | None = None) -> int:
         help="think for a random time between MIN and MAX seconds",
     )
     parser.add_argument("--hang", action="store_true", help="never finish (for timeout tests)")
+    parser.add_argument(
+        "--ask-at",
+        type=int,
+        action="append",
+        default=[],
+        metavar="LINE",
+        help="ask a <question> (once) before doing the task on this line",
+    )
     parser.add_argument("--json", action="store_true", help="answer like `claude -p --output-format json`")
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args(argv)

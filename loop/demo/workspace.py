@@ -52,4 +52,8 @@ def agent_command(*options: str) -> str:
     return shlex.join([sys.executable, "-m", "loop.demo.agent", *options])
 
 
-VERIFY = f"{Path(sys.executable).name} check.py"
+def verify_command() -> str:
+    """The demo's verification command (this Python running check.py); allowlisted by the demo."""
+    import shlex
+
+    return shlex.join([sys.executable, "check.py"])

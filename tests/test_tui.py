@@ -1,0 +1,405 @@
+"""The monitor, driven as a person would: keys pressed with pilot, asserted on the widgets and
+on the files (the control queue); snapshots for the screenshots' situations."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Static
+
+from loop.journal import Journal
+from loop.paths import Workspace
+from loop.state import StateStore
+from tests.conftest import REPO
+from tui import screenshots
+from tui.app import LoopdeckApp
+from tui.screens.confirm import ConfirmScreen
+from tui.screens.escalation import EscalationScreen
+from tui.screens.number import NumberScreen
+from tui.screens.resume import ResumeScreen
+from tui.screens.text import QuestionScreen, TextScreen
+from tui.widgets.journal import JournalPanel
+from tui.widgets.sources import SourcesPanel
+from tui.widgets.status_bar import StatusBar
+
+SIZE = screenshots.SIZE
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-home"))
+    for key, value in screenshots.GIT_ENV.items():
+        monkeypatch.setenv(key, value)
+
+
+def commands(ws: Workspace) -> list[dict[str, Any]]:
+    if not ws.control.exists():
+        return []
+    return [json.loads(line) for line in ws.control.read_text().splitlines()]
+
+
+def text_of(app: LoopdeckApp, selector: str) -> str:
+    widget = app.query_one(selector)
+    assert isinstance(widget, Static)
+    return str(widget.render())
+
+
+async def until(pilot: Pilot[None], check: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        await pilot.pause(0.02)
+        if check():
+            return
+    raise AssertionError("the screen never showed it")
+
+
+def make(tmp_path: Path, name: str) -> Workspace:
+    return screenshots.SCENARIOS[name](tmp_path / name)
+
+
+def app(ws: Workspace, **kw: Any) -> LoopdeckApp:
+    made = screenshots.app_for(ws, **kw)
+    assert isinstance(made, LoopdeckApp)
+    return made
+
+
+# --- keys --------------------------------------------------------------------------------------
+
+
+async def test_steering_keys_send_commands(tmp_path: Path) -> None:
+    ws = make(tmp_path, "running")
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        assert "RUNNING" in text_of(monitor, "#status-bar")
+        assert monitor.check_action("pause", ()) and not monitor.check_action("resume", ())
+        await pilot.press("p")
+        await pilot.press("s")
+        await pilot.press("c")
+        assert isinstance(monitor.screen, ConfirmScreen)
+        assert monitor.screen.question == "Force completion? 3 tasks remain"
+        await pilot.press("n")
+        await pilot.press("x")
+        assert isinstance(monitor.screen, ConfirmScreen)
+        await pilot.press("y")
+        await pilot.press("m")
+        assert isinstance(monitor.screen, NumberScreen)
+        await pilot.press("end", "backspace", "backspace", "backspace", "8", "0", "enter")
+        await pilot.pause()
+        await pilot.press("c")
+        await pilot.press("y")
+    sent = commands(ws)
+    assert [c["kind"] for c in sent] == ["pause", "skip", "stop", "set-max-iterations", "complete"]
+    assert all(c["source"] == "tui" for c in sent)
+    assert sent[3]["value"] == 80
+    assert StateStore(ws).read() is not None  # the monitor never writes the state
+    kinds = [e.kind for e in Journal(ws.journal).tail(20).events]
+    assert kinds.count("command-sent") == 5
+
+
+async def test_footer_shows_only_what_applies(tmp_path: Path) -> None:
+    ws = make(tmp_path, "escalation")
+    monitor = app(ws, git=False, prompts=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        assert not monitor.check_action("pause", ()) and monitor.check_action("resume", ())
+        await pilot.press("p")  # paused: pause does not apply, nothing is sent
+        await pilot.press("r")
+    assert [c["kind"] for c in commands(ws)] == ["resume"]
+
+
+async def test_applied_command_is_reported(tmp_path: Path) -> None:
+    ws = make(tmp_path, "running")
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=SIZE, notifications=True) as pilot:
+        await screenshots.settle(monitor)
+        await pilot.press("p")
+        (sent,) = commands(ws)
+        assert monitor.awaiting == {sent["id"]: "pause"}
+        Journal(ws.journal).append(
+            "command-applied", 12, {"id": sent["id"], "command": "pause", "outcome": "paused"}
+        )
+        monitor.load_snapshot()
+        await until(pilot, lambda: not monitor.awaiting)
+        assert any("pause applied: paused" in str(n.message) for n in monitor._notifications)
+
+
+async def test_hook_driven_loop_says_it_waits_for_the_next_stop(tmp_path: Path) -> None:
+    ws = make(tmp_path, "running")
+    state = StateStore(ws).read()
+    assert state is not None
+    state.driver, state.pid = "hook", None
+    StateStore(ws).write(state)
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=SIZE, notifications=True) as pilot:
+        await screenshots.settle(monitor)
+        await pilot.press("p")
+        await pilot.pause()
+        assert any("next Stop" in str(n.message) for n in monitor._notifications)
+
+
+async def test_help_journal_and_search(tmp_path: Path) -> None:
+    ws = make(tmp_path, "running")
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        await pilot.press("question_mark")
+        assert isinstance(monitor.screen, TextScreen)
+        await pilot.press("escape")
+        await pilot.press("l")
+        assert monitor.screen.maximized is monitor.query_one(JournalPanel)
+        await pilot.press("l")
+        assert monitor.screen.maximized is None
+        await pilot.press("slash")
+        await pilot.press(*"FAILED")
+        journal = monitor.query_one(JournalPanel)
+        assert journal.query_text == "FAILED"
+        shown = str(monitor.query_one("#journal-lines", Static).render())
+        assert "Verification FAILED" in shown and "Starting iteration" not in shown
+        await pilot.press("enter", "escape")
+        assert journal.query_text == ""
+
+
+async def test_verification_output_on_enter(tmp_path: Path) -> None:
+    ws = make(tmp_path, "running")
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        monitor.query_one("#verification-table").focus()
+        await pilot.press("enter")
+        assert isinstance(monitor.screen, TextScreen)
+        assert "12 passed" in monitor.screen.body
+
+
+async def test_command_palette_holds_the_actions(tmp_path: Path) -> None:
+    ws = make(tmp_path, "running")
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=SIZE):
+        await screenshots.settle(monitor)
+        titles = {c.title for c in monitor.get_system_commands(monitor.screen)}
+    assert {
+        "Pause the loop",
+        "Skip the current task",
+        "Force completion",
+        "Stop the loop",
+        "Set max iterations",
+        "Journal full screen",
+        "Help",
+    } <= titles
+    assert "Resume the loop" not in titles
+
+
+# --- modals --------------------------------------------------------------------------------------
+
+
+async def test_escalation_modal_continue_raises_the_limit_and_resumes(tmp_path: Path) -> None:
+    ws = make(tmp_path, "escalation")
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        assert isinstance(monitor.screen, EscalationScreen)
+        assert "50 iterations reached with 3 task(s) pending" in monitor.screen.reason
+        assert "iteration 51 of 50" in monitor.screen.numbers
+        assert "ESCALATED" in text_of(monitor, "#status-bar")
+        await pilot.press("c")
+    sent = commands(ws)
+    assert [(c["kind"], c.get("value")) for c in sent] == [("set-max-iterations", 71), ("resume", None)]
+
+
+@pytest.mark.parametrize(("key", "expected"), [("p", []), ("s", ["skip", "resume"]), ("f", ["complete"])])
+async def test_escalation_modal_other_choices(tmp_path: Path, key: str, expected: list[str]) -> None:
+    ws = make(tmp_path, "escalation")
+    state = StateStore(ws).read()
+    assert state is not None
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        await pilot.press(key)
+    assert [c["kind"] for c in commands(ws)] == (expected if key != "p" else [])  # already paused
+
+
+async def test_resume_prompt_for_a_paused_hook_loop(tmp_path: Path) -> None:
+    ws = make(tmp_path, "running")
+    state = StateStore(ws).read()
+    assert state is not None
+    state.driver, state.pid, state.status = "hook", None, "paused"
+    StateStore(ws).write(state)
+    monitor = app(ws)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        assert isinstance(monitor.screen, ResumeScreen)
+        assert monitor.screen.question == "Found paused loop. Resume from iteration 12/50? [Y/n]"
+        assert monitor.screen.changes == ("?? api.py", "?? notes.md")
+        await pilot.press("y")
+    assert [c["kind"] for c in commands(ws)] == ["resume"]
+
+
+async def test_resume_prompt_no_pauses_a_dead_runners_loop(tmp_path: Path) -> None:
+    ws = make(tmp_path, "resume")
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        assert isinstance(monitor.screen, ResumeScreen)
+        assert monitor.screen.question == "Found in-progress loop (iteration 12/100). Resume? [Y/n]"
+        await pilot.press("n")
+    assert [c["kind"] for c in commands(ws)] == ["pause"]
+
+
+async def test_corrupt_state_panel_and_restore(tmp_path: Path) -> None:
+    ws = make(tmp_path, "corrupt")
+    broken = ws.state.read_bytes()
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        panel = text_of(monitor, "#error-panel")
+        assert "file: .claude/orchestrator-loop.local.md" in panel and "line: 2" in panel
+        assert "expected a whole number >= 0, got the string 'thirteen'" in panel
+        assert monitor.check_action("restore_backup", ()) and not monitor.check_action("pause", ())
+        assert ws.state.read_bytes() == broken
+        await pilot.press("b")
+        await until(pilot, lambda: "RUNNING" in text_of(monitor, "#status-bar"))
+    restored = StateStore(ws).read()
+    assert restored is not None and restored.iteration == 12
+    assert next(ws.claude_dir.glob("*.corrupt-*")).read_bytes() == broken
+
+
+async def test_question_modal_sends_the_answer(tmp_path: Path) -> None:
+    ws = make(tmp_path, "running")
+    Journal(ws.journal).append("question", 12, {"question": "SQLite or files?"})
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        assert isinstance(monitor.screen, QuestionScreen)
+        await pilot.press(*"SQLite", "enter")
+    (sent,) = commands(ws)
+    assert sent["kind"] == "answer" and sent["reason"] == "SQLite"
+
+
+async def test_no_loop_and_completed(tmp_path: Path) -> None:
+    empty = Workspace(tmp_path / "empty")
+    empty.root.mkdir()
+    monitor = app(empty, git=False)
+    async with monitor.run_test(size=SIZE):
+        await screenshots.settle(monitor)
+        assert "no loop" in text_of(monitor, "#status-bar")
+        assert not monitor.check_action("pause", ())
+    done = make(tmp_path, "completed")
+    monitor = app(done, git=False)
+    async with monitor.run_test(size=SIZE):
+        await screenshots.settle(monitor)
+        assert "COMPLETED after 21 iterations" in text_of(monitor, "#status-bar")
+
+
+# --- live ------------------------------------------------------------------------------------
+
+
+async def test_editing_the_task_file_reaches_the_panel(tmp_path: Path) -> None:
+    ws = make(tmp_path, "running")
+    monitor = app(ws, watch=True, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        await until(pilot, lambda: monitor.watched is not None)
+        await asyncio.sleep(0.3)  # the watcher is up
+        panel = monitor.query_one(SourcesPanel)
+        assert "3 open" in str(panel.border_subtitle)
+        todo = ws.root / "TODO.md"
+        todo.write_text(todo.read_text().replace("- [ ] Validate input", "- [x] Validate input"))
+        await until(pilot, lambda: "2 open" in str(panel.border_subtitle))
+        Journal(ws.journal).append("warning", 12, {"message": "live journal line"})
+        await until(
+            pilot, lambda: "live journal line" in str(monitor.query_one("#journal-lines", Static).render())
+        )
+
+
+async def test_real_runner_pause_and_resume(tmp_path: Path) -> None:
+    from loop.demo import workspace
+
+    root = workspace.create(tmp_path / "demo", tasks=30)
+    ws = Workspace(root)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    runner = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "loop.cli",
+            "-C",
+            str(root),
+            "run",
+            "Build it",
+            "--task-file",
+            "TODO.md",
+            "--agent",
+            workspace.agent_command("--sleep", "0.2", "0.2"),
+            "--no-github",
+            "--no-tasks",
+        ],
+        cwd=root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not ws.state.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        monitor = LoopdeckApp(ws, git=False, prompts=False)
+        async with monitor.run_test(size=SIZE) as pilot:
+            bar = monitor.query_one(StatusBar)
+            await until(
+                pilot,
+                lambda: (
+                    "RUNNING" in str(bar.render())
+                    and monitor.snapshot is not None
+                    and monitor.snapshot.loop is not None
+                    and monitor.snapshot.loop.iteration >= 2
+                ),
+                30,
+            )
+            await pilot.press("p")
+            await until(pilot, lambda: "PAUSED" in str(bar.render()), 30)
+            assert monitor.snapshot is not None and monitor.snapshot.loop is not None
+            held = monitor.snapshot.loop.iteration
+            await pilot.pause(1.0)
+            assert monitor.snapshot.loop.iteration == held
+            await pilot.press("r")
+            await until(
+                pilot,
+                lambda: (
+                    monitor.snapshot is not None
+                    and monitor.snapshot.loop is not None
+                    and monitor.snapshot.loop.iteration > held
+                ),
+                30,
+            )
+            await pilot.press("q")
+        assert runner.poll() is None  # quitting the monitor never stops the loop
+    finally:
+        runner.terminate()
+        runner.wait(30)
+
+
+# --- snapshots --------------------------------------------------------------------------------
+
+
+def _settled() -> Callable[[Pilot[None]], Awaitable[None]]:
+    async def run_before(pilot: Pilot[None]) -> None:
+        await screenshots.settle(pilot.app)
+        await pilot.pause()
+
+    return run_before
+
+
+@pytest.mark.parametrize("name", list(screenshots.SCENARIOS))
+def test_snapshot(snap_compare: Any, tmp_path: Path, name: str) -> None:
+    ws = make(tmp_path, name)
+    assert snap_compare(screenshots.app_for(ws), terminal_size=SIZE, run_before=_settled())

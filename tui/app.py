@@ -1,0 +1,460 @@
+"""The monitor: watch a workspace's loop live, and steer it with keys and prompts.
+
+It decides nothing about the loop. It reads snapshots (`loop.snapshot`) when files change and
+sends commands (`loop.control`); the driver applies them. Quitting never stops the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from pathlib import Path
+
+from textual import on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+from textual.worker import Worker, WorkerState
+
+from loop import control, resume
+from loop.errors import LoopdeckError
+from loop.gitstate import GitStatus
+from loop.journal import Journal
+from loop.paths import Workspace
+from loop.snapshot import Snapshot
+from loop.timeutil import utcnow
+from tui.screens.confirm import ConfirmScreen
+from tui.screens.escalation import EscalationScreen
+from tui.screens.number import NumberScreen
+from tui.screens.resume import ResumeScreen
+from tui.screens.text import QuestionScreen, TextScreen, help_screen
+from tui.watch import DEBOUNCE_MS, FilesChanged, GitReady, SnapshotReady, interesting, watch_paths
+from tui.widgets.git import GitPanel
+from tui.widgets.iteration import IterationPanel
+from tui.widgets.journal import JournalPanel
+from tui.widgets.sources import SourcesPanel
+from tui.widgets.status_bar import StatusBar
+from tui.widgets.verification import VerificationPanel
+
+GIT_EVERY_S = 2.0
+RAISE_BY = 20
+
+ACTIONS: dict[str, tuple[str, str]] = {
+    "pause": ("Pause the loop", "the iteration in progress finishes, then the loop waits"),
+    "resume": ("Resume the loop", "continue a paused loop"),
+    "skip": ("Skip the current task", "mark it skipped (or skip the current verification loop)"),
+    "complete": ("Force completion", "archive the loop as complete now"),
+    "stop": ("Stop the loop", "status stopped; the loop is kept"),
+    "set_max": ("Set max iterations", "move the escalation threshold"),
+    "toggle_journal": ("Journal full screen", "show the journal alone (again to go back)"),
+    "search": ("Search the journal", "filter the journal by text"),
+    "restore_backup": ("Restore the state backup", "put the last good state file back"),
+    "help": ("Help", "keys and what they do"),
+}
+
+
+def _relative(path: str, root: str) -> str:
+    prefix = root.rstrip("/") + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else path
+
+
+class ErrorPanel(Static):
+    DEFAULT_CSS = """
+    ErrorPanel { display: none; border: thick $error; background: $error 15%; padding: 1 2; height: auto; }
+    ErrorPanel.-shown { display: block; }
+    """
+
+
+class LoopdeckApp(App[None]):
+    """The monitor for one workspace."""
+
+    TITLE = "loopdeck"
+    CSS_PATH = "app.tcss"
+    BINDINGS = [
+        Binding("p", "pause", "Pause", id="loop.pause"),
+        Binding("r", "resume", "Resume", id="loop.resume"),
+        Binding("s", "skip", "Skip", id="loop.skip"),
+        Binding("c", "complete", "Complete", id="loop.complete"),
+        Binding("x", "stop", "Stop", id="loop.stop"),
+        Binding("m", "set_max", "Max iter.", id="loop.set_max"),
+        Binding("b", "restore_backup", "Restore backup", id="state.restore"),
+        Binding("l", "toggle_journal", "Journal", id="view.journal"),
+        Binding("slash", "search", "Search", id="view.search", show=False),
+        Binding("escape", "clear_search", "Clear search", show=False),
+        Binding("question_mark", "help", "Help", id="app.help"),
+        Binding("q", "quit", "Quit", id="app.quit"),
+    ]
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        watch: bool = True,
+        git: bool = True,
+        prompts: bool = True,
+        on_quit: Callable[[], None] | None = None,
+    ) -> None:
+        super().__init__()
+        self.workspace = workspace
+        self.clock = clock
+        """What "now" is: tests and screenshots fix it."""
+        self.watching = watch
+        self.use_git = git
+        self.prompts = prompts
+        self.on_quit = on_quit
+        self.snapshot: Snapshot | None = None
+        self.git_status: GitStatus | None = None
+        self.git_dirty = True
+        self.awaiting: dict[str, str] = {}
+        """Commands sent and not yet applied: id → kind, so the app can say when they land."""
+        self.seen_escalations: set[str] = set()
+        self.seen_questions: set[str] = set()
+        self.asked_resume = False
+        self.watched: tuple[frozenset[Path], frozenset[Path]] | None = None
+        self.snapshots_shown = 0
+
+    # --- layout --------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status-bar")
+        yield ErrorPanel(id="error-panel")
+        with Horizontal(id="panels"):
+            with Vertical(id="left"):
+                yield SourcesPanel(id="sources")
+                yield IterationPanel(id="iteration")
+            with Vertical(id="right"):
+                yield VerificationPanel(id="verification")
+                yield GitPanel(id="git")
+        yield JournalPanel(id="journal")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.load_snapshot()
+        if self.use_git:
+            self.git_dirty = False
+            self.load_git()
+            self.set_interval(GIT_EVERY_S, self.git_tick)
+        self.set_interval(1.0, self.clock_tick)
+
+    # --- reading ------------------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="snapshot", exit_on_error=False)
+    def load_snapshot(self) -> None:
+        from loop.snapshot import read
+
+        self.post_message(SnapshotReady(read(self.workspace)))
+
+    @work(thread=True, exclusive=True, group="git", exit_on_error=False)
+    def load_git(self) -> None:
+        from loop.gitstate import status
+
+        self.post_message(GitReady(status(self.workspace.root)))
+
+    @work(exclusive=True, group="watch", exit_on_error=False)
+    async def watch_files(self, folders: frozenset[Path], files: frozenset[Path]) -> None:
+        from watchfiles import awatch
+
+        existing = [str(f) for f in folders if f.is_dir()]
+        if not existing:
+            return
+        async for _changes in awatch(
+            *existing,
+            watch_filter=interesting(set(folders), set(files)),  # type: ignore[arg-type]
+            debounce=DEBOUNCE_MS,
+            step=10,
+            recursive=False,
+        ):
+            self.post_message(FilesChanged())
+
+    def on_files_changed(self, message: FilesChanged) -> None:
+        self.git_dirty = True
+        self.load_snapshot()
+
+    def on_snapshot_ready(self, message: SnapshotReady) -> None:
+        self.show_snapshot(message.snapshot)
+
+    def on_git_ready(self, message: GitReady) -> None:
+        self.git_status = message.status
+        self.query_one(GitPanel).show_git(message.status)
+
+    def git_tick(self) -> None:
+        if self.git_dirty:
+            self.git_dirty = False
+            self.load_git()
+
+    def clock_tick(self) -> None:
+        if self.snapshot is not None and self.snapshot.loop is not None:
+            self.query_one(IterationPanel).show(self.snapshot, self.clock())
+
+    @on(Worker.StateChanged)
+    def worker_failed(self, event: Worker.StateChanged) -> None:
+        """Every worker error ends here: a notification, never a traceback."""
+        if event.state == WorkerState.ERROR and event.worker.error is not None:
+            error = event.worker.error
+            self.notify(f"{event.worker.group}: {type(error).__name__}: {error}", severity="error", timeout=8)
+
+    # --- drawing -------------------------------------------------------------------------------
+
+    def show_snapshot(self, snapshot: Snapshot) -> None:
+        previous = self.snapshot
+        self.snapshot = snapshot
+        now = self.clock()
+        self.query_one(StatusBar).show(snapshot, now)
+        error = self.query_one(ErrorPanel)
+        if snapshot.error is not None:
+            restore = "  Press b to restore the backup." if snapshot.backup_exists else ""
+            error.update(
+                f"The loop's state file is corrupt and was left as it is.\n\n"
+                f"file: {_relative(snapshot.error.path, snapshot.workspace)}\n"
+                f"line: {snapshot.error.line or '-'}\n"
+                f"problem: {snapshot.error.problem}\n\n{restore}"
+            )
+        error.set_class(snapshot.error is not None, "-shown")
+        self.query_one(SourcesPanel).show(snapshot, now)
+        self.query_one(IterationPanel).show(snapshot, now)
+        self.query_one(VerificationPanel).show(snapshot, now)
+        self.query_one(JournalPanel).show_events(snapshot.events)
+        self.report_applied(snapshot)
+        self.refresh_bindings()
+        self.snapshots_shown += 1
+        if self.watching:
+            folders, files = watch_paths(self.workspace, snapshot)
+            wanted = (frozenset(folders), frozenset(files))
+            if wanted != self.watched:
+                self.watched = wanted
+                self.watch_files(*wanted)
+        if self.prompts:
+            self.prompt_if_needed(snapshot, first=previous is None)
+
+    def report_applied(self, snapshot: Snapshot) -> None:
+        for event in snapshot.events:
+            if event.kind == "command-applied":
+                kind = self.awaiting.pop(str(event.data.get("id")), None)
+                if kind is not None:
+                    outcome = event.data.get("outcome") or "done"
+                    self.notify(f"{kind} applied: {outcome}", title="loopdeck")
+
+    # --- prompts --------------------------------------------------------------------------------
+
+    def prompt_if_needed(self, snapshot: Snapshot, first: bool) -> None:
+        if len(self.screen_stack) > 1:
+            return
+        if first and not self.asked_resume:
+            self.asked_resume = True
+            found = resume.find(snapshot) if snapshot.escalation is None else None
+            if found is not None:
+                changes = self.git_changes()
+                self.push_screen(ResumeScreen(found.question, changes), self.resume_answer)
+                return
+        escalation = snapshot.escalation
+        if escalation is not None and escalation.ts not in self.seen_escalations and snapshot.loop:
+            self.seen_escalations.add(escalation.ts)
+            loop = snapshot.loop
+            pending = snapshot.sources.pending_total if snapshot.sources else 0
+            numbers = (
+                f"iteration {loop.iteration} of {loop.max_iterations or '∞'} · {pending} task(s) pending"
+                f" · status {loop.status} · driver {loop.driver or '-'}"
+            )
+            reason = str(escalation.data.get("reason", "escalated"))
+            kind = escalation.data.get("kind")
+            if kind:
+                reason = f"{kind}: {reason}"
+            self.push_screen(EscalationScreen(reason, numbers, RAISE_BY), self.escalation_answer)
+            return
+        question = snapshot.question
+        if question is not None and question.ts not in self.seen_questions:
+            self.seen_questions.add(question.ts)
+            self.push_screen(QuestionScreen(str(question.data.get("question", ""))), self.question_answer)
+
+    def git_changes(self) -> tuple[str, ...] | None:
+        if not self.use_git:
+            return None
+        from loop.gitstate import status
+
+        return status(self.workspace.root).changes
+
+    def resume_answer(self, yes: bool | None) -> None:
+        if self.snapshot is None:
+            return
+        done = (
+            resume.resume(self.workspace, self.snapshot)
+            if yes
+            else resume.pause(self.workspace, self.snapshot)
+        )
+        self.notify(done, title="loopdeck")
+
+    def escalation_answer(self, choice: str | None) -> None:
+        loop = self.snapshot.loop if self.snapshot else None
+        if loop is None or choice in (None, "dismiss"):
+            return
+        if choice == "continue":
+            if loop.max_iterations and loop.iteration >= loop.max_iterations:
+                self.send(
+                    "set-max-iterations", value=loop.iteration + RAISE_BY, reason="continue after escalation"
+                )
+            self.send("resume", reason="continue after escalation")
+            self.ensure_runner()
+        elif choice == "pause":
+            if loop.status != "paused":  # a runner's escalation has paused it already
+                self.send("pause", reason="escalation")
+        elif choice == "skip":
+            self.send("skip", reason="escalation")
+            if loop.status == "paused":
+                self.send("resume", reason="after skipping the task")
+            self.ensure_runner()
+        elif choice == "complete":
+            self.send("complete", reason="forced after escalation")
+            self.ensure_runner()
+        elif choice == "log":
+            self.action_toggle_journal()
+
+    def question_answer(self, answer: str | None) -> None:
+        if answer:
+            self.send("answer", reason=answer)
+            self.ensure_runner()
+
+    def ensure_runner(self) -> None:
+        if self.snapshot is not None and resume.runner_needed(self.snapshot):
+            pid = resume.start_runner(self.workspace)
+            self.notify(f"runner restarted (pid {pid}) to apply it", title="loopdeck")
+
+    # --- commands -------------------------------------------------------------------------------
+
+    def send(self, kind: str, *, value: int | None = None, reason: str | None = None) -> None:
+        loop = self.snapshot.loop if self.snapshot else None
+        try:
+            command = control.send(self.workspace, kind, source="tui", value=value, reason=reason)
+        except (LoopdeckError, OSError) as exc:
+            self.notify(f"{kind} not sent: {exc}", severity="error")
+            return
+        Journal(self.workspace.journal).append(
+            "command-sent",
+            loop.iteration if loop else None,
+            {"id": command.id, "command": kind, "source": "tui", "reason": reason, "value": value},
+        )
+        self.awaiting[command.id] = kind
+        if loop is not None and loop.driver in (None, "hook"):
+            self.notify(f"{kind} queued: it applies at the agent's next Stop", title="loopdeck")
+        elif loop is not None and loop.alive is False:
+            self.notify(f"{kind} queued: the runner is not running", title="loopdeck", severity="warning")
+        else:
+            self.notify(f"{kind} sent to the runner", title="loopdeck")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        snapshot = self.snapshot
+        loop = snapshot.loop if snapshot else None
+        if action == "pause":
+            return loop is not None and loop.status in ("running", "initializing")
+        if action == "resume":
+            return loop is not None and (
+                loop.status == "paused"
+                or (snapshot is not None and resume.find(snapshot) is not None and loop.status != "stopped")
+            )
+        if action in ("skip", "complete", "stop", "set_max"):
+            return loop is not None and loop.status in ("running", "paused", "initializing", "stopping")
+        if action == "restore_backup":
+            return snapshot is not None and snapshot.error is not None and snapshot.backup_exists
+        return True
+
+    def action_pause(self) -> None:
+        self.send("pause", reason="from the monitor")
+
+    def action_resume(self) -> None:
+        if self.snapshot is None:
+            return
+        if self.snapshot.loop is not None and self.snapshot.loop.status == "paused":
+            self.send("resume", reason="from the monitor")
+        self.ensure_runner()
+
+    def action_skip(self) -> None:
+        self.send("skip", reason="from the monitor")
+
+    def action_complete(self) -> None:
+        pending = self.snapshot.sources.pending_total if self.snapshot and self.snapshot.sources else 0
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.send("complete", reason="forced from the monitor")
+                self.ensure_runner()
+
+        self.push_screen(
+            ConfirmScreen(
+                f"Force completion? {pending} task{'s' if pending != 1 else ''} remain",
+                "The loop is archived as complete, whatever is left.",
+            ),
+            answer,
+        )
+
+    def action_stop(self) -> None:
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.send("stop", reason="from the monitor")
+
+        self.push_screen(
+            ConfirmScreen("Stop the loop?", "It is kept (status stopped); `loopdeck run` continues it."),
+            answer,
+        )
+
+    def action_set_max(self) -> None:
+        loop = self.snapshot.loop if self.snapshot else None
+        if loop is None:
+            return
+
+        def answer(value: int | None) -> None:
+            if value is not None:
+                self.send("set-max-iterations", value=value, reason="from the monitor")
+
+        self.push_screen(
+            NumberScreen(f"Max iterations (now {loop.max_iterations or 'none'})", loop.max_iterations), answer
+        )
+
+    def action_restore_backup(self) -> None:
+        from loop.state import StateStore
+
+        try:
+            StateStore(self.workspace).restore_backup()
+        except (LoopdeckError, OSError) as exc:
+            self.notify(f"restore failed: {exc}", severity="error")
+            return
+        self.notify("backup restored; the corrupt file was moved aside", title="loopdeck")
+        self.load_snapshot()
+
+    def action_toggle_journal(self) -> None:
+        screen = self.screen
+        if screen.maximized is not None:
+            screen.minimize()
+        else:
+            screen.maximize(self.query_one(JournalPanel), container=False)
+
+    def action_search(self) -> None:
+        self.query_one(JournalPanel).start_search()
+
+    def action_clear_search(self) -> None:
+        self.query_one(JournalPanel).clear_search()
+
+    def action_help(self) -> None:
+        self.push_screen(help_screen())
+
+    @on(DataTable.RowSelected, "#verification-table")
+    def show_verification_output(self, event: DataTable.RowSelected) -> None:
+        panel = self.query_one(VerificationPanel)
+        if 0 <= event.cursor_row < len(panel.results):
+            result = panel.results[event.cursor_row]
+            verdict = "PASSED" if result.passed else "FAILED"
+            body = result.tail or "(no output)"
+            self.push_screen(TextScreen(f"$ {result.command} · {verdict} (exit {result.exit_code})", body))
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for action, (title, text) in ACTIONS.items():
+            if self.check_action(action, ()):
+                yield SystemCommand(title, text, getattr(self, f"action_{action}"))
+
+    async def action_quit(self) -> None:
+        if self.on_quit is not None:
+            await asyncio.to_thread(self.on_quit)
+        self.exit()

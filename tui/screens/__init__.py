@@ -1,0 +1,1 @@
+"""Modal prompts, one a module: each is a ModalScreen that dismisses with the answer."""

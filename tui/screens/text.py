@@ -1,0 +1,90 @@
+"""Read-only text (help, a verification's output) and a free-text answer (a question)."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label, Markdown, Static
+
+from tui.screens.confirm import MODAL_CSS
+
+HELP = """\
+# loopdeck
+
+Watches the loop in this workspace and steers it. Keys send commands to the loop's control
+queue; the driver (the Stop hook, or the runner) applies them: the runner within a second, the
+hook at the agent's next Stop. Quitting never stops the loop.
+
+| key | does |
+| --- | --- |
+| `p` | pause (the iteration in progress finishes) |
+| `r` | resume |
+| `s` | skip the current task (or the current verification loop) |
+| `c` | force completion (asks first) |
+| `x` | stop the loop (asks first) |
+| `m` | set max iterations |
+| `l` | the journal, full screen (again to go back) |
+| `/` | search the journal |
+| `b` | restore the backup of a corrupt state file |
+| `ctrl+p` | every action, by name |
+| `?` | this help |
+| `q` | quit (the loop keeps going) |
+"""
+
+
+class TextScreen(ModalScreen[None]):
+    DEFAULT_CSS = (
+        MODAL_CSS.format(name="TextScreen")
+        + """
+    TextScreen > Vertical { width: 90%; height: 80%; }
+    TextScreen VerticalScroll { height: 1fr; }
+    """
+    )
+    BINDINGS = [Binding("escape,q,enter", "close", "Close")]
+
+    def __init__(self, title: str, body: str, markdown: bool = False) -> None:
+        super().__init__()
+        self.title_text = title
+        self.body = body
+        self.markdown = markdown
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(self.title_text, classes="title")
+            with VerticalScroll():
+                yield Markdown(self.body) if self.markdown else Static(self.body, markup=False)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+def help_screen() -> TextScreen:
+    return TextScreen("Help", HELP, markdown=True)
+
+
+class QuestionScreen(ModalScreen[str | None]):
+    DEFAULT_CSS = MODAL_CSS.format(name="QuestionScreen")
+    BINDINGS = [Binding("escape", "later", "Later")]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label("The agent asks:", classes="title")
+            yield Static(self.question, markup=False)
+            yield Input(placeholder="your answer (Enter sends it; it goes into the next prompt)")
+
+    def on_mount(self) -> None:
+        self.app.bell()
+        self.query_one(Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.value.strip():
+            self.dismiss(event.value.strip())
+
+    def action_later(self) -> None:
+        self.dismiss(None)

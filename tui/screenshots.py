@@ -1,0 +1,252 @@
+"""The monitor's main situations, built as real workspaces with a fixed clock, for screenshots
+(`python -m tui.screenshots`) and the snapshot tests.
+
+Every scenario is a real folder: a git repo with fixed dates, a state file, a journal and a
+task file written through loopdeck's own modules, so the pictures show what users will see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from loop.journal import Journal
+from loop.paths import Workspace
+from loop.state import LoopState, StateStore
+
+NOW = datetime(2026, 1, 9, 11, 42, 7, tzinfo=UTC)
+STARTED = datetime(2026, 1, 9, 10, 30, 0, tzinfo=UTC)
+SIZE = (120, 40)
+TODO = """# Todo API
+
+- [x] Sketch the data model
+- [x] Add the storage layer
+- [~] Expose the list endpoint
+- [ ] Expose the create endpoint
+- [ ] Validate input
+"""
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "loopdeck",
+    "GIT_AUTHOR_EMAIL": "demo@loopdeck.invalid",
+    "GIT_COMMITTER_NAME": "loopdeck",
+    "GIT_COMMITTER_EMAIL": "demo@loopdeck.invalid",
+    "GIT_AUTHOR_DATE": "2026-01-09T10:00:00+00:00",
+    "GIT_COMMITTER_DATE": "2026-01-09T10:00:00+00:00",
+}
+
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, env={**os.environ, **GIT_ENV})
+
+
+def _repo(root: Path, todo: str = TODO) -> Workspace:
+    (root / ".claude").mkdir(parents=True, exist_ok=True)
+    (root / "TODO.md").write_text(todo)
+    (root / ".gitignore").write_text(".claude/\n")
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "Start the todo API")
+    (root / "api.py").write_text("# the list endpoint, in progress\n")
+    (root / "notes.md").write_text("open questions\n")
+    return Workspace(root)
+
+
+def _state(ws: Workspace, **values: object) -> LoopState:
+    state = LoopState.new(
+        "Build the todo API described in TODO.md",
+        started_at=STARTED.isoformat(),
+        task_file="TODO.md",
+        check_github=False,
+        check_tasks=False,
+        verify=["pytest -q"],
+        max_iterations=50,
+    )
+    for key, value in values.items():
+        setattr(state, key, value)
+    StateStore(ws).write(state)
+    return state
+
+
+def _events(ws: Workspace, iterations: int, *, verify_fail_at: int | None = None) -> None:
+    journal = Journal(ws.journal)
+    at = STARTED
+    journal.append("loop-started", 0, {"max_iterations": 50}, now=at)
+    for n in range(1, iterations + 1):
+        at += timedelta(seconds=40 + (n * 17) % 50)
+        journal.append("iteration-started", n, {"max_iterations": 50}, now=at)
+        at += timedelta(seconds=3)
+        passed = n != verify_fail_at
+        journal.append(
+            "verification-passed" if passed else "verification-failed",
+            n,
+            {
+                "command": "pytest -q",
+                "exit_code": 0 if passed else 1,
+                "duration_s": 2.4,
+                "tail": "12 passed in 2.31s"
+                if passed
+                else "FAILED tests/test_api.py::test_create - 1 failed",
+            },
+            now=at,
+        )
+        journal.append("iteration-completed", n, {"duration_s": 40 + (n * 17) % 50}, now=at)
+
+
+def running(root: Path) -> Workspace:
+    ws = _repo(root)
+    _state(
+        ws,
+        iteration=12,
+        status="running",
+        driver="runner",
+        pid=os.getpid(),
+        current_task="Expose the list endpoint",
+    )
+    _events(ws, 12, verify_fail_at=9)
+    return ws
+
+
+def verification(root: Path) -> Workspace:
+    ws = _repo(root, TODO.replace("[ ]", "[x]").replace("[~]", "[x]"))
+    _state(
+        ws,
+        iteration=17,
+        status="running",
+        driver="runner",
+        pid=os.getpid(),
+        verification_mode=True,
+        verification_remaining=2,
+    )
+    _events(ws, 17)
+    Journal(ws.journal).append("verification-loop", 17, {"loop": 2, "of": 4}, now=NOW - timedelta(seconds=20))
+    return ws
+
+
+def escalation(root: Path) -> Workspace:
+    ws = _repo(root)
+    _state(
+        ws,
+        iteration=51,
+        status="paused",
+        driver="runner",
+        pid=os.getpid(),
+        escalated=True,
+        current_task="Expose the list endpoint",
+    )
+    _events(ws, 20)
+    Journal(ws.journal).append(
+        "escalation",
+        51,
+        {
+            "kind": "max-iterations",
+            "reason": "50 iterations reached with 3 task(s) pending",
+            "max_iterations": 50,
+            "pending_total": 3,
+        },
+        now=NOW - timedelta(seconds=30),
+    )
+    return ws
+
+
+def resume_prompt(root: Path) -> Workspace:
+    ws = _repo(root)
+    _state(ws, iteration=12, max_iterations=100, status="running", driver="runner", pid=_dead_pid())
+    _events(ws, 12)
+    return ws
+
+
+def corrupt(root: Path) -> Workspace:
+    ws = _repo(root)
+    _state(ws, iteration=12)
+    _state(ws, iteration=13)  # so the backup holds a good copy
+    text = ws.state.read_text().replace("iteration: 13", 'iteration: "thirteen"')
+    ws.state.write_text(text)
+    _events(ws, 13)
+    return ws
+
+
+def completed(root: Path) -> Workspace:
+    from loop.archive import archive
+
+    ws = _repo(root, TODO.replace("[ ]", "[x]").replace("[~]", "[x]"))
+    state = _state(ws, iteration=21, status="completed", driver="runner")
+    _events(ws, 21)
+    folder = archive(ws, state, "completed", {"reason": "all sources empty and verified", "iterations": 21})
+    os.replace(ws.state, folder / "state.md")
+    Journal(ws.journal).append("completed", 21, {"reason": "all sources empty and verified"}, now=NOW)
+    return ws
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+SCENARIOS: dict[str, Callable[[Path], Workspace]] = {
+    "running": running,
+    "verification": verification,
+    "escalation": escalation,
+    "resume": resume_prompt,
+    "corrupt": corrupt,
+    "completed": completed,
+}
+
+
+def app_for(ws: Workspace, *, watch: bool = False, git: bool = True, prompts: bool = True) -> object:
+    from tui.app import LoopdeckApp
+
+    app = LoopdeckApp(ws, clock=lambda: NOW, watch=watch, git=git, prompts=prompts)
+    app.animation_level = "none"  # a progress bar caught mid-animation is not a picture of anything
+    return app
+
+
+async def settle(app: object) -> None:
+    """Wait until the first snapshot and git are on screen (and any prompt is up)."""
+    from tui.app import LoopdeckApp
+
+    assert isinstance(app, LoopdeckApp)
+
+    async def finite_workers() -> None:
+        # The watcher never completes, and an empty list means "every worker" to Textual.
+        finite = [w for w in app.workers if w.group != "watch"]
+        if finite:
+            await app.workers.wait_for_complete(finite)
+
+    for _ in range(200):
+        await asyncio.sleep(0.02)
+        await finite_workers()
+        if app.snapshots_shown and (not app.use_git or app.git_status is not None):
+            break
+    await asyncio.sleep(0.1)
+    await finite_workers()
+
+
+async def _shoot(name: str, root: Path, out: Path) -> Path:
+    ws = SCENARIOS[name](root)
+    app = app_for(ws)
+    async with app.run_test(size=SIZE) as pilot:  # type: ignore[attr-defined]
+        await settle(app)
+        await pilot.pause()
+        app.save_screenshot(f"{name}.svg", path=str(out))  # type: ignore[attr-defined]
+    return out / f"{name}.svg"
+
+
+def main() -> None:
+    import tempfile
+
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "screenshots"
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in SCENARIOS:
+            path = asyncio.run(_shoot(name, Path(tmp) / name, out))
+            print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

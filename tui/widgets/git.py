@@ -1,0 +1,32 @@
+"""Git: branch, HEAD, staged / modified / untracked, last commits, ahead / behind."""
+
+from __future__ import annotations
+
+from textual.widgets import Static
+
+from loop.gitstate import GitStatus
+from tui.widgets.common import clip
+
+
+class GitPanel(Static):
+    DEFAULT_CSS = """
+    GitPanel { border: round $primary 50%; padding: 0 1; height: auto; }
+    """
+
+    def on_mount(self) -> None:
+        self.border_title = "Git"
+        self.update("reading git…")
+
+    def show_git(self, status: GitStatus) -> None:
+        if status.error:
+            self.update(status.error)
+            return
+        tracking = ""
+        if status.ahead is not None:
+            tracking = f" · ahead {status.ahead}, behind {status.behind}"
+        lines = [
+            f"{status.branch or '(detached)'} @ {status.head or 'no commits'}{tracking}",
+            f"staged {status.staged} · modified {status.modified} · untracked {status.untracked}",
+        ]
+        lines += [f"{c.sha} {clip(c.summary, 48)}" for c in status.commits]
+        self.update("\n".join(lines))

@@ -1,0 +1,82 @@
+"""Iteration: N of max with a bar, status, driver, time, time per iteration, current task."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Sparkline, Static
+
+from loop.snapshot import Snapshot
+from loop.timeutil import parse_iso
+from tui.widgets.common import clip, duration
+
+
+def _relative(path: str, root: str) -> str:
+    prefix = root.rstrip("/") + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else path
+
+
+def meter(done: int, total: int, width: int = 30) -> str:
+    """`▰▰▰▱▱▱ 34%` (seed 001's progress style); past the limit it stays full and says so."""
+    if total <= 0:
+        return f"{'▱' * width} no limit"
+    ratio = min(1.0, done / total)
+    filled = int(ratio * width)
+    over = "  past the limit" if done > total else ""
+    return f"{'▰' * filled}{'▱' * (width - filled)} {int(done / total * 100)}%{over}"
+
+
+class IterationPanel(Vertical):
+    DEFAULT_CSS = """
+    IterationPanel { border: round $primary 50%; padding: 0 1; height: auto; }
+    IterationPanel #iteration-bar { height: 1; color: $accent; }
+    IterationPanel Sparkline { height: 2; margin-top: 1; }
+    IterationPanel #iteration-facts { height: auto; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="iteration-bar")
+        yield Static(id="iteration-facts")
+        yield Sparkline([], id="iteration-times")
+
+    def on_mount(self) -> None:
+        self.border_title = "Iteration"
+
+    def show(self, snapshot: Snapshot, now: datetime) -> None:
+        bar = self.query_one("#iteration-bar", Static)
+        facts = self.query_one("#iteration-facts", Static)
+        spark = self.query_one(Sparkline)
+        loop = snapshot.loop
+        if loop is None:
+            bar.update("")
+            archive = snapshot.archive
+            if archive:
+                facts.update(
+                    f"last loop: {archive.get('outcome')} ({archive.get('reason', '')})\n"
+                    f"{archive.get('iterations', '?')} iterations · archived in "
+                    f"{_relative(str(archive.get('folder', '?')), snapshot.workspace)}"
+                )
+            else:
+                facts.update("no loop here: `loopdeck start` or `loopdeck run` begins one")
+            spark.data = []
+            self.border_subtitle = ""
+            return
+        bar.update(meter(loop.iteration, loop.max_iterations))
+        started = parse_iso(loop.started_at)
+        elapsed = duration((now - started).total_seconds()) if started else "?"
+        alive = {True: "alive", False: "not running", None: "no process (hook)"}[loop.alive]
+        durations = snapshot.durations
+        average = (
+            f"{duration(sum(durations) / len(durations))} per iteration" if durations else "no timings yet"
+        )
+        limit = loop.max_iterations or "∞"
+        facts.update(
+            f"iteration {loop.iteration} of {limit} · {loop.status}"
+            + (" · ESCALATED" if loop.escalated else "")
+            + f"\ndriver {loop.driver or '-'} ({alive}) · started {elapsed} ago · {average}"
+            + f"\ntask: {clip(loop.current_task or '-', 70)}"
+        )
+        spark.data = list(durations) or [0.0]
+        self.border_subtitle = f"{loop.iteration}/{limit}"
