@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -378,7 +379,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     root = Path(tempfile.mkdtemp(prefix="loopdeck-demo-")) / "project"
     workspace.create(root, tasks=8)
     # One verification failure along the way: the fifth task (line 7) is done with a broken file.
-    agent_cmd = workspace.agent_command("--sleep", "1", "2", "--break-at", "7")
+    low, high = (os.environ.get("LOOPDECK_DEMO_PACE") or "1 2").split()[:2]  # seconds per agent turn
+    agent_cmd = workspace.agent_command("--sleep", low, high, "--break-at", "7")
     check = workspace.verify_command()
     argv = [
         sys.executable,

@@ -292,6 +292,13 @@ def decide(
         return _complete(result, state, now, f"{signal} signalled by the agent", counted)
 
     aggregate = counted()
+    if aggregate.uncertain and not state.extra.get("uncertain_escalated"):
+        # Once per stretch of unreadable sources: a person should know the loop is guessing.
+        state.extra["uncertain_escalated"] = True
+        names = ", ".join(f"{SOURCE_LABELS.get(r.name, r.name)} ({r.error})" for r in aggregate.unavailable)
+        events.append(("escalation", {"kind": "uncertain-sources", "reason": f"cannot read {names}"}))
+    elif not aggregate.uncertain:
+        state.extra.pop("uncertain_escalated", None)
     if stop.driver == "runner" and state.iteration == 0 and not aggregate.uncertain:
         # The runner's first turn is the loop's own prompt: the agent has not worked yet, so an
         # empty task list means "start", not "verify".

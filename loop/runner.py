@@ -96,6 +96,8 @@ class Runner:
         self.errors: list[str] = []
         self.no_progress = 0
         self.last_mode = "work"
+        self.waiting_for: str | None = None
+        """A question or escalation the loop is paused on: it waits for a person, not a restart."""
 
     # --- the journal, echoed as log lines ----------------------------------------------------
 
@@ -133,7 +135,8 @@ class Runner:
                     raise LoopdeckError(
                         f"a runner (pid {state.pid}) is already driving the loop in {self.ws.root}"
                     )
-            if state.status in ("paused", "stopping", "initializing"):
+            self.waiting_for = self.open_prompt() if state.status == "paused" else None
+            if state.status in ("paused", "stopping", "initializing") and self.waiting_for is None:
                 state.status = "running"
             state.driver = "runner"
             state.pid = os.getpid()
@@ -367,16 +370,22 @@ class Runner:
 
     def _run(self, create: Callable[[], LoopState] | None) -> int:
         state = self.prepare(create)
+        if self.waiting_for is not None and self.options.headless:
+            pending = control.read_since(self.ws.control, self.offset)[0]
+            if not pending:
+                return self.finish("escalated", f"still waiting for a person: {self.waiting_for}")
         result = self.decide(None)
         while True:
             if self.signal is not None:
                 return self.on_signal()
             new = result.state
             if result.blocked and new is not None:
-                if self.escalated_now(result):
-                    self.pause_for("max iterations reached: the loop needs a person")
+                escalated = self.escalated_now(result)
+                if escalated is not None:
+                    self.pause_for(f"escalation: {escalated}")
                     if self.options.headless:
-                        return self.finish("limit", "max iterations reached: escalated, needs a person")
+                        how = "limit" if "iterations reached" in escalated else "escalated"
+                        return self.finish(how, f"{escalated}: needs a person")
                     result = engine.Result("allow", None)
                     continue
                 state = new
@@ -412,8 +421,23 @@ class Runner:
                 continue
             return self.finish("failed", f"unexpected status {current.status}")
 
-    def escalated_now(self, result: engine.Result) -> bool:
-        return any(kind == "escalation" for kind, _ in result.events)
+    def escalated_now(self, result: engine.Result) -> str | None:
+        """The reason of an escalation this decision raised, if any."""
+        for kind, data in result.events:
+            if kind == "escalation":
+                return str(data.get("reason", "escalated"))
+        return None
+
+    def open_prompt(self) -> str | None:
+        """The question or escalation the journal shows unanswered, if any."""
+        for event in reversed(self.journal.tail(100).events):
+            if event.kind in ("resumed", "answered"):
+                return None
+            if event.kind == "question":
+                return f"the agent asks: {event.data.get('question', '')}"
+            if event.kind == "escalation":
+                return str(event.data.get("reason", "escalated"))
+        return None
 
     def last_escalation(self) -> str | None:
         events = self.journal.tail(20, where=lambda e: e.kind in ("escalation", "resumed")).events

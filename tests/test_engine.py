@@ -254,6 +254,17 @@ def test_unavailable_source_blocks_conservatively_naming_it() -> None:
     )
 
 
+def test_uncertain_sources_escalate_once_per_stretch() -> None:
+    bad = combine([report("github", available=False, error="gh timed out"), report("task_file", 1)])
+    first = play(state(), bad)
+    assert [d["kind"] for k, d in first.events if k == "escalation"] == ["uncertain-sources"]
+    second = play(first.state, bad)  # type: ignore[arg-type]
+    assert "escalation" not in kinds(second)
+    healed = play(second.state, sources(task_file=1))  # type: ignore[arg-type]
+    again = play(healed.state, bad)  # type: ignore[arg-type]
+    assert "escalation" in kinds(again)
+
+
 def test_uncertain_during_verification_leaves_it() -> None:
     s = play(state(), EMPTY).state
     assert s is not None

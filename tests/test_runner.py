@@ -274,3 +274,38 @@ def test_final_text_forms() -> None:
 def test_run_without_prompt_and_no_loop(demo: Workspace) -> None:
     done = run_loopdeck("-C", str(demo.root), "run", "--headless", cwd=demo.root)
     assert done.returncode == 1 and "PROMPT" in done.stderr
+
+
+def test_demo_headless_completes(tmp_path: Path) -> None:
+    env = {"LOOPDECK_DEMO_PACE": "0 0", "TMPDIR": str(tmp_path)}
+    done = run_loopdeck("demo", "--headless", cwd=tmp_path, env=env, timeout=240)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    assert "Ended:       completed (all sources empty and verified)" in done.stdout
+    assert "Verification FAILED (exit 1)" in done.stdout  # one failure along the way, fed back
+    assert "Progress: [8 of 8]" in done.stdout
+
+
+def test_question_pauses_then_the_answer_goes_into_the_next_prompt(demo: Workspace) -> None:
+    headless = run_loopdeck("-C", str(demo.root), *run_args(agent_cmd=agent("--ask-at", "4")), cwd=demo.root)
+    assert (
+        headless.returncode == 1 and "Ended:       question (the agent asks: Which storage" in headless.stdout
+    )
+    state = StateStore(demo).read()
+    assert state is not None and state.status == "paused"
+    # With a person watching (not headless), the runner waits for the answer.
+    runner = start_runner(demo, "run")
+    wait_for(lambda: kinds(demo).count("runner-started") == 2)
+    time.sleep(0.5)
+    assert StateStore(demo).read().status == "paused"  # type: ignore[union-attr]  # waits for the answer
+    from loop import control
+
+    control.send(demo, "answer", source="test", reason="SQLite")
+    wait_for(lambda: "answered" in kinds(demo))
+    wait_for(
+        lambda: any(
+            "using SQLite" in p.name or "using SQLite" in p.read_text()
+            for p in (demo.root / "work").glob("*.txt")
+        )
+    )
+    runner.terminate()
+    runner.communicate(timeout=30)
