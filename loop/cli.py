@@ -71,10 +71,9 @@ def cmd_start(args: argparse.Namespace) -> int:
                 )
             folder = archive(ws, old, "replaced by a new loop" if old.active else old.status)
             journal.append("warning", old.iteration, {"message": f"previous loop archived in {folder}"})
-        try:
-            control_offset = ws.control.stat().st_size
-        except FileNotFoundError:
-            control_offset = 0
+        from loop.control import end_offset
+
+        control_offset = end_offset(ws)
         state = LoopState.new(
             prompt,
             max_iterations=args.max_iterations,
@@ -321,10 +320,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     def create() -> LoopState:
         if not prompt:
             raise LoopdeckError(f"no loop in {ws.root}: `loopdeck run PROMPT` starts one")
-        try:
-            control_offset = ws.control.stat().st_size
-        except FileNotFoundError:
-            control_offset = 0
+        from loop.control import end_offset
+
+        control_offset = end_offset(ws)
         state = LoopState.new(
             prompt,
             max_iterations=args.max_iterations if args.max_iterations is not None else 100,

@@ -89,6 +89,15 @@ def send(
     return command
 
 
+def end_offset(workspace: Workspace) -> int:
+    """Where the queue ends now: a new loop starts here, so commands sent to an older loop (or
+    before any loop) are never applied to it."""
+    try:
+        return workspace.control.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
 def read_since(path: Path, offset: int) -> tuple[list[Command], list[BadLine], int]:
     """Commands in complete lines from `offset` on, the lines that were not commands, and the
     offset after the last complete line. A half-written last line waits for the next read."""

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from loop.tailread import ReadCounter, lines_backwards
-from loop.timeutil import iso_ms, log_stamp, utcnow
+from loop.timeutil import human_duration, iso_ms, log_stamp, utcnow
 
 MAX_LINE_BYTES = 1024 * 1024
 """An event is small; a longer line is garbage (or an attack on the reader's memory)."""
@@ -181,20 +181,6 @@ def _next_line_start(f: BinaryIO, pos: int, size: int) -> int:
 # --- human log lines (seed 003 §4.4.7) ------------------------------------------------------
 
 
-def _fmt_duration(seconds: Any) -> str:
-    try:
-        total = round(float(seconds))
-    except (TypeError, ValueError):
-        return "?"
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h {minutes}m {secs}s"
-    if minutes:
-        return f"{minutes}m {secs}s"
-    return f"{secs}s"
-
-
 def _of(iteration: int | None, data: Mapping[str, Any]) -> str:
     limit = data.get("max_iterations")
     return f"{iteration}/{limit}" if limit else f"{iteration}"
@@ -204,7 +190,7 @@ _MESSAGES: dict[str, Callable[[Event], str]] = {
     "loop-started": lambda e: f"Loop started (max {e.data.get('max_iterations', '?')} iterations)",
     "iteration-started": lambda e: f"Starting iteration {_of(e.iteration, e.data)}",
     "iteration-completed": lambda e: (
-        f"Iteration {e.iteration} complete ({_fmt_duration(e.data.get('duration_s'))})"
+        f"Iteration {e.iteration} complete ({human_duration(e.data.get('duration_s'))})"
     ),
     "task-selected": lambda e: f'Selected item: "{e.data.get("task", "?")}"',
     "blocked": lambda e: f"Stop blocked: {e.data.get('message', 'work remains')}",

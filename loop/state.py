@@ -522,13 +522,20 @@ class StateStore:
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
+    atomic_write(path, data, durable=True)
+
+
+def atomic_write(path: Path, data: bytes, durable: bool = False) -> None:
+    """Replace `path` with `data` in one rename, so no reader ever sees half a file. `durable`
+    also fsyncs the file and its folder (the loop's state); caches skip that cost."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
@@ -536,6 +543,8 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
     os.close(fd)
     os.replace(tmp, path)
+    if not durable:
+        return
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

@@ -30,6 +30,21 @@ def parse_iso(text: str) -> datetime | None:
     return moment
 
 
+def human_duration(seconds: object) -> str:
+    """`3m 48s`, `1h 02m 05s`, `7s` (seed 003's log lines); `?` for anything not a number."""
+    try:
+        total = round(float(seconds))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "?"
+    hours, rest = divmod(max(0, total), 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m {secs:02d}s"
+    if minutes:
+        return f"{minutes}m {secs}s"
+    return f"{secs}s"
+
+
 def log_stamp(text: str) -> str:
     """Seed 003's log-line stamp, to the second: `2025-01-17T14:00:00Z`."""
     moment = parse_iso(text)

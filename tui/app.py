@@ -32,6 +32,7 @@ from tui.screens.number import NumberScreen
 from tui.screens.resume import ResumeScreen
 from tui.screens.text import QuestionScreen, TextScreen, help_screen
 from tui.watch import DEBOUNCE_MS, FilesChanged, GitReady, SnapshotReady, interesting, watch_paths
+from tui.widgets.common import relative
 from tui.widgets.git import GitPanel
 from tui.widgets.iteration import IterationPanel
 from tui.widgets.journal import JournalPanel
@@ -54,11 +55,6 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "restore_backup": ("Restore the state backup", "put the last good state file back"),
     "help": ("Help", "keys and what they do"),
 }
-
-
-def _relative(path: str, root: str) -> str:
-    prefix = root.rstrip("/") + "/"
-    return path[len(prefix) :] if path.startswith(prefix) else path
 
 
 class ErrorPanel(Static):
@@ -209,7 +205,7 @@ class LoopdeckApp(App[None]):
             restore = "  Press b to restore the backup." if snapshot.backup_exists else ""
             error.update(
                 f"The loop's state file is corrupt and was left as it is.\n\n"
-                f"file: {_relative(snapshot.error.path, snapshot.workspace)}\n"
+                f"file: {relative(snapshot.error.path, snapshot.workspace)}\n"
                 f"line: {snapshot.error.line or '-'}\n"
                 f"problem: {snapshot.error.problem}\n\n{restore}"
             )

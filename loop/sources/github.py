@@ -10,7 +10,6 @@ becomes `available: false` with the reason.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -170,11 +169,11 @@ def check(
         result = unavailable(NAME, str(exc), now, detail=f"project {config.project}")
         record["error"] = str(exc)  # failures are cached too: a dead network is not asked each Stop
     if cache is not None:
+        from loop.state import atomic_write
+
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(record))
-            os.replace(tmp, cache)
+            atomic_write(cache, json.dumps(record).encode())
         except OSError:
-            pass
+            pass  # a cache that cannot be written only costs time
     return result

@@ -212,11 +212,11 @@ class Lookup:
     def _save(self, data: dict[str, Any]) -> None:
         if self.cache_path is None:
             return
+        from loop.state import atomic_write
+
         try:
             self.cache_path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.cache_path.with_name(f".{self.cache_path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(data, ensure_ascii=False))
-            os.replace(tmp, self.cache_path)
+            atomic_write(self.cache_path, json.dumps(data, ensure_ascii=False).encode())
         except OSError:
             pass  # a cache that cannot be written only costs time
 

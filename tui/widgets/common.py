@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from loop.timeutil import parse_iso
+from loop.timeutil import human_duration, parse_iso
 
 
 def ago(ts: str | None, now: datetime) -> str:
@@ -16,16 +16,14 @@ def ago(ts: str | None, now: datetime) -> str:
 
 
 def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    total = round(seconds)
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h {minutes:02d}m"
-    if minutes:
-        return f"{minutes}m {secs:02d}s"
-    return f"{secs}s"
+    return "?" if seconds is None else human_duration(seconds)
+
+
+def relative(path: str, root: str) -> str:
+    """`path` inside the workspace `root`, shown relative to it (shorter, and the same in every
+    checkout, which keeps screenshots stable)."""
+    prefix = root.rstrip("/") + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else path
 
 
 def clip(text: str, width: int) -> str:

@@ -10,12 +10,7 @@ from textual.widgets import Sparkline, Static
 
 from loop.snapshot import Snapshot
 from loop.timeutil import parse_iso
-from tui.widgets.common import clip, duration
-
-
-def _relative(path: str, root: str) -> str:
-    prefix = root.rstrip("/") + "/"
-    return path[len(prefix) :] if path.startswith(prefix) else path
+from tui.widgets.common import clip, duration, relative
 
 
 def meter(done: int, total: int, width: int = 30) -> str:
@@ -56,7 +51,7 @@ class IterationPanel(Vertical):
                 facts.update(
                     f"last loop: {archive.get('outcome')} ({archive.get('reason', '')})\n"
                     f"{archive.get('iterations', '?')} iterations · archived in "
-                    f"{_relative(str(archive.get('folder', '?')), snapshot.workspace)}"
+                    f"{relative(str(archive.get('folder', '?')), snapshot.workspace)}"
                 )
             else:
                 facts.update("no loop here: `loopdeck start` or `loopdeck run` begins one")

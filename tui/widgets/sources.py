@@ -10,12 +10,7 @@ from textual.widgets import Static
 
 from loop.engine import SOURCE_LABELS
 from loop.snapshot import Snapshot
-from tui.widgets.common import ago, clip
-
-
-def _relative(detail: str, root: str) -> str:
-    prefix = root.rstrip("/") + "/"
-    return detail[len(prefix) :] if detail.startswith(prefix) else detail
+from tui.widgets.common import ago, clip, relative
 
 
 class SourcesPanel(Static):
@@ -74,7 +69,7 @@ class SourcesPanel(Static):
                 Text(str(report.pending), style=style or ""),
                 str(report.in_progress),
                 str(report.done),
-                Text(clip(_relative(report.detail or "", snapshot.workspace), 60), style=off),
+                Text(clip(relative(report.detail or "", snapshot.workspace), 60), style=off),
             )
             for item in report.pending_items()[:3]:
                 mark = "~" if item.status == "in_progress" else " "
