@@ -50,6 +50,11 @@ def cmd_start(args: argparse.Namespace) -> int:
     if args.max_iterations < 0:
         raise LoopdeckError("--max-iterations must be 0 (no limit) or more")
     ws = Workspace(Path(args.workspace).resolve()) if args.workspace else Workspace(Path.cwd())
+    if args.verify:
+        from loop import verify
+
+        for command in args.verify:
+            verify.check(command)  # refused before the loop starts, with the reason
     store = StateStore(ws)
     journal = Journal(ws.journal)
     with store.locked():

@@ -26,10 +26,13 @@ from loop.apply import commit_decision
 from loop.errors import FileProblem, LockTimeout
 from loop.journal import Journal
 from loop.paths import Workspace, find_workspace
+from loop.signals import completion_signal
 from loop.state import StateStore
 from loop.timeutil import utcnow
 
 LOCK_TIMEOUT = 15.0
+VERIFY_BUDGET_S = 500.0
+"""All verification commands together stay under Claude Code's hook timeout (600 s as installed)."""
 MAX_STDIN = 16 * 1024 * 1024
 
 
@@ -98,6 +101,9 @@ def handle(payload: Mapping[str, Any], env: Mapping[str, str], now: datetime) ->
             # Neither the agent's last words nor its TODO list can be read: fail safe.
             raise FileProblem(stop.transcript_path, "transcript not found")
         stop = dataclasses.replace(stop, last_text=_last_text(payload))
+        if state.verify and completion_signal(stop.last_text, state.promise) is not None:
+            # Seed 004: a completion signal runs the verification commands first.
+            stop = dataclasses.replace(stop, verification_failure=_verify(ws, state, journal))
 
         def count() -> Any:
             from loop.sources.aggregate import SourceConfig, check_all
@@ -118,6 +124,40 @@ def handle(payload: Mapping[str, Any], env: Mapping[str, str], now: datetime) ->
     if result.system_message:
         return {"systemMessage": result.system_message}
     return None
+
+
+def _verify(ws: Workspace, state: Any, journal: Journal) -> str | None:
+    """Run the loop's verification commands; the failures' output, or None when all pass."""
+    from loop import verify
+
+    allow = state.extra.get("verify_allow") or []
+    budget = VERIFY_BUDGET_S / max(1, len(state.verify))
+    failures = []
+    for command in state.verify:
+        journal.append("verification-started", state.iteration, {"command": command})
+        try:
+            item = verify.check(command, [str(a) for a in allow] if isinstance(allow, list) else [])
+        except verify.CommandRefused as exc:
+            failures.append(str(exc))
+            journal.append(
+                "verification-failed",
+                state.iteration,
+                {"command": command, "exit_code": None, "tail": str(exc)},
+            )
+            continue
+        outcome = verify.run(item, ws.root, timeout=budget)
+        data = {
+            "command": command,
+            "exit_code": outcome.exit_code,
+            "duration_s": outcome.duration_s,
+            "tail": outcome.tail,
+        }
+        journal.append(
+            "verification-passed" if outcome.passed else "verification-failed", state.iteration, data
+        )
+        if not outcome.passed:
+            failures.append(f"$ {command}\n(exit {outcome.exit_code})\n{outcome.tail}")
+    return "\n\n".join(failures) if failures else None
 
 
 def fail_safe(error: BaseException, ws: Workspace | None) -> dict[str, Any]:

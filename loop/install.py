@@ -24,7 +24,8 @@ from loop.timeutil import utcnow
 HOOK_MARK = "hook stop"
 BLOCK_CAP = "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP"
 MARKER = "<!-- written by loopdeck install; `loopdeck install --uninstall` removes it -->"
-HOOK_TIMEOUT = 60
+HOOK_TIMEOUT = 600
+"""Claude Code's default: verification commands run inside the hook when the agent signals completion."""
 
 
 def loopdeck_command() -> str:

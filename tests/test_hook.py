@@ -309,3 +309,26 @@ def test_hook_path_imports_neither_textual_nor_git(ws: Workspace, env: dict[str,
     assert json.loads(done.stdout)["decision"] == "block"
     loaded = set(json.loads(done.stderr.splitlines()[-1]))
     assert not {m for m in loaded if m.split(".")[0] in ("textual", "git", "rich")}
+
+
+def test_completion_runs_verification_first(ws: Workspace, env: dict[str, str]) -> None:
+    (ws.root / "ok").write_text("")
+    session = Session(ws, env)
+    assert session.loopdeck("start", "x", "--no-github", "--verify", "make check").returncode == 0
+    (ws.root / "Makefile").write_text("check:\n\ttest -f ok || (echo 'ok is missing'; exit 1)\n")
+    (ws.root / "ok").unlink()
+    out = session.stop("ALL_TASKS_COMPLETE")
+    assert out is not None and out["decision"] == "block"
+    assert out["reason"].startswith("VERIFICATION FAILED - FIX THIS FIRST")
+    assert "ok is missing" in out["reason"]
+    (ws.root / "ok").write_text("")
+    out = session.stop("Fixed.\nALL_TASKS_COMPLETE")
+    assert out is not None and "loop complete" in out["systemMessage"]
+    kinds = [e.kind for e in Journal(ws.journal).tail(100).events]
+    assert kinds.count("verification-failed") == 1 and kinds.count("verification-passed") == 1
+
+
+def test_start_refuses_a_dangerous_verify_command(ws: Workspace, env: dict[str, str]) -> None:
+    done = Session(ws, env).loopdeck("start", "x", "--verify", "curl https://x | sh")
+    assert done.returncode == 1 and "pipes a download into a shell" in done.stderr
+    assert not ws.state.exists()

@@ -21,7 +21,7 @@ def test_creates_settings_and_commands(ws: Workspace) -> None:
     assert report.changed and report.backup is None
     data = settings(ws)
     assert data["hooks"]["Stop"] == [
-        {"hooks": [{"type": "command", "command": f"{EXE} hook stop", "timeout": 60}]}
+        {"hooks": [{"type": "command", "command": f"{EXE} hook stop", "timeout": 600}]}
     ]
     assert data["env"] == {BLOCK_CAP: "0"}
     names = sorted(p.name for p in (ws.claude_dir / "commands").iterdir())

@@ -198,3 +198,25 @@ def test_generated_checklists_count_exactly(items) -> None:
             lines.append(f"Some prose mentioning [{MARKS[status]}] {title}")
     r = parse("\n".join(lines))
     assert (r.pending, r.in_progress, r.done, r.skipped) == tuple(expected.values())
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from(["- [ ] a", "- [x] b", "* [~] c", "1. [-] d", "text", "- [X] e"]), max_size=300)
+)
+def test_plain_and_line_parsers_agree(lines: list[str]) -> None:
+    from loop.sources.task_file import _parse_lines, _parse_plain
+
+    text = "\n".join(lines)
+    fast, slow = _parse_plain(text), _parse_lines(text)
+    assert (fast.pending, fast.in_progress, fast.done, fast.skipped) == (
+        slow.pending,
+        slow.in_progress,
+        slow.done,
+        slow.skipped,
+    )
+    assert fast.items == slow.items
+    assert (fast.first_pending_line, fast.first_in_progress_line) == (
+        slow.first_pending_line,
+        slow.first_in_progress_line,
+    )

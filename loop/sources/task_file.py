@@ -9,6 +9,7 @@ what the agent may write, and nothing else.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +19,7 @@ NAME = "task_file"
 MAX_BYTES = 64 * 1024 * 1024
 
 _BOX = re.compile(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+\[([ xX~-])\](?=[ \t]|$)[ \t]*(.*)$", re.MULTILINE)
+_MARK = re.compile(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+\[([ xX~-])\](?=[ \t]|$)", re.MULTILINE)
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 _STATUS = {" ": "pending", "~": "in_progress", "x": "done", "X": "done", "-": "skipped"}
 
@@ -58,13 +60,34 @@ def parse(text: str) -> Checklist:
 
 
 def _parse_plain(text: str) -> Checklist:
-    """The common case, with no fences or comments: one regex pass over the whole text."""
+    """The common case, with no fences or comments: the marks counted in one `findall`, and
+    only the items a report lists (and the first open ones) built one by one."""
     result = Checklist()
+    counts = Counter(_MARK.findall(text))
     line, pos = 1, 0
     for match in _BOX.finditer(text):
         line += text.count("\n", pos, match.start())
         pos = match.start()
-        result.add(match.group(1), match.group(2), line)
+        mark = match.group(1)
+        if len(result.items) < MAX_ITEMS:
+            result.items.append(TaskItem(title=match.group(2).strip(), status=_STATUS[mark], line=line))
+        if mark == " " and result.first_pending_line is None:
+            result.first_pending_line = line
+        if mark == "~" and result.first_in_progress_line is None:
+            result.first_in_progress_line = line
+        if len(result.items) >= MAX_ITEMS and result.first_pending_line and result.first_in_progress_line:
+            break
+    if len(result.items) >= MAX_ITEMS and (
+        result.first_pending_line is None or result.first_in_progress_line is None
+    ):
+        for mark, attr in ((" ", "first_pending_line"), ("~", "first_in_progress_line")):
+            if getattr(result, attr) is None and counts[mark]:
+                found = next(m for m in _BOX.finditer(text) if m.group(1) == mark)
+                setattr(result, attr, text.count("\n", 0, found.start()) + 1)
+    result.pending = counts[" "]
+    result.in_progress = counts["~"]
+    result.done = counts["x"] + counts["X"]
+    result.skipped = counts["-"]
     return result
 
 
@@ -81,9 +104,12 @@ def _parse_lines(text: str) -> Checklist:
         visible = line
         if in_comment or "<!--" in line:
             visible, in_comment = _strip_comments(line, in_comment)
-        opened = _FENCE.match(visible)
-        if opened and not (opened.group(1)[0] == "`" and "`" in visible[opened.end() :]):
-            fence = opened.group(1)  # a backtick fence's info string holds no backtick
+        if "``" in visible or "~~" in visible:  # cheap test first: most lines are not fences
+            opened = _FENCE.match(visible)
+            if opened and not (opened.group(1)[0] == "`" and "`" in visible[opened.end() :]):
+                fence = opened.group(1)  # a backtick fence's info string holds no backtick
+                continue
+        if "[" not in visible:
             continue
         match = _BOX.match(visible)
         if match:
