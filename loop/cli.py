@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -227,11 +226,14 @@ def _steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int
         state.iteration,
         {"id": command.id, "command": kind, "source": "cli", "reason": args.reason, "value": value},
     )
-    when = (
-        "at the agent's next Stop"
-        if state.driver in (None, "hook")
-        else "within a second (the runner polls the queue)"
-    )
+    from loop.proc import alive
+
+    if state.driver in (None, "hook"):
+        when = "at the agent's next Stop"
+    elif alive(state.pid):
+        when = "within a second (the runner polls the queue)"
+    else:
+        when = "when a runner drives the loop again: its runner is not running (`loopdeck run`)"
     print(f"loopdeck: {kind} queued (id {command.id}); it applies {when}")
     if args.wait:
         deadline = time.monotonic() + args.wait
@@ -290,159 +292,11 @@ def cmd_log(args: argparse.Namespace) -> int:
         return 0
 
 
-# --- run -----------------------------------------------------------------------------------
+def _verbs() -> Any:
+    """The long-running verbs (run, tui, demo), imported only when one is asked for."""
+    from loop import cli_long
 
-
-def cmd_run(args: argparse.Namespace) -> int:
-    from loop import agent
-    from loop.runner import Options, Runner
-    from loop.state import LoopState, StateStore
-
-    ws = Workspace(Path(args.workspace).resolve()) if args.workspace else find_workspace()
-    existing = StateStore(ws).read()
-    recorded = existing.extra.get("runner", {}) if existing is not None else {}
-    if not isinstance(recorded, dict):
-        recorded = {}
-
-    def pick(name: str, given: Any, default: Any) -> Any:
-        return given if given is not None else recorded.get(name, default)
-
-    options = Options(
-        agent=pick("agent", args.agent, agent.DEFAULT_AGENT),
-        iteration_timeout=pick("iteration_timeout", args.iteration_timeout, 1800.0),
-        retries=pick("retries", args.retries, 2),
-        commit=bool(pick("commit", True if args.commit else None, False)),
-        headless=args.headless,
-    )
-    prompt = " ".join(args.prompt).strip()
-    if existing is not None and prompt and prompt != existing.prompt:
-        print(
-            f"loopdeck: continuing the loop in {ws.root}; the PROMPT given is ignored "
-            "(`loopdeck start --force` starts anew)",
-            file=sys.stderr,
-        )
-
-    def create() -> LoopState:
-        if not prompt:
-            raise LoopdeckError(f"no loop in {ws.root}: `loopdeck run PROMPT` starts one")
-        from loop.control import end_offset
-
-        control_offset = end_offset(ws)
-        state = LoopState.new(
-            prompt,
-            max_iterations=args.max_iterations if args.max_iterations is not None else 100,
-            completion_promise=args.completion_promise or "null",
-            task_file=args.task_file or "null",
-            check_tasks=not args.no_tasks,
-            check_github=not args.no_github,
-            verify=list(args.verify or []),
-            control_offset=control_offset,
-        )
-        if args.verify_allow:
-            state.extra["verify_allow"] = list(args.verify_allow)
-        return state
-
-    if existing is not None and (args.verify or args.verify_allow or args.max_iterations is not None):
-        from loop.state import StateStore as _Store
-
-        store = _Store(ws)
-        with store.locked():
-            state = store.read()
-            if state is not None:
-                if args.verify:
-                    state.verify = list(args.verify)
-                if args.verify_allow:
-                    state.extra["verify_allow"] = list(args.verify_allow)
-                if args.max_iterations is not None:
-                    state.max_iterations = args.max_iterations
-                store.write(state)
-    return Runner(ws, options).run(create)
-
-
-# --- the monitor and the demo ----------------------------------------------------------------
-
-
-def cmd_tui(args: argparse.Namespace) -> int:
-    from tui.app import LoopdeckApp
-
-    folder = args.dir or args.workspace
-    ws = Workspace(Path(folder).resolve()) if folder else find_workspace()
-    if not ws.root.is_dir():
-        raise LoopdeckError(f"{ws.root} is not a folder")
-    LoopdeckApp(ws).run()
-    return 0
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    import subprocess
-    import tempfile
-
-    from loop.demo import workspace
-
-    root = Path(tempfile.mkdtemp(prefix="loopdeck-demo-")) / "project"
-    workspace.create(root, tasks=8)
-    # One verification failure along the way: the fifth task (line 7) is done with a broken file.
-    low, high = (os.environ.get("LOOPDECK_DEMO_PACE") or "1 2").split()[:2]  # seconds per agent turn
-    agent_cmd = workspace.agent_command("--sleep", low, high, "--break-at", "7")
-    check = workspace.verify_command()
-    argv = [
-        sys.executable,
-        "-m",
-        "loop.cli",
-        "-C",
-        str(root),
-        "run",
-        "Build the demo todo service",
-        "--agent",
-        agent_cmd,
-        "--task-file",
-        "TODO.md",
-        "--verify",
-        check,
-        "--verify-allow",
-        check,
-        "--no-github",
-        "--no-tasks",
-        "--max-iterations",
-        "40",
-        "--commit",
-    ]
-    print(f"loopdeck demo: a throwaway git workspace in {root}")
-    if args.headless:
-        return subprocess.call([*argv, "--headless"], cwd=root)
-    from loop.paths import Workspace as _Workspace
-    from tui.app import LoopdeckApp
-
-    log = root / ".claude" / "loopdeck" / "runner.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as out:
-        runner = subprocess.Popen(
-            argv,
-            cwd=root,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    ws = _Workspace(root)
-    deadline = time.monotonic() + 10
-    while not ws.state.exists() and runner.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-    def end_runner() -> None:
-        if runner.poll() is None:
-            runner.terminate()  # SIGTERM: the runner stops its agent and saves the state
-            try:
-                runner.wait(15)
-            except subprocess.TimeoutExpired:
-                runner.kill()
-
-    try:
-        LoopdeckApp(ws, on_quit=end_runner).run()
-    finally:
-        end_runner()
-    print(f"loopdeck demo: ended; the workspace stays in {root} (the runner's log: {log})")
-    return 0
+    return cli_long
 
 
 # --- hook and install ----------------------------------------------------------------------
@@ -592,17 +446,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--no-tasks", action="store_true", help="do not check Claude Code Tasks")
     run.add_argument("--no-github", action="store_true", help="do not check GitHub Projects")
-    run.set_defaults(func=cmd_run)
+    run.set_defaults(func=lambda args: _verbs().cmd_run(args))
 
     tui = verbs.add_parser("tui", help="the monitor (also: loopdeck with no verb, on a terminal)")
     tui.add_argument("dir", nargs="?", metavar="DIR", help="the workspace (default: here)")
-    tui.set_defaults(func=cmd_tui)
+    tui.set_defaults(func=lambda args: _verbs().cmd_tui(args))
 
     demo = verbs.add_parser(
         "demo", help="a throwaway workspace, a scripted agent, the runner and the monitor"
     )
     demo.add_argument("--headless", action="store_true", help="no monitor: run to completion, print the log")
-    demo.set_defaults(func=cmd_demo)
+    demo.set_defaults(func=lambda args: _verbs().cmd_demo(args))
 
     hook = verbs.add_parser("hook", help="Claude Code hooks (run by Claude Code, not by people)")
     events = hook.add_subparsers(dest="event", metavar="EVENT", required=True)

@@ -15,7 +15,6 @@ Three promises, each tested:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from loop.errors import FileProblem, LockTimeout
+from loop.frontmatter import _YAML, atomic_write, fast_front_matter, scalar, yaml_module
 from loop.lock import FileLock, LockTimeoutError
 from loop.paths import Workspace
 from loop.proc import alive
@@ -42,91 +42,6 @@ the hook."""
 
 class StateError(FileProblem):
     """The state file exists but is not a loop state (bad YAML, wrong types, binary…)."""
-
-
-_YAML: dict[str, Any] = {}
-
-
-def _yaml() -> Any:
-    """PyYAML, imported on first need: it costs the Stop hook ~17 ms, and the hook's state files
-    take the fast path (`_fast_front_matter`); hand-edited files and errors come here."""
-    if "module" not in _YAML:
-        import yaml
-
-        base = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
-
-        class Loader(base):  # type: ignore[valid-type,misc]
-            """Safe YAML without timestamp resolution: `started_at` stays the text the file
-            holds, so writing it back changes nothing."""
-
-        Loader.yaml_implicit_resolvers = {
-            first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-            for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-        }
-
-        class FlowDumper(yaml.SafeDumper):
-            pass
-
-        _YAML.update(module=yaml, loader=Loader, dumper=FlowDumper)
-    return _YAML["module"]
-
-
-_FAST_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*): (.*)")
-_FAST_INT = re.compile(r"-?(?:0|[1-9][0-9]*)")
-_FAST_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_./+-]*|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9:]+)")
-_YAML_WORDS = frozenset(
-    {"y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF"}
-    | {"true", "True", "TRUE", "false", "False", "FALSE", "null", "Null", "NULL"}
-)
-
-
-def _fast_scalar(text: str) -> tuple[bool, Any]:
-    """Decode one value as YAML would, for the forms loopdeck itself writes (and seed 000's
-    example); `(False, None)` when unsure, and the caller asks PyYAML instead."""
-    if text == "true" or text == "false":
-        return True, text == "true"
-    if text == "null":
-        return True, None
-    if _FAST_INT.fullmatch(text):
-        return True, int(text)
-    if text[:1] in ('"', "["):
-        if "\\u" in text:
-            return False, None  # JSON and YAML disagree on escaped surrogate pairs
-        try:
-            value = json.loads(text)  # JSON strings are YAML double-quoted strings
-        except ValueError:
-            return False, None
-        if isinstance(value, str) and _json_safe(value):
-            return True, value
-        if isinstance(value, list) and all(isinstance(v, str) and _json_safe(v) for v in value):
-            return True, value
-        return False, None
-    if _FAST_PLAIN.fullmatch(text) and text not in _YAML_WORDS:
-        return True, text
-    return False, None
-
-
-def _fast_front_matter(lines: list[str]) -> dict[str, Any] | None:
-    """The front matter when every line is `key: value` in a simple form, else None."""
-    out: dict[str, Any] = {}
-    for line in lines:
-        match = _FAST_LINE.fullmatch(line.rstrip("\r\n"))
-        if match is None or match.group(1) in out:
-            return None
-        ok, value = _fast_scalar(match.group(2))
-        if not ok:
-            return None
-        out[match.group(1)] = value
-    return out
-
-
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ud800-\udfff\ufffe\uffff]")
-
-
-def _json_safe(text: str) -> bool:
-    """JSON's string form is YAML's double-quoted form too, except for control characters and
-    what YAML reads as line breaks or refuses as non-printable: those go through PyYAML."""
-    return _UNSAFE.search(text) is None
 
 
 def _expect_int(value: Any) -> bool:
@@ -271,7 +186,7 @@ class LoopState:
             if key in self._raw and key in self._seen and _same(self._seen[key], value):
                 parts.append(self._raw[key])
             else:
-                parts.append(f"{key}: {_scalar(value)}{nl}")
+                parts.append(f"{key}: {scalar(value)}{nl}")
         parts.append("---" + nl)
         parts.append(self.body)
         return "".join(parts)
@@ -282,30 +197,6 @@ _DEFAULTS: dict[str, Any] = LoopState().values()
 
 def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and bool(a == b)
-
-
-def _scalar(value: Any) -> str:
-    """One YAML value on one line: strings double-quoted, lists and maps in flow style."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str) and _json_safe(value):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, list) and all(isinstance(v, str) and _json_safe(v) for v in value):
-        return "[" + ", ".join(json.dumps(v, ensure_ascii=False) for v in value) + "]"
-    style = '"' if isinstance(value, str | list) else None
-    text: str = _yaml().dump(
-        value,
-        Dumper=_YAML["dumper"],
-        default_flow_style=True,
-        default_style=style,
-        allow_unicode=True,
-        width=2**31,
-    )
-    return text.removesuffix("\n...\n").rstrip("\n")
 
 
 _KEY_LINE = re.compile(r"^([A-Za-z_][\w.-]*)[ \t]*:")
@@ -335,9 +226,9 @@ def parse(data: bytes, path: Path | str) -> LoopState:
         raise StateError(path, "front matter never closed: expected a second '---' line", len(lines))
     fm_lines = lines[1:close]
     body = "".join(lines[close + 1 :])
-    loaded = _fast_front_matter(fm_lines)
+    loaded = fast_front_matter(fm_lines)
     if loaded is None:
-        yaml = _yaml()
+        yaml = yaml_module()
         try:
             loaded = yaml.load("".join(fm_lines), Loader=_YAML["loader"])
         except yaml.YAMLError as exc:
@@ -468,7 +359,7 @@ class StateStore:
         data = state.render().encode("utf-8")
         with self.locked():
             self._keep_previous(replace_corrupt)
-            _atomic_write(self.path, data)
+            atomic_write(self.path, data, durable=True)
             self._sweep_orphans()
 
     def restore_backup(self) -> LoopState:
@@ -479,7 +370,7 @@ class StateStore:
                 raise StateError(self.workspace.backup, "no backup to restore")
             if self.path.exists():
                 self._move_aside()
-            _atomic_write(self.path, self.workspace.backup.read_bytes())
+            atomic_write(self.path, self.workspace.backup.read_bytes(), durable=True)
             return backup
 
     def _keep_previous(self, replace_corrupt: bool) -> None:
@@ -501,7 +392,7 @@ class StateStore:
         try:
             os.link(self.path, link)
         except OSError:
-            _atomic_write(backup, current)
+            atomic_write(backup, current, durable=True)
         else:
             os.replace(link, backup)
 
@@ -519,34 +410,3 @@ class StateStore:
     def _move_aside(self) -> None:
         stamp = utcnow().strftime("%Y%m%dT%H%M%S")
         os.replace(self.path, self.path.with_name(f"{self.path.name}.corrupt-{stamp}"))
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    atomic_write(path, data, durable=True)
-
-
-def atomic_write(path: Path, data: bytes, durable: bool = False) -> None:
-    """Replace `path` with `data` in one rename, so no reader ever sees half a file. `durable`
-    also fsyncs the file and its folder (the loop's state); caches skip that cost."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if durable:
-            os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    os.close(fd)
-    os.replace(tmp, path)
-    if not durable:
-        return
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)

@@ -128,7 +128,24 @@ def test_log_renders_and_json(cli) -> None:
 
 
 @pytest.mark.parametrize(
-    "verb", ["start", "status", "pause", "resume", "skip", "complete", "stop", "set-max-iterations", "log"]
+    "verb",
+    [
+        "start",
+        "status",
+        "pause",
+        "resume",
+        "skip",
+        "complete",
+        "stop",
+        "set-max-iterations",
+        "log",
+        "sources",
+        "run",
+        "tui",
+        "demo",
+        "install",
+        "hook",
+    ],
 )
 def test_help_everywhere(cli, verb: str) -> None:
     ran = cli(verb, "--help")

@@ -275,10 +275,10 @@ def test_iteration_as_string_names_line(ws: Workspace) -> None:
 
 
 def _yaml_reference(text: str) -> object:
-    from loop import state as state_module
+    from loop import frontmatter
 
-    yaml = state_module._yaml()
-    return yaml.load(text, Loader=state_module._YAML["loader"])
+    yaml = frontmatter.yaml_module()
+    return yaml.load(text, Loader=frontmatter._YAML["loader"])
 
 
 scalar_text = st.one_of(
@@ -319,7 +319,7 @@ scalar_text = st.one_of(
 @settings(max_examples=500, deadline=None)
 @given(st.lists(scalar_text, min_size=1, max_size=4))
 def test_fast_front_matter_agrees_with_yaml(values: list[str]) -> None:
-    from loop.state import _fast_front_matter
+    from loop.frontmatter import fast_front_matter as _fast_front_matter
 
     lines = [f"k{i}: {v}\n" for i, v in enumerate(values)]
     fast = _fast_front_matter(lines)
@@ -331,7 +331,8 @@ def test_fast_front_matter_agrees_with_yaml(values: list[str]) -> None:
 @settings(max_examples=500, deadline=None)
 @given(st.one_of(st.text(max_size=40), st.lists(st.text(max_size=10), max_size=4)))
 def test_written_scalars_read_back_through_yaml(value: object) -> None:
-    from loop.state import _fast_front_matter, _scalar
+    from loop.frontmatter import fast_front_matter as _fast_front_matter
+    from loop.frontmatter import scalar as _scalar
 
     line = f"k: {_scalar(value)}\n"
     assert _yaml_reference(line) == {"k": value}
@@ -340,7 +341,7 @@ def test_written_scalars_read_back_through_yaml(value: object) -> None:
 
 
 def test_hook_state_files_take_the_fast_path(ws: Workspace) -> None:
-    from loop.state import _fast_front_matter
+    from loop.frontmatter import fast_front_matter as _fast_front_matter
 
     store = StateStore(ws)
     state = LoopState.new("prompt", verify=["pytest -q"], session_id="abc-123", pid=42)

@@ -169,7 +169,7 @@ def check(
         result = unavailable(NAME, str(exc), now, detail=f"project {config.project}")
         record["error"] = str(exc)  # failures are cached too: a dead network is not asked each Stop
     if cache is not None:
-        from loop.state import atomic_write
+        from loop.frontmatter import atomic_write
 
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)

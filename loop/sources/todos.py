@@ -212,7 +212,7 @@ class Lookup:
     def _save(self, data: dict[str, Any]) -> None:
         if self.cache_path is None:
             return
-        from loop.state import atomic_write
+        from loop.frontmatter import atomic_write
 
         try:
             self.cache_path.parent.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from loop.engine import SOURCE_LABELS
+from loop.prompts import SOURCE_LABELS
 from loop.snapshot import Snapshot
 from tui.widgets.common import ago, clip, relative
 
