@@ -403,3 +403,17 @@ def _settled() -> Callable[[Pilot[None]], Awaitable[None]]:
 def test_snapshot(snap_compare: Any, tmp_path: Path, name: str) -> None:
     ws = make(tmp_path, name)
     assert snap_compare(screenshots.app_for(ws), terminal_size=SIZE, run_before=_settled())
+
+
+async def test_snapshots_keep_arriving_under_a_modal(tmp_path: Path) -> None:
+    ws = make(tmp_path, "running")
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        await pilot.press("question_mark")
+        assert isinstance(monitor.screen, TextScreen)
+        shown = monitor.snapshots_shown
+        monitor.load_snapshot()
+        monitor.clock_tick()
+        await until(pilot, lambda: monitor.snapshots_shown > shown)
+        assert isinstance(monitor.screen, TextScreen)  # and nothing crashed

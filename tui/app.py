@@ -128,6 +128,11 @@ class LoopdeckApp(App[None]):
         yield JournalPanel(id="journal")
         yield Footer()
 
+    @property
+    def main(self) -> Screen[object]:
+        """The screen with the panels: queries go here, not to whatever modal is on top."""
+        return self.screen_stack[0]
+
     def on_mount(self) -> None:
         self.load_snapshot()
         if self.use_git:
@@ -175,7 +180,9 @@ class LoopdeckApp(App[None]):
 
     def on_git_ready(self, message: GitReady) -> None:
         self.git_status = message.status
-        self.query_one(GitPanel).show_git(message.status)
+        self.main.query_one(GitPanel).show_git(message.status)
+        if isinstance(self.screen, ResumeScreen):
+            self.screen.show_changes(message.status.changes)
 
     def git_tick(self) -> None:
         if self.git_dirty:
@@ -184,7 +191,7 @@ class LoopdeckApp(App[None]):
 
     def clock_tick(self) -> None:
         if self.snapshot is not None and self.snapshot.loop is not None:
-            self.query_one(IterationPanel).show(self.snapshot, self.clock())
+            self.main.query_one(IterationPanel).show(self.snapshot, self.clock())
 
     @on(Worker.StateChanged)
     def worker_failed(self, event: Worker.StateChanged) -> None:
@@ -199,8 +206,8 @@ class LoopdeckApp(App[None]):
         previous = self.snapshot
         self.snapshot = snapshot
         now = self.clock()
-        self.query_one(StatusBar).show(snapshot, now)
-        error = self.query_one(ErrorPanel)
+        self.main.query_one(StatusBar).show(snapshot, now)
+        error = self.main.query_one(ErrorPanel)
         if snapshot.error is not None:
             restore = "  Press b to restore the backup." if snapshot.backup_exists else ""
             error.update(
@@ -210,10 +217,10 @@ class LoopdeckApp(App[None]):
                 f"problem: {snapshot.error.problem}\n\n{restore}"
             )
         error.set_class(snapshot.error is not None, "-shown")
-        self.query_one(SourcesPanel).show(snapshot, now)
-        self.query_one(IterationPanel).show(snapshot, now)
-        self.query_one(VerificationPanel).show(snapshot, now)
-        self.query_one(JournalPanel).show_events(snapshot.events)
+        self.main.query_one(SourcesPanel).show(snapshot, now)
+        self.main.query_one(IterationPanel).show(snapshot, now)
+        self.main.query_one(VerificationPanel).show(snapshot, now)
+        self.main.query_one(JournalPanel).show_events(snapshot.events)
         self.report_applied(snapshot)
         self.refresh_bindings()
         self.snapshots_shown += 1
@@ -243,7 +250,10 @@ class LoopdeckApp(App[None]):
             self.asked_resume = True
             found = resume.find(snapshot) if snapshot.escalation is None else None
             if found is not None:
-                changes = self.git_changes()
+                # Git is read by its worker, never here: the prompt fills in when it arrives.
+                changes = self.git_status.changes if self.git_status is not None else None
+                if not self.use_git:
+                    changes = None
                 self.push_screen(ResumeScreen(found.question, changes), self.resume_answer)
                 return
         escalation = snapshot.escalation
@@ -265,13 +275,6 @@ class LoopdeckApp(App[None]):
         if question is not None and question.ts not in self.seen_questions:
             self.seen_questions.add(question.ts)
             self.push_screen(QuestionScreen(str(question.data.get("question", ""))), self.question_answer)
-
-    def git_changes(self) -> tuple[str, ...] | None:
-        if not self.use_git:
-            return None
-        from loop.gitstate import status
-
-        return status(self.workspace.root).changes
 
     def resume_answer(self, yes: bool | None) -> None:
         if self.snapshot is None:
@@ -424,20 +427,20 @@ class LoopdeckApp(App[None]):
         if screen.maximized is not None:
             screen.minimize()
         else:
-            screen.maximize(self.query_one(JournalPanel), container=False)
+            screen.maximize(self.main.query_one(JournalPanel), container=False)
 
     def action_search(self) -> None:
-        self.query_one(JournalPanel).start_search()
+        self.main.query_one(JournalPanel).start_search()
 
     def action_clear_search(self) -> None:
-        self.query_one(JournalPanel).clear_search()
+        self.main.query_one(JournalPanel).clear_search()
 
     def action_help(self) -> None:
         self.push_screen(help_screen())
 
     @on(DataTable.RowSelected, "#verification-table")
     def show_verification_output(self, event: DataTable.RowSelected) -> None:
-        panel = self.query_one(VerificationPanel)
+        panel = self.main.query_one(VerificationPanel)
         if 0 <= event.cursor_row < len(panel.results):
             result = panel.results[event.cursor_row]
             verdict = "PASSED" if result.passed else "FAILED"

@@ -11,6 +11,17 @@ from textual.widgets import Button, Label, Static
 from tui.screens.confirm import MODAL_CSS
 
 
+def _describe(changes: tuple[str, ...] | None) -> str:
+    if changes is None:
+        return "reading git…"
+    if not changes:
+        return "No uncommitted changes."
+    text = "Uncommitted changes (kept either way):\n" + "\n".join(changes[:12])
+    if len(changes) > 12:
+        text += f"\n… and {len(changes) - 12} more"
+    return text
+
+
 class ResumeScreen(ModalScreen[bool]):
     DEFAULT_CSS = (
         MODAL_CSS.format(name="ResumeScreen")
@@ -32,18 +43,15 @@ class ResumeScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(self.question, classes="title")
-            if self.changes is None:
-                text = "reading git…"
-            elif self.changes:
-                text = "Uncommitted changes (kept either way):\n" + "\n".join(self.changes[:12])
-                if len(self.changes) > 12:
-                    text += f"\n… and {len(self.changes) - 12} more"
-            else:
-                text = "No uncommitted changes."
-            yield Static(text, id="resume-changes")
+            yield Static(_describe(self.changes), id="resume-changes")
             with Horizontal():
                 yield Button("Leave paused \\[n]", id="no")
                 yield Button("Resume \\[Y]", id="yes", variant="primary")
+
+    def show_changes(self, changes: tuple[str, ...]) -> None:
+        """Git arrived after the prompt went up: show what is uncommitted."""
+        self.changes = changes
+        self.query_one("#resume-changes", Static).update(_describe(changes))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id == "yes")
