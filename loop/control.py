@@ -171,8 +171,10 @@ Handler = Callable[[LoopState, Command], str]
 def drain(store: StateStore, journal: Journal, handler: Handler) -> list[Command]:
     """Apply every pending command exactly once, under the loop lock; returns what was applied.
 
-    The drivers call this at each Stop or iteration boundary. Bad lines are journaled as
-    warnings and passed over, so one bad line cannot wedge the queue.
+    The queue's apply-once rule on its own, for a caller with a `handler`. The drivers apply
+    commands inside the engine's decision instead (`loop.apply.commit_decision`), with the same
+    rule: the new offset lands in the same state write, and the same journal helpers below.
+    Bad lines are journaled as warnings and passed over, so one bad line cannot wedge the queue.
     """
     with store.locked():
         state = store.read()

@@ -157,8 +157,7 @@ def decide(
         result.system_message = f"loopdeck: loop paused at iteration {iteration_of(state)} (loopdeck resume)"
         return result
 
-    echoed = f"{state.prompt}\n{finish_line(state)}"
-    signal = completion_signal(stop.last_text, state.promise, echoed=echoed)
+    signal = signalled(state, stop.last_text)
     if signal is not None and stop.verification_failure is None:
         return _complete(result, state, now, f"{signal} signalled by the agent", counted)
 
@@ -228,6 +227,12 @@ def decide(
     events.append(("verification-loop", {"loop": number, "of": state.verify_loops}))
     message = f"Orchestrator iteration {{of}} | verification loop {number} of {state.verify_loops}"
     return _block(result, state, stop, verification_prompt(state, number), message, aggregate, "verification")
+
+
+def signalled(state: LoopState, text: str | None) -> str | None:
+    """The completion signal in the agent's own words, if any: what it says, minus anything it
+    quotes from the prompt it was given. The hook asks this too, before running verification."""
+    return completion_signal(text, state.promise, echoed=f"{state.prompt}\n{finish_line(state)}")
 
 
 RALPH_WARNING = (

@@ -26,7 +26,6 @@ from loop.apply import commit_decision
 from loop.errors import FileProblem, LockTimeout
 from loop.journal import Journal
 from loop.paths import Workspace, find_workspace
-from loop.signals import completion_signal
 from loop.state import StateStore
 from loop.timeutil import utcnow
 
@@ -101,7 +100,7 @@ def handle(payload: Mapping[str, Any], env: Mapping[str, str], now: datetime) ->
             # Neither the agent's last words nor its TODO list can be read: fail safe.
             raise FileProblem(stop.transcript_path, "transcript not found")
         stop = dataclasses.replace(stop, last_text=_last_text(payload))
-        if state.verify and completion_signal(stop.last_text, state.promise) is not None:
+        if state.verify and engine.signalled(state, stop.last_text) is not None:
             # Seed 004: a completion signal runs the verification commands first.
             stop = dataclasses.replace(stop, verification_failure=_verify(ws, state, journal))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from loop.errors import FileProblem
@@ -105,7 +105,6 @@ class Snapshot:
     archive: dict[str, Any] | None = None
     """The latest archived loop's summary, when there is no live loop."""
     backup_exists: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def escalation(self) -> Event | None:
