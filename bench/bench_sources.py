@@ -20,7 +20,7 @@ from loop.sources import task_file, todos
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / ".data"
-SAMPLES = HERE.parent.parent / "shared" / "reference" / "samples"
+SAMPLES = HERE.parent / "tests" / "fixtures" / "samples"
 SAMPLE = SAMPLES / "claude-code-viewer_5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
 
 

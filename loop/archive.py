@@ -11,8 +11,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from loop.model import LoopState
 from loop.paths import Workspace
-from loop.state import LoopState
+from loop.state import render
 from loop.timeutil import iso_ms, utcnow
 
 
@@ -31,7 +32,7 @@ def archive(
         n += 1
         folder = base.with_name(f"{base.name}.{n}")
     folder.mkdir(parents=True)
-    (folder / "state.md").write_text(state.render(), encoding="utf-8")
+    (folder / "state.md").write_text(render(state), encoding="utf-8")
     record = {
         "outcome": outcome,
         "archived_at": iso_ms(utcnow()),

@@ -39,9 +39,8 @@ def _workspace(args: argparse.Namespace) -> Workspace:
 
 
 def cmd_start(args: argparse.Namespace) -> int:
-    from loop.archive import archive
     from loop.journal import Journal
-    from loop.state import LoopState, StateError, StateStore
+    from loop.state import LoopState, StateStore
 
     prompt = " ".join(args.prompt).strip()
     if not prompt:
@@ -57,27 +56,9 @@ def cmd_start(args: argparse.Namespace) -> int:
     store = StateStore(ws)
     journal = Journal(ws.journal)
     with store.locked():
-        replace_corrupt = False
-        try:
-            old = store.read()
-        except StateError as exc:
-            if not args.force:
-                raise LoopdeckError(
-                    f"{exc}\nThe existing state file is corrupt; fix it, or pass --force to move "
-                    "it aside and start a new loop"
-                ) from None
-            old, replace_corrupt = None, True
-        if old is not None:
-            if old.active and not args.force:
-                raise LoopdeckError(
-                    f"a loop is already {old.status} in {ws.root} (iteration {old.iteration}); "
-                    "pass --force to archive it and start a new one"
-                )
-            folder = archive(ws, old, "replaced by a new loop" if old.active else old.status)
-            journal.append("warning", old.iteration, {"message": f"previous loop archived in {folder}"})
+        from loop import writer
         from loop.control import end_offset
 
-        control_offset = end_offset(ws)
         state = LoopState.new(
             prompt,
             max_iterations=args.max_iterations,
@@ -87,9 +68,9 @@ def cmd_start(args: argparse.Namespace) -> int:
             check_github=not args.no_github,
             github_project_id=args.github_project or "",
             verify=list(args.verify or []),
-            control_offset=control_offset,
+            control_offset=end_offset(ws),
         )
-        store.write(state, replace_corrupt=replace_corrupt)
+        writer.start(ws, store, journal, state, force=args.force)
     journal.append(
         "loop-started",
         0,

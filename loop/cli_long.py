@@ -20,6 +20,7 @@ from loop.paths import Workspace, find_workspace
 
 def cmd_run(args: argparse.Namespace) -> int:
     from loop import agent
+    from loop.model import Settings
     from loop.runner import Options, Runner
     from loop.state import LoopState, StateStore
 
@@ -67,19 +68,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             state.extra["verify_allow"] = list(args.verify_allow)
         return state
 
-    if existing is not None and (args.verify or args.verify_allow or args.max_iterations is not None):
-        store = StateStore(ws)
-        with store.locked():
-            state = store.read()
-            if state is not None:
-                if args.verify:
-                    state.verify = list(args.verify)
-                if args.verify_allow:
-                    state.extra["verify_allow"] = list(args.verify_allow)
-                if args.max_iterations is not None:
-                    state.max_iterations = args.max_iterations
-                store.write(state)
-    return Runner(ws, options).run(create)
+    settings = Settings(
+        max_iterations=args.max_iterations if existing is not None else None,
+        verify=list(args.verify) if existing is not None and args.verify else None,
+        verify_allow=list(args.verify_allow) if existing is not None and args.verify_allow else None,
+    )
+    return Runner(ws, options, settings=settings).run(create)
 
 
 # --- the monitor and the demo ----------------------------------------------------------------

@@ -16,40 +16,18 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from loop.errors import LoopdeckError
 from loop.journal import Journal
+from loop.model import COMMANDS, Command, LoopState
 from loop.paths import Workspace
-from loop.state import LoopState, StateStore
+from loop.state import StateStore
 from loop.timeutil import iso_ms, utcnow
 
-COMMANDS = ("pause", "resume", "skip", "complete", "stop", "set-max-iterations", "answer")
 MAX_LINE_BYTES = 64 * 1024
-
-
-@dataclass(frozen=True)
-class Command:
-    id: str
-    ts: str
-    kind: str
-    source: str
-    reason: str | None = None
-    value: int | None = None
-    end: int = 0
-    """Byte offset just past this command's line: the driver's new `control_offset`."""
-
-    def to_json(self) -> dict[str, Any]:
-        obj: dict[str, Any] = {"id": self.id, "ts": self.ts, "kind": self.kind, "source": self.source}
-        if self.reason:
-            obj["reason"] = self.reason
-        if self.value is not None:
-            obj["value"] = self.value
-        return obj
 
 
 @dataclass(frozen=True)
@@ -161,35 +139,6 @@ def pending(workspace: Workspace, state: LoopState | None = None) -> list[Comman
         state = StateStore(workspace).read()
     offset = state.control_offset if state is not None else 0
     commands, _bad, _end = read_since(workspace.control, offset)
-    return commands
-
-
-Handler = Callable[[LoopState, Command], str]
-"""Applies one command to the state in place and says what it did (for the journal)."""
-
-
-def drain(store: StateStore, journal: Journal, handler: Handler) -> list[Command]:
-    """Apply every pending command exactly once, under the loop lock; returns what was applied.
-
-    The queue's apply-once rule on its own, for a caller with a `handler`. The drivers apply
-    commands inside the engine's decision instead (`loop.apply.commit_decision`), with the same
-    rule: the new offset lands in the same state write, and the same journal helpers below.
-    Bad lines are journaled as warnings and passed over, so one bad line cannot wedge the queue.
-    """
-    with store.locked():
-        state = store.read()
-        if state is None:
-            return []
-        commands, bad, end = read_since(store.workspace.control, state.control_offset)
-        if end == state.control_offset and not commands:
-            return []
-        outcomes = [(command, handler(state, command)) for command in commands]
-        state.control_offset = end
-        store.write(state)
-        for line in bad:
-            journal.append("warning", state.iteration, {"message": bad_line_message(store, line)})
-        for command, outcome in outcomes:
-            journal_applied(journal, state.iteration, command, outcome)
     return commands
 
 

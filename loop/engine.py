@@ -1,115 +1,142 @@
-"""The one brain: given the loop's state, what the agent just said, the task sources and the
-pending commands, decide whether the agent may stop, and what the loop's state becomes.
+"""The one brain: every transition of the loop is decided here, and nowhere else.
 
-It is a pure function. It reads no file and writes none: the drivers (the Stop hook, the runner)
-gather its inputs and carry out its Effects, so every rule of seed 000 §3.3–3.6 is tested here
-without processes, clocks or disks.
+Pure functions of (state, event, commands, source counts, now) → Result: the new state, the
+events to journal, the prompt for the agent and the effects (archive, skip marks) for the driver
+to carry out. No file, no process, no clock, not even through a callback: a driver gathers the
+inputs (asking `needs_sources` and `wants_verification` first, so it does no work the decision
+will not use) and `loop.writer` carries the Result out. So every rule is tested here on a fixed
+clock, without processes or disks, and both drivers keep the same rules.
+
+The events it takes:
+
+* a Stop (`decide`): the hook's Stop, or the runner's end of an agent turn (`StopInput.turn`
+  then carries what the runner saw: failure, error signature, progress mark);
+* `configure`: options given to `run` or `start` for an existing loop;
+* `interrupt`: a signal to the runner (SIGINT pauses, SIGTERM stops);
+* `restore`: a backup put back, without re-applying a command already applied.
 
 The flow at each Stop:
 
 1. no loop, another session's Stop, or a loop that has ended → allow, untouched;
-2. apply the control commands, in order (pause, resume, skip, complete, stop, set-max);
-3. paused or stopped → allow; forced completion → archive, allow;
-4. a completion signal in the agent's own last words → archive, allow;
-5. count the sources: one that cannot be read → conservative block; pending work → block with
-   the continuation prompt (the escalation prompt past max_iterations); nothing pending →
-   verification loops, then archive and allow.
+2. apply the control commands, in order; a stop or a forced completion is final;
+3. stopped or paused → allow; forced completion → archive, allow;
+4. (runner) the turn: a question pauses; a failure, the same error or no progress counted,
+   and past their thresholds the loop escalates (pauses, waiting for a person);
+5. count the sources: unreadable → conservative block; a completion signal is a claim,
+   checked against the sources and the verification commands; pending work → block with the
+   continuation prompt (escalation past max_iterations); nothing pending → verification loops,
+   then (verified) archive and allow.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from datetime import datetime
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
-from loop.control import Command
+from loop.model import (
+    DEFAULT_BLOCK_CAP,
+    Aggregate,
+    Command,
+    LoopState,
+    Result,
+    Settings,
+    SourceReport,
+    StopInput,
+    combine,
+)
 from loop.prompts import (
     SOURCE_LABELS,
     cap,
+    claimed_prompt,
     conservative_prompt,
     continuation_prompt,
     escalation_prompt,
     failure_prompt,
     finish_line,
     iteration_of,
+    unverified_prompt,
     verification_prompt,
 )
-from loop.signals import completion_signal
-from loop.sources.aggregate import Aggregate, combine
-from loop.sources.base import SourceReport
-from loop.state import LoopState
+from loop.signals import completion_signal, question
 from loop.timeutil import iso_s, parse_iso
 
-DEFAULT_BLOCK_CAP = 8
+__all__ = ["DEFAULT_BLOCK_CAP", "Result", "StopInput", "configure", "decide", "interrupt", "restore"]
+
+SAME_TASK_FAILURES = 3
+"""The same task failing this many times escalates."""
+SAME_ERROR_TIMES = 3
+"""The same error (agent or verification) this many turns in a row escalates."""
+NO_PROGRESS_ITERATIONS = 2
+"""This many working turns without a change in the workspace or the task counts escalates."""
+
+_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+"""A stand-in clock for `needs_sources`' dry run, whose state is thrown away."""
+
+RALPH_WARNING = (
+    "WARNING: Both orchestrator-loop AND ralph-loop are active simultaneously! "
+    "This may cause conflicts. Consider using only one at a time."
+)
 
 
-@dataclass(frozen=True)
-class StopInput:
-    """What a driver knows when the agent tries to stop."""
-
-    last_text: str | None
-    session_id: str | None = None
-    transcript_path: str | None = None
-    stop_hook_active: bool = False
-    block_cap: int | None = DEFAULT_BLOCK_CAP
-    """Claude Code's consecutive-block cap; None or 0 = no cap."""
-    ralph_active: bool = False
-    driver: str = "hook"
-    verification_failure: str | None = None
-    """Verification commands failed after this turn (their output): the work is not done,
-    whatever the agent said or the sources show (seed 004: any fail → continue)."""
+# --- asking first --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Effects:
-    """What the driver must do beyond writing the new state and the events."""
-
-    archive: dict[str, Any] | None = None
-    """Archive the loop with this summary (and remove the live state file)."""
-    skip_task: bool = False
-    """Mark the current task of the task file skipped (`- [-]`)."""
+def ours(state: LoopState | None, stop: StopInput) -> bool:
+    """Is this Stop the loop's business at all (a live loop, this session's)?"""
+    if state is None or not state.active:
+        return False
+    return not (stop.session_id and state.session_id and stop.session_id != state.session_id)
 
 
-@dataclass
-class Result:
-    action: str
-    """"block" or "allow"."""
-    state: LoopState | None
-    """The state to write (None: leave the file alone)."""
-    reason: str | None = None
-    """For a block: the prompt Claude reads next."""
-    system_message: str | None = None
-    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    applied: list[tuple[Command, str]] = field(default_factory=list)
-    effects: Effects = field(default_factory=Effects)
-
-    @property
-    def blocked(self) -> bool:
-        return self.action == "block"
+def needs_sources(state: LoopState | None, stop: StopInput, commands: list[Command]) -> bool:
+    """Will `decide` look at the task sources? False when a pause or stop settles the Stop."""
+    if not ours(state, stop):
+        return False
+    assert state is not None
+    interim = state.copy()
+    scratch = Result("allow", interim)
+    forced = False
+    for command in commands:
+        _apply(interim, command, None, scratch, _EPOCH)
+        forced = forced or command.kind == "complete"
+    if forced or scratch.effects.skip_tasks:
+        return True  # the summary and the skip both name tasks
+    return interim.status not in ("paused", "stopped")
 
 
-Sources = Aggregate | Callable[[], Aggregate]
+def wants_verification(state: LoopState, stop: StopInput, sources: Aggregate) -> bool:
+    """Should the driver run the verification commands before `decide`? Only when the decision
+    could complete the loop: never on a quoted promise, never with work still open."""
+    if not state.verify or sources.uncertain or sources.pending_total:
+        return False
+    if signalled(state, stop.last_text) is not None:
+        return True
+    return state.verification_mode and state.verification_remaining <= 0
 
 
-# --- the decision --------------------------------------------------------------------------
+def signalled(state: LoopState, text: str | None) -> str | None:
+    """The completion signal in the agent's own words, if any: what it says, minus anything it
+    quotes from the prompt it was given."""
+    return completion_signal(text, state.promise, echoed=f"{state.prompt}\n{finish_line(state)}")
+
+
+# --- the Stop --------------------------------------------------------------------------------
 
 
 def decide(
     state: LoopState | None,
     stop: StopInput,
     commands: list[Command],
-    sources: Sources,
+    sources: Aggregate | None,
     now: datetime,
 ) -> Result:
-    if state is None:
-        return Result("allow", None)
-    if stop.session_id and state.session_id and stop.session_id != state.session_id:
-        return Result("allow", None)  # another session in this folder: not our loop
-    if not state.active:
+    """Decide one Stop (or the end of one runner turn). `sources` may be None only when
+    `needs_sources` said so."""
+    if state is None or not ours(state, stop):
         return Result("allow", None)
 
-    state = replace(state, verify=list(state.verify), extra=dict(state.extra))
+    state = state.copy()
     result = Result("allow", state)
     events = result.events
     if stop.session_id and not state.session_id and stop.driver == "hook":
@@ -129,25 +156,17 @@ def decide(
         state.extra["ralph_warned"] = True
         events.append(("warning", {"message": RALPH_WARNING}))
 
-    lazy: list[Aggregate] = []
-
-    def counted() -> Aggregate:
-        if not lazy:
-            lazy.append(sources() if callable(sources) else sources)
-        return lazy[0]
-
     forced: Command | None = None
     for command in commands:
-        outcome = _apply(state, command, counted, result)
+        outcome = _apply(state, command, sources, result, now)
         result.applied.append((command, outcome))
-        if command.kind == "complete":
+        if command.kind == "complete" and forced is None and outcome == "completion forced":
             forced = command
-
-    if result.effects.skip_task and lazy:
-        lazy[0] = _after_skip(lazy[0])
+    if result.effects.skip_tasks and sources is not None:
+        sources = _after_skip(sources, result.effects.skip_tasks)
 
     if forced is not None:
-        return _complete(result, state, now, "forced by user", counted, forced.reason)
+        return _complete(result, state, now, "forced by user", sources, forced.reason)
     if state.status == "stopped":
         events.append(("stopped", {"reason": "stop command"}))
         events.append(("allowed", {"reason": "loop stopped"}))
@@ -157,19 +176,61 @@ def decide(
         result.system_message = f"loopdeck: loop paused at iteration {iteration_of(state)} (loopdeck resume)"
         return result
 
-    signal = signalled(state, stop.last_text)
-    if signal is not None and stop.verification_failure is None:
-        return _complete(result, state, now, f"{signal} signalled by the agent", counted)
+    turn = stop.turn
+    if turn is not None and turn.interrupted is None:
+        asked = question(stop.last_text)
+        if asked is not None:
+            events.append(("question", {"question": asked}))
+            _wait(state, result, now, "question", f"the agent asks: {asked}")
+            return result
+        if turn.failure is not None:
+            task = state.current_task or "(no task)"
+            stuck = state.stuck
+            stuck["task_failures"] = stuck.get("task_failures", 0) + 1 if stuck.get("task") == task else 1
+            stuck["task"] = task
+            if _same_error(state, turn.error or turn.failure):
+                return _stuck(result, state, now, f"the same error {SAME_ERROR_TIMES} times in a row")
+            if stuck["task_failures"] >= SAME_TASK_FAILURES:
+                reason = f"task {task!r} failed {stuck['task_failures']} times"
+                return _stuck(result, state, now, reason, kind="repeated-failures")
+        elif stop.verification_failure is not None and _same_error(state, turn.error):
+            return _stuck(result, state, now, f"the same error {SAME_ERROR_TIMES} times in a row")
+        elif stop.verification_failure is None:
+            state.stuck.pop("error", None)
+            state.stuck.pop("errors", None)
 
-    aggregate = counted()
+    if sources is None:
+        raise ValueError("decide() needs the task sources here (ask needs_sources first)")
+    aggregate = sources
+
+    if turn is not None and turn.failure is None and turn.interrupted is None:
+        mark = f"{turn.mark}|{_task_mark(aggregate)}"
+        worked = state.stuck.get("mode", "work") == "work"
+        same = worked and state.stuck.get("mark") == mark
+        state.stuck["no_progress"] = state.stuck.get("no_progress", 0) + 1 if same else 0
+        state.stuck["mark"] = mark
+        if state.stuck["no_progress"] >= NO_PROGRESS_ITERATIONS:
+            reason = (
+                f"no progress in {state.stuck['no_progress']} iterations (no change in the "
+                "workspace, no task change)"
+            )
+            return _stuck(result, state, now, reason)
+    elif stop.driver == "runner" and stop.mark is not None and "mark" not in state.stuck:
+        state.stuck["mark"] = f"{stop.mark}|{_task_mark(aggregate)}"
+
     if aggregate.uncertain and not state.extra.get("uncertain_escalated"):
         # Once per stretch of unreadable sources: a person should know the loop is guessing.
         state.extra["uncertain_escalated"] = True
         names = ", ".join(f"{SOURCE_LABELS.get(r.name, r.name)} ({r.error})" for r in aggregate.unavailable)
-        events.append(("escalation", {"kind": "uncertain-sources", "reason": f"cannot read {names}"}))
+        reason = f"cannot read {names}"
+        events.append(("escalation", {"kind": "uncertain-sources", "reason": reason}))
+        if stop.driver == "runner":
+            _wait(state, result, now, "escalation", reason, escalation="uncertain-sources")
+            return result
     elif not aggregate.uncertain:
         state.extra.pop("uncertain_escalated", None)
-    if stop.driver == "runner" and state.iteration == 0 and not aggregate.uncertain:
+
+    if stop.driver == "runner" and state.iteration == 0 and not aggregate.uncertain and turn is None:
         # The runner's first turn is the loop's own prompt: the agent has not worked yet, so an
         # empty task list means "start", not "verify".
         prompt = (
@@ -178,7 +239,7 @@ def decide(
             else cap(f"{state.prompt}\n\n{finish_line(state)}")
         )
         return _block(
-            result, state, stop, prompt, "Orchestrator iteration {of} | first turn", aggregate, "work"
+            result, state, stop, prompt, "Orchestrator iteration {of} | first turn", aggregate, "work", now
         )
     if stop.verification_failure is not None:
         if state.verification_mode:
@@ -191,6 +252,7 @@ def decide(
             "Orchestrator iteration {of} | VERIFICATION FAILED: fix it before anything else",
             aggregate,
             "work",
+            now,
         )
     if aggregate.uncertain:
         names = ", ".join(SOURCE_LABELS.get(r.name, r.name) for r in aggregate.unavailable)
@@ -204,41 +266,180 @@ def decide(
             f"Orchestrator iteration {{of}} | TASK CHECK FAILED: cannot read {names}",
             aggregate,
             "uncertain",
+            now,
         )
+
+    signal = signalled(state, stop.last_text)
     if aggregate.pending_total > 0:
         if state.verification_mode:
             _leave_verification(state, events, "new task(s) appeared")
         n = len(aggregate.with_pending)
+        plural = "s" if aggregate.pending_total != 1 else ""
         message = (
-            f"Orchestrator iteration {{of}} | {aggregate.pending_total} pending task"
-            f"{'s' if aggregate.pending_total != 1 else ''} across {n} source{'s' if n != 1 else ''}"
+            f"Orchestrator iteration {{of}} | {aggregate.pending_total} pending task{plural} "
+            f"across {n} source{'s' if n != 1 else ''}"
         )
-        return _block(result, state, stop, continuation_prompt(state, aggregate), message, aggregate, "work")
+        if signal is not None:
+            # A signal is a claim: with work open in a readable source, it is not done.
+            events.append(
+                (
+                    "warning",
+                    {
+                        "message": f"the agent signalled completion with {aggregate.pending_total} "
+                        "task(s) still open; sent back to them"
+                    },
+                )
+            )
+            return _block(
+                result,
+                state,
+                stop,
+                claimed_prompt(state, aggregate),
+                message + " | completion claimed with tasks open",
+                aggregate,
+                "work",
+                now,
+            )
+        return _block(
+            result, state, stop, continuation_prompt(state, aggregate), message, aggregate, "work", now
+        )
 
-    # Nothing pending: seed 000 §3.4's verification loops before the exit.
+    if signal is not None:
+        return _finish_verified(result, state, stop, now, f"{signal} signalled by the agent", aggregate)
+
+    # Nothing pending: the verification loops before the exit.
     if not state.verification_mode:
         state.verification_mode = True
         state.verification_remaining = state.verify_loops
         events.append(("verification-mode", {"loops": state.verify_loops}))
     if state.verification_remaining <= 0:
-        return _complete(result, state, now, "all sources empty and verified", counted)
+        return _finish_verified(result, state, stop, now, "all sources empty and verified", aggregate)
     number = state.verify_loops - state.verification_remaining + 1
     state.verification_remaining -= 1
     events.append(("verification-loop", {"loop": number, "of": state.verify_loops}))
     message = f"Orchestrator iteration {{of}} | verification loop {number} of {state.verify_loops}"
-    return _block(result, state, stop, verification_prompt(state, number), message, aggregate, "verification")
+    return _block(
+        result, state, stop, verification_prompt(state, number), message, aggregate, "verification", now
+    )
 
 
-def signalled(state: LoopState, text: str | None) -> str | None:
-    """The completion signal in the agent's own words, if any: what it says, minus anything it
-    quotes from the prompt it was given. The hook asks this too, before running verification."""
-    return completion_signal(text, state.promise, echoed=f"{state.prompt}\n{finish_line(state)}")
+def _finish_verified(
+    result: Result, state: LoopState, stop: StopInput, now: datetime, reason: str, sources: Aggregate
+) -> Result:
+    """Complete, unless verification commands are configured and have not passed: no loop
+    ever completes red."""
+    if state.verify and not stop.verified:
+        return _block(
+            result,
+            state,
+            stop,
+            unverified_prompt(state),
+            "Orchestrator iteration {of} | verification commands must pass first",
+            sources,
+            "verification",
+            now,
+        )
+    return _complete(result, state, now, reason, sources)
 
 
-RALPH_WARNING = (
-    "WARNING: Both orchestrator-loop AND ralph-loop are active simultaneously! "
-    "This may cause conflicts. Consider using only one at a time."
-)
+# --- the other events ------------------------------------------------------------------------
+
+
+def configure(state: LoopState, settings: Settings, now: datetime) -> Result:
+    """Options given to `run` or `start` for an existing loop, and a driver claiming it."""
+    state = state.copy()
+    result = Result("allow", state)
+    changed: dict[str, Any] = {}
+    if settings.verify is not None and settings.verify != state.verify:
+        state.verify = list(settings.verify)
+        changed["verify"] = state.verify
+    if settings.verify_allow is not None and settings.verify_allow != state.extra.get("verify_allow"):
+        state.extra["verify_allow"] = list(settings.verify_allow)
+        changed["verify_allow"] = state.extra["verify_allow"]
+    if settings.max_iterations is not None and settings.max_iterations != state.max_iterations:
+        changed["max_iterations"] = settings.max_iterations
+        _set_max(state, settings.max_iterations)
+    if settings.runner is not None:
+        state.extra["runner"] = dict(settings.runner)
+    if settings.driver is not None:
+        state.driver = settings.driver
+        state.pid = settings.pid
+        if settings.driver == "runner":
+            if state.status in ("stopped", "failed"):
+                state.status = "running"  # `loopdeck run` on a stopped loop continues it
+                result.events.append(("resumed", {"source": "run"}))
+            elif state.status in ("paused", "stopping", "initializing") and state.waiting_for is None:
+                state.status = "running"
+    if changed:
+        result.events.append(("configured", changed))
+    return result
+
+
+def interrupt(state: LoopState, pause: bool, reason: str, now: datetime) -> Result:
+    """A signal to the runner: SIGINT pauses the loop (resumable), SIGTERM stops it."""
+    if not state.active:
+        return Result("allow", None)
+    state = state.copy()
+    result = Result("allow", state)
+    if pause:
+        state.status = "paused"
+        state.waiting_for = {"kind": "pause", "reason": reason, "since": iso_s(now)}
+        result.events.append(("paused", {"reason": reason}))
+    else:
+        state.status = "stopped"
+        state.waiting_for = None
+        result.events.append(("stopped", {"reason": reason}))
+    return result
+
+
+def restore(backup: LoopState, queued: list[Command], applied: set[str]) -> Result:
+    """Put a backup back without applying any command twice: the backup's queue offset may be
+    older than the commands already applied (their ids are in the journal), so the offset moves
+    past every applied one."""
+    state = backup.copy()
+    result = Result("allow", state)
+    skipped = [c for c in queued if c.id in applied]
+    if skipped:
+        state.control_offset = max(c.end for c in skipped)
+    result.offset = state.control_offset
+    result.events.append(("restored", {"from": "backup", "already_applied": len(skipped)}))
+    return result
+
+
+# --- rules -----------------------------------------------------------------------------------
+
+
+def _wait(state: LoopState, result: Result, now: datetime, kind: str, reason: str, **more: Any) -> None:
+    """Pause the loop until a person answers, saying why in the state."""
+    state.status = "paused"
+    state.waiting_for = {"kind": kind, "reason": reason, "since": iso_s(now), **more}
+    result.events.append(("paused", {"reason": reason, "waiting_for": kind}))
+    result.action = "allow"
+    result.reason = None
+    result.system_message = f"loopdeck: loop paused, waiting for a person ({reason})"
+
+
+def _stuck(result: Result, state: LoopState, now: datetime, reason: str, kind: str = "stuck") -> Result:
+    """The loop is going nowhere: say why and wait for a person (counters start over)."""
+    result.events.append(("escalation", {"kind": kind, "reason": reason}))
+    _wait(state, result, now, "escalation", reason, escalation=kind)
+    state.stuck = {k: v for k, v in state.stuck.items() if k in ("mark", "mode")}
+    return result
+
+
+def _same_error(state: LoopState, error: str | None) -> bool:
+    """Count `error` against the previous turn's; True when it has now repeated enough."""
+    if not error:
+        return False
+    signature = error[-400:]
+    stuck = state.stuck
+    stuck["errors"] = stuck.get("errors", 0) + 1 if stuck.get("error") == signature else 1
+    stuck["error"] = signature
+    return bool(stuck["errors"] >= SAME_ERROR_TIMES)
+
+
+def _task_mark(sources: Aggregate) -> str:
+    return ";".join(f"{r.name}:{r.pending}/{r.in_progress}/{r.done}" for r in sources.sources)
 
 
 def _leave_verification(state: LoopState, events: list[tuple[str, dict[str, Any]]], why: str) -> None:
@@ -255,28 +456,35 @@ def _block(
     message: str,
     sources: Aggregate,
     mode: str,
+    now: datetime,
 ) -> Result:
+    events = result.events
+    over = state.max_iterations > 0 and state.iteration + 1 > state.max_iterations
+    if over and mode in ("work", "uncertain") and not state.escalated:
+        state.escalated = True
+        reason = f"{state.max_iterations} iterations reached with {sources.pending_total} task(s) pending"
+        events.append(
+            (
+                "escalation",
+                {
+                    "reason": reason,
+                    "kind": "max-iterations",
+                    "max_iterations": state.max_iterations,
+                    "pending_total": sources.pending_total,
+                },
+            )
+        )
+        if stop.driver == "runner":
+            # Nobody is inside the session to read an escalation prompt: the runner waits.
+            state.current_task = _current_task(sources)
+            _wait(state, result, now, "escalation", reason, escalation="max-iterations")
+            return result
     state.iteration += 1
     state.consecutive_blocks += 1
-    events = result.events
-    over = state.max_iterations > 0 and state.iteration > state.max_iterations
+    state.stuck["mode"] = mode
     if over and mode in ("work", "uncertain"):
         prompt = escalation_prompt(state, sources)
         message += f" | ESCALATION: past {state.max_iterations} iterations"
-        if not state.escalated:
-            state.escalated = True
-            events.append(
-                (
-                    "escalation",
-                    {
-                        "reason": f"{state.max_iterations} iterations reached with "
-                        f"{sources.pending_total} task(s) pending",
-                        "kind": "max-iterations",
-                        "max_iterations": state.max_iterations,
-                        "pending_total": sources.pending_total,
-                    },
-                )
-            )
     answer = state.extra.pop("answer", None)
     if answer:
         prompt = cap(f"A PERSON ANSWERED YOUR QUESTION:\n{answer}\n\n{prompt}")
@@ -324,15 +532,12 @@ def _complete(
     state: LoopState,
     now: datetime,
     reason: str,
-    counted: Callable[[], Aggregate],
+    aggregate: Aggregate | None,
     note: str | None = None,
 ) -> Result:
     state.status = "completed"
     state.verification_mode = False
-    try:
-        aggregate: Aggregate | None = counted()
-    except Exception:  # the summary is a courtesy; a source failing here must not block the exit
-        aggregate = None
+    state.waiting_for = None
     started = parse_iso(state.started_at)
     summary: dict[str, Any] = {
         "outcome": "completed",
@@ -347,47 +552,40 @@ def _complete(
         summary["note"] = note
     result.effects = replace(result.effects, archive=summary)
     result.events.append(("completed", {"reason": reason, "iterations": state.iteration}))
-    if aggregate is not None and aggregate.pending_total and "forced" not in reason:
-        result.events.append(
-            (
-                "warning",
-                {
-                    "message": f"the agent signalled completion with {aggregate.pending_total} "
-                    "task(s) still pending in the sources"
-                },
-            )
-        )
     result.events.append(("allowed", {"reason": reason}))
     result.system_message = f"loopdeck: loop complete after {state.iteration} iterations ({reason})"
     result.action = "allow"
     return result
 
 
-def _after_skip(aggregate: Aggregate) -> Aggregate:
-    """The count as it will be once the driver marks the current task-file task skipped."""
+def _after_skip(aggregate: Aggregate, times: int) -> Aggregate:
+    """The count as it will be once the driver marks `times` current task-file tasks skipped."""
     reports = []
     for report in aggregate.sources:
-        if report.name == "task_file" and report.open_count:
-            items = list(report.items)
-            target = next((i for i in items if i.status == "in_progress"), None) or next(
-                (i for i in items if i.status == "pending"), None
-            )
-            pending, in_progress = report.pending, report.in_progress
-            if target is not None and target.status == "in_progress":
-                in_progress -= 1
-            else:
-                pending -= 1
-            if target is not None:
-                items[items.index(target)] = replace(target, status="skipped")
-            report = replace(
-                report,
-                pending=pending,
-                in_progress=in_progress,
-                skipped=report.skipped + 1,
-                items=tuple(items),
-            )
+        if report.name == "task_file":
+            for _ in range(times):
+                report = _skip_one(report)
         reports.append(report)
     return combine(reports, aggregate.checked_at)
+
+
+def _skip_one(report: SourceReport) -> SourceReport:
+    if not report.open_count:
+        return report
+    items = list(report.items)
+    target = next((i for i in items if i.status == "in_progress"), None) or next(
+        (i for i in items if i.status == "pending"), None
+    )
+    pending, in_progress = report.pending, report.in_progress
+    if target is not None and target.status == "in_progress":
+        in_progress -= 1
+    else:
+        pending -= 1
+    if target is not None:
+        items[items.index(target)] = replace(target, status="skipped")
+    return replace(
+        report, pending=pending, in_progress=in_progress, skipped=report.skipped + 1, items=tuple(items)
+    )
 
 
 def _brief(report: SourceReport) -> dict[str, Any]:
@@ -401,23 +599,43 @@ def _brief(report: SourceReport) -> dict[str, Any]:
     }
 
 
-def _apply(state: LoopState, command: Command, counted: Callable[[], Aggregate], result: Result) -> str:
+def _set_max(state: LoopState, value: int) -> None:
+    """A new limit re-arms the escalation when it lies ahead (or is lifted)."""
+    state.max_iterations = value
+    if state.escalated and (value == 0 or value > state.iteration):
+        state.escalated = False
+        if state.waiting_for and state.waiting_for.get("escalation") == "max-iterations":
+            state.waiting_for = None
+            if state.status == "paused":
+                state.status = "running"
+
+
+def _apply(
+    state: LoopState, command: Command, sources: Aggregate | None, result: Result, now: datetime
+) -> str:
     kind = command.kind
     events = result.events
+    if state.status == "stopped" or any(c.kind == "complete" for c, _ in result.applied):
+        return "ignored: the loop is ending"  # a stop or a forced completion is final
     if kind == "pause":
         if state.status == "paused":
             return "already paused"
         state.status = "paused"
+        reason = command.reason or f"paused from the {command.source}"
+        state.waiting_for = {"kind": "pause", "reason": reason, "since": iso_s(now)}
         events.append(("paused", {"reason": command.reason, "source": command.source}))
         return "paused"
     if kind == "resume":
         if state.status != "paused":
             return f"not paused ({state.status})"
         state.status = "running"
+        state.waiting_for = None
+        state.stuck = {k: v for k, v in state.stuck.items() if k in ("mark", "mode")}
         events.append(("resumed", {"source": command.source}))
         return "resumed"
     if kind == "stop":
         state.status = "stopped"
+        state.waiting_for = None
         return "stopped"
     if kind == "complete":
         return "completion forced"
@@ -426,14 +644,13 @@ def _apply(state: LoopState, command: Command, counted: Callable[[], Aggregate],
         events.append(("answered", {"answer": command.reason, "source": command.source}))
         if state.status == "paused":
             state.status = "running"
+            state.waiting_for = None
             events.append(("resumed", {"source": command.source}))
         return "answer kept for the next prompt"
     if kind == "set-max-iterations":
         assert command.value is not None
         old = state.max_iterations
-        state.max_iterations = command.value
-        if state.escalated and (command.value == 0 or command.value > state.iteration):
-            state.escalated = False
+        _set_max(state, command.value)
         return f"max iterations {old} → {command.value}"
     if kind == "skip":
         if state.verification_mode:
@@ -443,9 +660,12 @@ def _apply(state: LoopState, command: Command, counted: Callable[[], Aggregate],
                 events.append(("verification-skipped", {"loop": number}))
                 return f"verification loop {number} skipped"
             return "no verification loop left to skip"
-        report = counted().by_name("task_file")
+        if sources is None:
+            result.effects = replace(result.effects, skip_tasks=result.effects.skip_tasks + 1)
+            return "skipping the current task-file task"
+        report = _after_skip(sources, result.effects.skip_tasks).by_name("task_file")
         if report is None or not report.available or not report.open_count:
             return "nothing to skip: the task file has no pending task"
-        result.effects = replace(result.effects, skip_task=True)
+        result.effects = replace(result.effects, skip_tasks=result.effects.skip_tasks + 1)
         return "skipping the current task-file task"
-    return f"unknown command {kind}"  # pragma: no cover - control.py refuses them
+    return f"unknown command {kind}"  # pragma: no cover - the queue refuses them

@@ -43,6 +43,7 @@ def yaml_module() -> Any:
 
 
 _FAST_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*): (.*)")
+_FAST_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 _FAST_INT = re.compile(r"-?(?:0|[1-9][0-9]*)")
 _FAST_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_./+-]*|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9:]+)")
 _YAML_WORDS = frozenset(
@@ -60,7 +61,7 @@ def _fast_scalar(text: str) -> tuple[bool, Any]:
         return True, None
     if _FAST_INT.fullmatch(text):
         return True, int(text)
-    if text[:1] in ('"', "["):
+    if text[:1] in ('"', "[", "{"):
         if "\\u" in text:
             return False, None  # JSON and YAML disagree on escaped surrogate pairs
         try:
@@ -70,6 +71,8 @@ def _fast_scalar(text: str) -> tuple[bool, Any]:
         if isinstance(value, str) and json_safe(value):
             return True, value
         if isinstance(value, list) and all(isinstance(v, str) and json_safe(v) for v in value):
+            return True, value
+        if _flat_map(value):
             return True, value
         return False, None
     if _FAST_PLAIN.fullmatch(text) and text not in _YAML_WORDS:
@@ -100,6 +103,17 @@ def json_safe(text: str) -> bool:
     return _UNSAFE.search(text) is None
 
 
+def _flat_map(value: Any) -> bool:
+    """A map of plain keys to strings, whole numbers, booleans or nulls: JSON writes it as a
+    YAML flow mapping that both parsers read alike (the state's `waiting_for` and `stuck`)."""
+    return isinstance(value, dict) and all(
+        isinstance(k, str)
+        and _FAST_KEY.fullmatch(k) is not None
+        and (v is None or isinstance(v, bool | int) or (isinstance(v, str) and json_safe(v)))
+        for k, v in value.items()
+    )
+
+
 def scalar(value: Any) -> str:
     """One YAML value on one line: strings double-quoted, lists and maps in flow style."""
     if value is None:
@@ -112,6 +126,8 @@ def scalar(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, list) and all(isinstance(v, str) and json_safe(v) for v in value):
         return "[" + ", ".join(json.dumps(v, ensure_ascii=False) for v in value) + "]"
+    if _flat_map(value):
+        return json.dumps(value, ensure_ascii=False)
     style = '"' if isinstance(value, str | list) else None
     text: str = yaml_module().dump(
         value,

@@ -21,10 +21,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from loop import control, engine
-from loop.apply import commit_decision
+from loop import control, engine, writer
 from loop.errors import FileProblem, LockTimeout
 from loop.journal import Journal
+from loop.model import RUNNER_ENV, Aggregate, LoopState
 from loop.paths import Workspace, find_workspace
 from loop.state import StateStore
 from loop.timeutil import utcnow
@@ -61,7 +61,7 @@ def _last_text(payload: Mapping[str, Any]) -> str | None:
     transcript = payload.get("transcript_path")
     if not isinstance(transcript, str) or not transcript:
         return None
-    from loop.signals import last_assistant_text
+    from loop.transcript import last_assistant_text
 
     try:
         return last_assistant_text(Path(transcript).expanduser())
@@ -75,6 +75,8 @@ def _str(value: object) -> str | None:
 
 def handle(payload: Mapping[str, Any], env: Mapping[str, str], now: datetime) -> dict[str, Any] | None:
     """Decide one Stop; returns the JSON to print, or None to allow silently."""
+    if env.get(RUNNER_ENV):
+        return None  # an agent the runner started: its turn ends, the runner decides what next
     ws = _workspace(payload, env)
     store = StateStore(ws, lock_timeout=LOCK_TIMEOUT)
     if not store.exists():
@@ -82,9 +84,6 @@ def handle(payload: Mapping[str, Any], env: Mapping[str, str], now: datetime) ->
     journal = Journal(ws.journal)
     with store.locked():
         state = store.read()
-        if state is None:
-            return None
-        commands, bad, end = control.read_since(ws.control, state.control_offset)
         stop = engine.StopInput(
             last_text=None,
             session_id=_str(payload.get("session_id")),
@@ -94,30 +93,19 @@ def handle(payload: Mapping[str, Any], env: Mapping[str, str], now: datetime) ->
             ralph_active=ws.ralph_state.exists(),
             driver="hook",
         )
-        if stop.session_id and state.session_id and stop.session_id != state.session_id:
-            return None  # another session's Stop: not even the transcript is read
+        if state is None or not engine.ours(state, stop):
+            return None  # no live loop, or another session's Stop: not even the transcript is read
+        commands, bad, end = control.read_since(ws.control, state.control_offset)
         if stop.transcript_path and not Path(stop.transcript_path).expanduser().exists():
             # Neither the agent's last words nor its TODO list can be read: fail safe.
             raise FileProblem(stop.transcript_path, "transcript not found")
         stop = dataclasses.replace(stop, last_text=_last_text(payload))
-        if state.verify and engine.signalled(state, stop.last_text) is not None:
-            # Seed 004: a completion signal runs the verification commands first.
-            stop = dataclasses.replace(stop, verification_failure=_verify(ws, state, journal))
-
-        def count() -> Any:
-            from loop.sources.aggregate import SourceConfig, check_all
-
-            return check_all(
-                SourceConfig.from_state(
-                    ws,
-                    state,
-                    transcript=Path(stop.transcript_path).expanduser() if stop.transcript_path else None,
-                    session_id=stop.session_id,
-                )
-            )
-
-        result = engine.decide(state, stop, commands, count, now)
-        commit_decision(ws, store, journal, state, result, end, bad, now)
+        sources = _count(ws, state, stop) if engine.needs_sources(state, stop, commands) else None
+        if sources is not None and engine.wants_verification(state, stop, sources):
+            failure = _verify(ws, state, journal)
+            stop = dataclasses.replace(stop, verification_failure=failure, verified=failure is None)
+        result = engine.decide(state, stop, commands, sources, now)
+        writer.carry_out(ws, store, journal, state, result, now, end, bad)
     if result.blocked:
         return {"decision": "block", "reason": result.reason, "systemMessage": result.system_message}
     if result.system_message:
@@ -125,7 +113,20 @@ def handle(payload: Mapping[str, Any], env: Mapping[str, str], now: datetime) ->
     return None
 
 
-def _verify(ws: Workspace, state: Any, journal: Journal) -> str | None:
+def _count(ws: Workspace, state: LoopState, stop: engine.StopInput) -> Aggregate:
+    from loop.sources.aggregate import SourceConfig, check_all
+
+    return check_all(
+        SourceConfig.from_state(
+            ws,
+            state,
+            transcript=Path(stop.transcript_path).expanduser() if stop.transcript_path else None,
+            session_id=stop.session_id,
+        )
+    )
+
+
+def _verify(ws: Workspace, state: LoopState, journal: Journal) -> str | None:
     """Run the loop's verification commands; the failures' output, or None when all pass."""
     from loop import verify
 

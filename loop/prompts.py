@@ -7,9 +7,8 @@ under Claude Code's 10,000-character cap for hook strings.
 
 from __future__ import annotations
 
+from loop.model import Aggregate, LoopState
 from loop.signals import COMPLETE_MARKER
-from loop.sources.aggregate import Aggregate
-from loop.state import LoopState
 
 MAX_MESSAGE = 9_500
 """Claude Code caps hook strings at 10,000 characters."""
@@ -92,7 +91,7 @@ def escalation_prompt(state: LoopState, sources: Aggregate | None) -> str:
     return cap(
         "ORCHESTRATOR ESCALATION - ITERATION THRESHOLD REACHED\n\n"
         f"The orchestrator has completed {state.max_iterations} iterations without finishing all tasks.\n"
-        "This is NOT an automatic exit - per RULE 13, there are no deadlines or time limits.\n\n"
+        "This is NOT an automatic exit: there are no deadlines or time limits.\n\n"
         "REQUIRED ACTION:\n"
         "1. Review all task sources manually\n"
         f"2. If ALL tasks are truly complete, output: {COMPLETE_MARKER}\n"
@@ -140,6 +139,31 @@ def conservative_prompt(state: LoopState, sources: Aggregate) -> str:
         "Check them yourself. If work remains, continue with it. "
         f"If ALL tasks are truly complete, output {COMPLETE_MARKER} on a line by itself.{known}\n\n"
         f"Original task:\n{state.prompt}"
+    )
+
+
+def claimed_prompt(state: LoopState, sources: Aggregate) -> str:
+    """The agent said it was done while the task sources still list open work."""
+    return cap(
+        "COMPLETION CLAIMED WITH TASKS STILL OPEN - NOT DONE YET\n\n"
+        f"You signalled completion, but {sources.pending_total} task(s) are still open:\n"
+        f"{pending_summary(sources)}\n\n"
+        "For each one: finish it and mark it done in its source (tick `- [x]` in the task file, "
+        "mark the Claude Task completed, update the TODO list), or, if it should not be done, "
+        "mark it skipped with `- [-]`, or ask a person to force completion.\n\n"
+        f"Original task:\n{state.prompt}\n\n{finish_line(state)}"
+    )
+
+
+def unverified_prompt(state: LoopState) -> str:
+    """Nothing is pending, but the verification commands have not passed yet."""
+    commands = "\n".join(f"- {c}" for c in state.verify)
+    return cap(
+        "VERIFICATION REQUIRED BEFORE COMPLETION\n\n"
+        "Every task source is empty, but these verification commands must pass before the loop "
+        f"can complete, and they have not passed yet:\n{commands}\n\n"
+        "Make sure they pass, then finish your turn.\n\n"
+        f"Original task:\n{state.prompt}\n\n{finish_line(state)}"
     )
 
 

@@ -2,10 +2,11 @@
 
 Each iteration is what a Stop is to the hook: the engine decides (block = run the agent again
 with this prompt; allow = the loop is paused, stopped or finished), so both drivers keep the
-same rules. Around the engine the runner adds what only a long-lived process can do (seed 003
-§4.4.2/5/6, seed 004): verification commands after each turn, retries with backoff, timeouts that
-kill the agent's whole process group, stuck detection, commits, signals, and a summary for every
-way a loop ends.
+same rules. The runner itself only manages processes and gathers facts: it starts the agent
+(with retries and backoff), times it out and kills its whole process group, runs the
+verification commands, commits, and takes the workspace's progress fingerprint; what those facts
+mean (stuck, failing, asking, escalating, waiting) is the engine's to say, and `loop.writer`
+writes it down.
 
 Commands are read from the control queue while the agent works: `skip` and `complete` end the
 agent at once; `pause` and `stop` let the iteration finish.
@@ -14,32 +15,31 @@ agent at once; `pause` and `stop` let the iteration finish.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
+import hashlib
 import os
 import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
-from loop import agent, control, engine, verify
-from loop.apply import commit_decision
-from loop.archive import archive
+from loop import agent, control, engine, verify, writer
 from loop.errors import LoopdeckError
 from loop.journal import Event, Journal, render_line
+from loop.model import RUNNER_ENV, Aggregate, LoopState, Result, Settings, StopInput, Turn
 from loop.paths import Workspace
-from loop.signals import question
-from loop.sources.aggregate import Aggregate, SourceConfig, check_all
-from loop.state import LoopState, StateStore
+from loop.sources.aggregate import SourceConfig, check_all
+from loop.state import StateStore
 from loop.summary import Tally, progress_line, summary_lines
 from loop.timeutil import utcnow
 
 EXIT_DONE, EXIT_FAILED, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 130, 143
-SAME_TASK_FAILURES = 3
-SAME_ERROR_TIMES = 3
-NO_PROGRESS_ITERATIONS = 2
+MAX_MARK_FILES = 20_000
+"""Outside git, the progress fingerprint looks at this many files at most."""
+_SKIP_DIRS = frozenset({".git", ".claude", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cache"})
 
 
 @dataclass
@@ -50,7 +50,7 @@ class Options:
     backoff: tuple[float, ...] = (1.0, 5.0, 15.0)
     commit: bool = False
     headless: bool = True
-    """Headless: an escalation ends the run with a summary (nobody is there to answer)."""
+    """Headless: a loop waiting for a person ends the run with a summary (nobody is there)."""
     verify_timeout: float = 600.0
     poll: float = 0.2
 
@@ -63,6 +63,34 @@ class Options:
         }
 
 
+def workspace_mark(root: Path) -> str:
+    """The workspace's progress fingerprint: git HEAD and changes, or, outside a git repository,
+    the names, sizes and times of its files (so a folder without git is not "stuck" while the
+    agent changes files)."""
+    from loop import gitstate
+
+    mark = gitstate.fingerprint(root)
+    if mark is not None:
+        return mark
+    digest = hashlib.sha256()
+    seen = 0
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS)
+        for name in sorted(files):
+            with contextlib.suppress(OSError):
+                info = os.stat(os.path.join(folder, name), follow_symlinks=False)
+                digest.update(f"{folder}/{name}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+            seen += 1
+            if seen >= MAX_MARK_FILES:
+                return digest.hexdigest()
+    return digest.hexdigest()
+
+
+def error_signature(text: str) -> str:
+    """What makes two failures "the same error": the text without its timing, last 400 chars."""
+    return text.split("(timed out")[0][-400:]
+
+
 class Runner:
     def __init__(
         self,
@@ -70,9 +98,12 @@ class Runner:
         options: Options,
         out: Callable[[str], None] | None = None,
         now: Callable[[], datetime] = utcnow,
+        settings: Settings | None = None,
     ) -> None:
         self.ws = ws
         self.options = options
+        self.settings = settings or Settings()
+        """Options given on this `run`'s command line for an existing loop (the engine applies them)."""
         self.store = StateStore(ws, lock_timeout=30)
         self.journal = Journal(ws.journal)
         self.out = out or (lambda line: print(line, flush=True))
@@ -80,13 +111,8 @@ class Runner:
         self.signal: int | None = None
         self.tally = Tally()
         self.offset = 0
+        """The state's control queue offset as last written: commands past it are pending."""
         self.checks: list[verify.Check] = []
-        self.task_failures: dict[str, int] = {}
-        self.errors: list[str] = []
-        self.no_progress = 0
-        self.last_mode = "work"
-        self.waiting_for: str | None = None
-        """A question or escalation the loop is paused on: it waits for a person, not a restart."""
 
     # --- the journal, echoed as log lines ----------------------------------------------------
 
@@ -104,33 +130,33 @@ class Runner:
         """Load or create the state, check the verification commands, claim the loop."""
         with self.store.locked():
             state = self.store.read()
+            fresh = state is None
             if state is None:
                 if create is None:
                     raise LoopdeckError(f"no loop in {self.ws.root}: give a PROMPT to start one")
                 state = create()
-                fresh = True
-            else:
-                fresh = False
-                if state.status in ("stopped", "failed"):
-                    state.status = "running"  # `loopdeck run` on a stopped loop continues it
-            allow = state.extra.get("verify_allow") or []
+            commands = self.settings.verify if self.settings.verify is not None else state.verify
+            allow = self.settings.verify_allow
+            if allow is None:
+                allow = state.extra.get("verify_allow") or []
             if not isinstance(allow, list):
                 raise LoopdeckError(f"{self.ws.state}: verify_allow must be a list of commands")
-            self.checks = [verify.check(cmd, [str(a) for a in allow]) for cmd in state.verify]
-            if state.driver == "runner" and state.pid and state.pid != os.getpid():
+            # Refused before anything is saved: a bad --verify must not poison later runs.
+            self.checks = [verify.check(cmd, [str(a) for a in allow]) for cmd in commands]
+            if not fresh and state.driver == "runner" and state.pid and state.pid != os.getpid():
                 from loop.proc import alive
 
                 if alive(state.pid):
                     raise LoopdeckError(
                         f"a runner (pid {state.pid}) is already driving the loop in {self.ws.root}"
                     )
-            self.waiting_for = self.open_prompt() if state.status == "paused" else None
-            if state.status in ("paused", "stopping", "initializing") and self.waiting_for is None:
-                state.status = "running"
-            state.driver = "runner"
-            state.pid = os.getpid()
-            state.extra["runner"] = self.options.record()
-            self.store.write(state, replace_corrupt=False)
+            if fresh:
+                writer.start(self.ws, self.store, self.journal, state)
+            claim = replace(self.settings, driver="runner", pid=os.getpid(), runner=self.options.record())
+            result = engine.configure(state, claim, self.now())
+            writer.carry_out(self.ws, self.store, self.journal, state, result, self.now(), echo=self.echo)
+            assert result.state is not None
+            state = result.state
             self.offset = state.control_offset
         if fresh:
             self.event("loop-started", 0, {"max_iterations": state.max_iterations, "driver": "runner"})
@@ -139,31 +165,42 @@ class Runner:
 
     # --- the decision --------------------------------------------------------------------------
 
-    def decide(self, last_text: str | None, failure: str | None = None) -> engine.Result:
+    def decide(
+        self,
+        last_text: str | None,
+        failure: str | None = None,
+        verified: bool = False,
+        turn: Turn | None = None,
+    ) -> Result:
+        """Ask the engine what the turn that just ended means, and write its answer down."""
         with self.store.locked():
             state = self.store.read()
             if state is None:
-                return engine.Result("allow", None)
+                return Result("allow", None)
             commands, bad, end = control.read_since(self.ws.control, state.control_offset)
-            stop = engine.StopInput(
+            stop = StopInput(
                 last_text=last_text,
                 driver="runner",
                 verification_failure=failure,
+                verified=verified,
                 ralph_active=self.ws.ralph_state.exists(),
+                turn=turn,
+                mark=None if turn is not None or "mark" in state.stuck else self.mark(),
             )
             now = self.now()
-            result = engine.decide(state, stop, commands, lambda: self.count(state), now)
+            sources = self.count(state) if engine.needs_sources(state, stop, commands) else None
+            result = engine.decide(state, stop, commands, sources, now)
             if result.state is not None:
                 result.state.pid = os.getpid()
-            commit_decision(self.ws, self.store, self.journal, state, result, end, bad, now, self.echo)
-            self.offset = end
-        for kind, data in result.events:
-            if kind == "blocked":
-                self.last_mode = str(data.get("mode", "work"))
+            writer.carry_out(self.ws, self.store, self.journal, state, result, now, end, bad, self.echo)
+            self.offset = result.state.control_offset if result.state is not None else end
         return result
 
     def count(self, state: LoopState) -> Aggregate:
         return check_all(SourceConfig.from_state(self.ws, state))
+
+    def mark(self) -> str:
+        return workspace_mark(self.ws.root)
 
     def pending_interrupt(self) -> str | None:
         """Why the running agent must end now: a signal, or a skip/complete in the queue."""
@@ -177,21 +214,21 @@ class Runner:
 
     # --- one iteration -------------------------------------------------------------------------
 
-    def iterate(self, state: LoopState, prompt: str) -> tuple[str | None, str | None]:
+    def iterate(self, state: LoopState, prompt: str) -> tuple[Turn, str | None, str | None, bool]:
         """Run the agent (with retries) and the verification commands.
 
-        Returns the agent's final text and the verification failure, if any.
+        Returns what the runner saw (the Turn), the agent's final text, the verification
+        failure if any, and whether verification ran and passed.
         """
         n = state.iteration
         self.tally.iterations += 1
         self.event(
             "iteration-started", n, {"max_iterations": state.max_iterations, "task": state.current_task}
         )
-        before = self.progress_mark(state)
         logs = self.ws.private_dir / "iterations"
-        text: str | None = None
         attempts = 1 + max(0, self.options.retries)
         run: agent.Run | None = None
+        why = ""
         for attempt in range(1, attempts + 1):
             log = logs / (f"{n:04d}.log" if attempt == 1 else f"{n:04d}.retry{attempt - 1}.log")
             run = agent.run(
@@ -225,18 +262,18 @@ class Runner:
         assert run is not None
         if run.interrupted:
             self.event("agent-interrupted", n, {"reason": run.interrupted})
-            return None, None
+            return Turn(interrupted=run.interrupted), None, None, False
         if not run.ok:
-            self.note_failure(state, "agent failed")
-            return None, None
+            failed = self.tally.agent_failures[-1] if self.tally.agent_failures else why
+            return Turn(failure=failed, error=error_signature(failed)), None, None, False
         text = agent.final_text(run.tail)
         failure = self.run_checks(n) if self.checks else None
         if failure is None and self.options.commit:
             self.commit(n)
-        self.check_progress(state, before)
         duration = round(time.monotonic() - self.tally.started, 1)
         self.event("iteration-completed", n, {"duration_s": run.duration_s, "elapsed_s": duration})
-        return text, failure
+        turn = Turn(error=error_signature(failure) if failure else None, mark=self.mark())
+        return turn, text, failure, bool(self.checks) and failure is None
 
     def run_checks(self, n: int) -> str | None:
         failures = []
@@ -257,9 +294,7 @@ class Runner:
         if not failures:
             return None
         self.tally.verify_failures += 1
-        feedback = "\n\n".join(failures)
-        self.note_error(n, feedback)
-        return feedback
+        return "\n\n".join(failures)
 
     def commit(self, n: int) -> None:
         from loop import gitstate
@@ -272,57 +307,6 @@ class Runner:
         if sha:
             self.tally.commits.append(sha)
             self.event("commit", n, {"sha": sha})
-
-    # --- stuck detection ----------------------------------------------------------------------
-
-    def progress_mark(self, state: LoopState) -> tuple[str | None, str]:
-        from loop import gitstate
-
-        counts = self.count(state)
-        tasks = repr([(r.name, r.pending, r.in_progress, r.done) for r in counts.sources])
-        return gitstate.fingerprint(self.ws.root), tasks
-
-    def check_progress(self, state: LoopState, before: tuple[str | None, str]) -> None:
-        if self.last_mode != "work":
-            self.no_progress = 0
-            return
-        after = self.progress_mark(state)
-        self.no_progress = self.no_progress + 1 if after == before else 0
-        if self.no_progress >= NO_PROGRESS_ITERATIONS:
-            self.escalate(
-                "stuck", f"no progress in {self.no_progress} iterations (no git change, no task change)"
-            )
-
-    def note_failure(self, state: LoopState, why: str) -> None:
-        task = state.current_task or "(no task)"
-        self.task_failures[task] = self.task_failures.get(task, 0) + 1
-        self.note_error(state.iteration, self.tally.agent_failures[-1] if self.tally.agent_failures else why)
-        if self.task_failures[task] >= SAME_TASK_FAILURES:
-            self.escalate("repeated-failures", f"task {task!r} failed {self.task_failures[task]} times")
-
-    def note_error(self, n: int, error: str) -> None:
-        signature = error.split("(timed out")[0][-400:]
-        self.errors.append(signature)
-        recent = self.errors[-SAME_ERROR_TIMES:]
-        if len(recent) == SAME_ERROR_TIMES and len(set(recent)) == 1:
-            self.escalate("stuck", f"the same error {SAME_ERROR_TIMES} times in a row")
-
-    def pause_for(self, reason: str) -> None:
-        with self.store.locked():
-            state = self.store.read()
-            if state is None or not state.active:
-                return
-            state.status = "paused"
-            self.store.write(state)
-        self.event("paused", state.iteration, {"reason": reason})
-
-    def escalate(self, kind: str, reason: str) -> None:
-        """Pause the loop and say why: a person decides what happens next."""
-        state = self.store.read()
-        self.event("escalation", state.iteration if state else None, {"kind": kind, "reason": reason})
-        self.pause_for(f"escalation: {reason}")
-        self.errors.clear()
-        self.no_progress = 0
 
     # --- waiting ---------------------------------------------------------------------------------
 
@@ -348,110 +332,66 @@ class Runner:
 
     def run(self, create: Callable[[], LoopState] | None = None) -> int:
         handlers = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        previous = os.environ.get(RUNNER_ENV)
+        os.environ[RUNNER_ENV] = str(os.getpid())  # the agents' own Stop hooks stay out of it
         try:
             return self._run(create)
         finally:
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
+            if previous is None:
+                os.environ.pop(RUNNER_ENV, None)
+            else:
+                os.environ[RUNNER_ENV] = previous
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self.signal = signum
 
     def _run(self, create: Callable[[], LoopState] | None) -> int:
         state = self.prepare(create)
-        if self.waiting_for is not None and self.options.headless:
-            pending = control.read_since(self.ws.control, self.offset)[0]
-            if not pending:
-                return self.finish("escalated", f"still waiting for a person: {self.waiting_for}")
+        if state.waiting_for is not None and self.options.headless and not self.queued():
+            return self.finish(*_ending(state, still=True))
         result = self.decide(None)
         while True:
             if self.signal is not None:
                 return self.on_signal()
-            new = result.state
-            if result.blocked and new is not None:
-                escalated = self.escalated_now(result)
-                if escalated is not None:
-                    self.pause_for(f"escalation: {escalated}")
-                    if self.options.headless:
-                        how = "limit" if "iterations reached" in escalated else "escalated"
-                        return self.finish(how, f"{escalated}: needs a person")
-                    result = engine.Result("allow", None)
-                    continue
-                state = new
-                text, failure = self.iterate(state, result.reason or state.prompt)
+            if result.blocked and result.state is not None:
+                state = result.state
+                turn, text, failure, verified = self.iterate(state, result.reason or state.prompt)
                 self.progress(state)
                 if self.signal is not None:
                     return self.on_signal()
-                asked = question(text)
-                if asked is not None:
-                    self.event("question", state.iteration, {"question": asked})
-                    self.pause_for("the agent asked a question")
-                    if self.options.headless:
-                        return self.finish("question", f"the agent asks: {asked}")
-                current = self.store.read()
-                if (
-                    current is not None
-                    and current.status == "paused"
-                    and self.options.headless
-                    and self.last_escalation()
-                ):
-                    return self.finish("escalated", self.last_escalation() or "escalated")
-                result = self.decide(text, failure)
+                result = self.decide(text, failure, verified, turn)
                 continue
-            current = self.store.read()
-            if current is None:  # archived: completed, or forced
-                return self.finish("completed", self.archive_reason() or "completed", archived=True)
+            if result.effects.archive is not None:
+                return self.finish("completed", str(result.effects.archive.get("reason")), archived=True)
+            current = result.state if result.state is not None else self.store.read()
+            if current is None:  # archived by someone else (a forced completion seen elsewhere)
+                return self.finish("completed", "completed", archived=True)
             if current.status == "stopped":
                 return self.finish("stopped", "stopped by user")
             if current.status == "paused":
+                if self.options.headless and current.waiting_kind in ("escalation", "question"):
+                    return self.finish(*_ending(current))
                 if not self.wait_while_paused():
                     return self.on_signal()
                 result = self.decide(None)
                 continue
             return self.finish("failed", f"unexpected status {current.status}")
 
-    def escalated_now(self, result: engine.Result) -> str | None:
-        """The reason of an escalation this decision raised, if any."""
-        for kind, data in result.events:
-            if kind == "escalation":
-                return str(data.get("reason", "escalated"))
-        return None
-
-    def open_prompt(self) -> str | None:
-        """The question or escalation the journal shows unanswered, if any."""
-        for event in reversed(self.journal.tail(100).events):
-            if event.kind in ("resumed", "answered"):
-                return None
-            if event.kind == "question":
-                return f"the agent asks: {event.data.get('question', '')}"
-            if event.kind == "escalation":
-                return str(event.data.get("reason", "escalated"))
-        return None
-
-    def last_escalation(self) -> str | None:
-        events = self.journal.tail(20, where=lambda e: e.kind in ("escalation", "resumed")).events
-        if events and events[-1].kind == "escalation":
-            return str(events[-1].data.get("reason", "escalated"))
-        return None
-
-    def archive_reason(self) -> str | None:
-        events = self.journal.tail(20, where=lambda e: e.kind == "completed").events
-        return str(events[-1].data.get("reason")) if events else None
+    def queued(self) -> bool:
+        return bool(control.read_since(self.ws.control, self.offset)[0])
 
     def on_signal(self) -> int:
         signum = self.signal or signal.SIGTERM
         paused = signum == signal.SIGINT
+        name = signal.Signals(signum).name
         with self.store.locked():
             state = self.store.read()
-            if state is not None and state.active:
-                state.status = "paused" if paused else "stopped"
-                self.store.write(state)
-        name = signal.Signals(signum).name
-        self.event(
-            "paused" if paused else "stopped",
-            state.iteration if state else None,
-            {"reason": f"{name} to the runner"},
-        )
+            if state is not None:
+                now = self.now()
+                result = engine.interrupt(state, paused, f"{name} to the runner", now)
+                writer.carry_out(self.ws, self.store, self.journal, state, result, now, echo=self.echo)
         self.finish("interrupted" if paused else "stopped", f"{name} received")
         return EXIT_SIGINT if paused else EXIT_SIGTERM
 
@@ -468,7 +408,7 @@ class Runner:
             self.out(progress_line(done, total))
 
     def finish(self, how: str, reason: str, archived: bool = False) -> int:
-        """Print and archive the summary (seed 003 §4.4.6); the exit status for `how`."""
+        """Print and archive the summary; the exit status for `how`."""
         state = self.store.read() if not archived else None
         counts: Aggregate | None = None
         with contextlib.suppress(Exception):
@@ -479,8 +419,7 @@ class Runner:
 
             folder = latest(self.ws)
         elif state is not None:
-            state = dataclasses.replace(state)
-            folder = archive(self.ws, state, how, self.summary_data(how, reason, counts))
+            folder = writer.archive_ending(self.ws, state, how, self.summary_data(how, reason, counts))
         for line in summary_lines(how, reason, self.tally, counts, folder, state):
             self.out(line)
         if how in ("completed", "stopped"):
@@ -498,6 +437,19 @@ class Runner:
             "pending_at_end": counts.pending_total if counts else None,
             "duration_s": round(time.monotonic() - self.tally.started, 1),
         }
+
+
+def _ending(state: LoopState, still: bool = False) -> tuple[str, str]:
+    """How a headless run ends on a loop that waits for a person, and why."""
+    waiting = state.waiting_for or {}
+    reason = str(waiting.get("reason") or "waiting for a person")
+    if still:
+        reason = f"still waiting for a person: {reason}"
+    if waiting.get("kind") == "question":
+        return "question", reason
+    if waiting.get("escalation") == "max-iterations":
+        return "limit", f"{reason}: needs a person"
+    return "escalated", reason if still else f"{reason}: needs a person"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,18 +9,9 @@ code, not on a line that repeats the instructions loopdeck gave it.
 
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
-from typing import Any
-
-from loop.tailread import lines_backwards
 
 COMPLETE_MARKER = "ALL_TASKS_COMPLETE"
-MAX_SCAN_BYTES = 32 * 1024 * 1024
-"""How far back to look for the last assistant text before giving up."""
-MAX_LINE_BYTES = 2 * 1024 * 1024
-"""Longer transcript lines are tool results: passed over without decoding."""
 
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 _INLINE_CODE = re.compile(r"`+[^`]*`+")
@@ -99,66 +90,3 @@ def question(text: str | None) -> str | None:
         return None
     match = re.search(r"<question>(.*?)</question>", "\n".join(_own_words(text, "")), re.DOTALL)
     return match.group(1).strip() if match and match.group(1).strip() else None
-
-
-def _texts(content: Any) -> list[str]:
-    if isinstance(content, str):
-        return [content]
-    if not isinstance(content, list):
-        return []
-    return [
-        b["text"]
-        for b in content
-        if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
-    ]
-
-
-def _is_tool_result(content: Any) -> bool:
-    return isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
-    )
-
-
-def last_assistant_text(transcript: Path) -> str | None:
-    """The text of the agent's last message, read from the transcript's end.
-
-    Claude Code writes each content block as its own line, several sharing one `message.id`,
-    and the last line is often a tool call: lines without text are skipped, and the text blocks
-    of the last message that has any are joined in order. A real user prompt before any text
-    means this turn said nothing (None): an older turn's words are not this turn's.
-    """
-    parts: list[str] = []
-    message_id: object = None
-    with transcript.open("rb") as f:
-        end = f.seek(0, 2)
-        stop = max(0, end - MAX_SCAN_BYTES)
-        for _offset, line, terminated in lines_backwards(f, end, stop):
-            if not terminated or not line.strip() or len(line) > MAX_LINE_BYTES:
-                continue  # a torn last line, or a giant tool result
-            try:
-                obj = json.loads(line)
-            except (ValueError, UnicodeDecodeError):
-                continue
-            if not isinstance(obj, dict):
-                continue
-            kind = obj.get("type")
-            message = obj.get("message") if isinstance(obj.get("message"), dict) else {}
-            assert isinstance(message, dict)
-            if kind == "user":
-                if _is_tool_result(message.get("content")) or obj.get("toolUseResult") is not None:
-                    if parts:
-                        break
-                    continue
-                break  # a person's prompt (or hook feedback): the turn began here
-            if kind != "assistant":
-                continue
-            texts = _texts(message.get("content"))
-            ident = message.get("id")
-            if parts and ident != message_id:
-                break
-            if texts:
-                parts[:0] = texts
-                message_id = ident
-                if ident is None:
-                    break
-    return "\n".join(parts) if parts else None

@@ -18,22 +18,29 @@ import contextlib
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from loop.errors import FileProblem, LockTimeout
 from loop.frontmatter import _YAML, atomic_write, fast_front_matter, scalar, yaml_module
 from loop.lock import FileLock, LockTimeoutError
+from loop.model import ACTIVE_STATUSES, DRIVERS, KNOWN_KEYS, NULL, STATUSES, WAITING_KINDS, LoopState
 from loop.paths import Workspace
 from loop.proc import alive
-from loop.timeutil import iso_s, utcnow
+from loop.timeutil import utcnow
 
-STATUSES = ("initializing", "running", "paused", "stopping", "completed", "stopped", "failed")
-ACTIVE_STATUSES = frozenset({"initializing", "running", "paused", "stopping"})
-DRIVERS = ("hook", "runner")
-NULL = "null"
-"""Seed 000 spells "not set" as the string `"null"` (completion_promise, task_file)."""
+__all__ = [
+    "ACTIVE_STATUSES",
+    "DRIVERS",
+    "KNOWN_KEYS",
+    "NULL",
+    "STATUSES",
+    "LoopState",
+    "StateError",
+    "StateStore",
+    "parse",
+    "render",
+]
 
 MAX_STATE_BYTES = 4 * 1024 * 1024
 """A state file is a few hundred bytes; anything this big is not one, and parsing it would stall
@@ -64,6 +71,14 @@ def _expect_opt_int(value: Any) -> bool:
     return value is None or _expect_int(value)
 
 
+def _expect_waiting(value: Any) -> bool:
+    return value is None or (
+        isinstance(value, dict)
+        and value.get("kind") in WAITING_KINDS
+        and isinstance(value.get("reason"), str)
+    )
+
+
 def _expect_str_list(value: Any) -> bool:
     return value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value))
 
@@ -92,104 +107,35 @@ _SCHEMA: dict[str, tuple[Any, str]] = {
     "escalated": (_expect_bool, "true or false"),
     "consecutive_blocks": (_expect_int, "a whole number >= 0"),
     "transcript_path": (_expect_opt_str, "a path or null"),
+    "waiting_for": (_expect_waiting, "null or a map with kind, reason and since"),
+    "stuck": (lambda v: v is None or isinstance(v, dict), "a map"),
 }
-KNOWN_KEYS = tuple(_SCHEMA)
+assert tuple(_SCHEMA) == KNOWN_KEYS
 REQUIRED_KEYS = ("iteration", "max_iterations")
 
 
-@dataclass
-class LoopState:
-    """One loop's state. Unknown keys ride along in `extra` and are written back untouched."""
-
-    iteration: int = 0
-    """How many times the loop has been sent back to work (seed 000: +1 on every block)."""
-    max_iterations: int = 100
-    """Escalation threshold, never an exit (seed 000 §3.3); 0 = none."""
-    completion_promise: str = NULL
-    task_file: str = NULL
-    check_tasks: bool = True
-    check_github: bool = True
-    github_project_id: str = ""
-    started_at: str = ""
-    verification_mode: bool = False
-    verification_remaining: int = 0
-    status: str = "running"
-    driver: str | None = None
-    pid: int | None = None
-    session_id: str | None = None
-    """The Claude Code session that owns an in-session loop; Stops from others are ignored."""
-    current_task: str | None = None
-    verify_loops: int = 4
-    verify: list[str] = field(default_factory=list)
-    control_offset: int = 0
-    """Byte offset in the control queue up to which every command has been applied. It lives
-    here, written in the same atomic rename as the effect, so a command is applied exactly once."""
-    escalated: bool = False
-    """The max-iterations escalation has been raised (it is journaled once, prompted every block)."""
-    consecutive_blocks: int = 0
-    """Blocks in a row within one turn: Claude Code ends the turn at its block cap (default 8)."""
-    transcript_path: str | None = None
-    """The session transcript, recorded from the hook's input, so viewers can read its TODO list."""
-    extra: dict[str, Any] = field(default_factory=dict)
-    body: str = ""
-    """Everything after the closing `---`, byte for byte (the prompt, with its blank lines)."""
-
-    _order: list[str] = field(default_factory=list, repr=False, compare=False)
-    _raw: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
-    _seen: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-    _preamble: str = field(default="", repr=False, compare=False)
-    _newline: str = field(default="\n", repr=False, compare=False)
-
-    @classmethod
-    def new(cls, prompt: str, **values: Any) -> LoopState:
-        values.setdefault("started_at", iso_s(utcnow()))
-        return cls(body=f"\n{prompt.strip()}\n", **values)
-
-    @property
-    def prompt(self) -> str:
-        return self.body.strip()
-
-    @property
-    def promise(self) -> str | None:
-        """The completion promise, or None where seed 000 writes "null"."""
-        text = self.completion_promise
-        return None if text in (None, "", NULL) else str(text)
-
-    @property
-    def task_path(self) -> str | None:
-        text = self.task_file
-        return None if text in (None, "", NULL) else str(text)
-
-    @property
-    def active(self) -> bool:
-        return self.status in ACTIVE_STATUSES
-
-    def values(self) -> dict[str, Any]:
-        """Every key as it would be written, known keys first in seed order, then extras."""
-        known = {key: getattr(self, key) for key in KNOWN_KEYS}
-        return {**known, **self.extra}
-
-    def render(self) -> str:
-        values = self.values()
-        order = [k for k in self._order if k in values]
-        # A key the file did not have is added only once it means something: a round trip of
-        # seed 000's file must add nothing. A new state (no file yet) writes every key.
-        order += [
-            k
-            for k in values
-            if k not in order and (not self._order or k in self.extra or values[k] != _DEFAULTS[k])
-        ]
-        nl = self._newline
-        parts = ["---" + nl, self._preamble]
-        for key in order:
-            value = values[key]
-            if key in self._raw and key in self._seen and _same(self._seen[key], value):
-                parts.append(self._raw[key])
-            else:
-                parts.append(f"{key}: {scalar(value)}{nl}")
-        parts.append("---" + nl)
-        parts.append(self.body)
-        return "".join(parts)
+def render(state: LoopState) -> str:
+    """The state file's text. A key the file did not have is added only once it means
+    something (a round trip of the original format adds nothing; a new state writes every key),
+    and a key whose value did not change keeps its exact text."""
+    values = state.values()
+    order = [k for k in state._order if k in values]
+    order += [
+        k
+        for k in values
+        if k not in order and (not state._order or k in state.extra or values[k] != _DEFAULTS[k])
+    ]
+    nl = state._newline
+    parts = ["---" + nl, state._preamble]
+    for key in order:
+        value = values[key]
+        if key in state._raw and key in state._seen and _same(state._seen[key], value):
+            parts.append(state._raw[key])
+        else:
+            parts.append(f"{key}: {scalar(value)}{nl}")
+    parts.append("---" + nl)
+    parts.append(state.body)
+    return "".join(parts)
 
 
 _DEFAULTS: dict[str, Any] = LoopState().values()
@@ -275,6 +221,8 @@ def parse(data: bytes, path: Path | str) -> LoopState:
                 value = ""
             elif key == "verify" and value is None:
                 value = []
+            elif key == "stuck" and value is None:
+                value = {}
             elif key in ("github_project_id", "session_id", "current_task") and isinstance(value, int):
                 value = str(value)
             setattr(state, key, value)
@@ -356,7 +304,7 @@ class StateStore:
         A corrupt file in the way is an error (it may be a person's half-finished edit), unless
         `replace_corrupt`, which moves it aside as `….corrupt-<time>` rather than deleting it.
         """
-        data = state.render().encode("utf-8")
+        data = render(state).encode("utf-8")
         with self.locked():
             self._keep_previous(replace_corrupt)
             atomic_write(self.path, data, durable=True)

@@ -7,8 +7,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loop.sources.aggregate import Aggregate
-from loop.state import LoopState
+from loop.model import Aggregate, LoopState
 
 
 @dataclass

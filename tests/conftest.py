@@ -14,8 +14,9 @@ import pytest
 from loop.paths import Workspace
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
-SAMPLES = SHARED / "reference" / "samples"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SAMPLES = FIXTURES / "samples"
+"""Real transcripts, task files and CLI outputs (their origins in its README): data only."""
 
 SEED_STATE = """\
 ---

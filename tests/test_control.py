@@ -21,34 +21,32 @@ def _loop(ws: Workspace) -> StateStore:
     return store
 
 
-def _handler(state: LoopState, command: control.Command) -> str:
-    if command.kind == "pause":
-        state.status = "paused"
-    elif command.kind == "resume":
-        state.status = "running"
-    elif command.kind == "set-max-iterations":
-        assert command.value is not None
-        state.max_iterations = command.value
-    state.extra["applied"] = [*state.extra.get("applied", []), command.id]
-    return f"did {command.kind}"
+def drive(ws: Workspace) -> None:
+    """One Stop, as Claude Code delivers it: the code the drivers run applies the queue."""
+    from datetime import UTC, datetime
+
+    from loop import hook
+
+    hook.handle(
+        {"session_id": "s1", "cwd": str(ws.root)}, {"CLAUDE_PROJECT_DIR": str(ws.root)}, datetime.now(UTC)
+    )
 
 
-def test_send_pending_and_drain_once(ws: Workspace) -> None:
+def test_send_pending_and_apply_once(ws: Workspace) -> None:
     store = _loop(ws)
     journal = Journal(ws.journal)
     pause = control.send(ws, "pause", source="tui", reason="lunch")
     bump = control.send(ws, "set-max-iterations", value=200)
     assert [c.id for c in control.pending(ws)] == [pause.id, bump.id]
     assert control.pending(ws)[0].reason == "lunch"
-    applied = control.drain(store, journal, _handler)
-    assert [c.id for c in applied] == [pause.id, bump.id]
+    drive(ws)
     state = store.read()
     assert state is not None and state.status == "paused" and state.max_iterations == 200
     assert control.pending(ws) == []
-    assert control.drain(store, journal, _handler) == []
+    drive(ws)
     assert control.applied_ids(journal) == {pause.id, bump.id}
-    events = journal.tail(10).events
-    assert [e.data["outcome"] for e in events] == ["did pause", "did set-max-iterations"]
+    outcomes = [e.data["outcome"] for e in journal.tail(50).events if e.kind == "command-applied"]
+    assert outcomes == ["paused", "max iterations 100 → 200"]
 
 
 def test_commands_sent_before_a_loop_starts_are_not_applied(ws: Workspace, cli) -> None:
@@ -68,13 +66,18 @@ def test_bad_lines_are_skipped_and_journaled(ws: Workspace) -> None:
     good = control.send(ws, "pause")
     with ws.control.open("ab") as f:
         f.write(b'{"id": "c", "kind": "res')  # a sender caught mid-write
-    applied = control.drain(store, journal, _handler)
-    assert [c.id for c in applied] == [good.id]
+    drive(ws)
+    assert control.applied_ids(journal) == {good.id}
+    state = store.read()
+    assert state is not None and state.status == "paused"
     warnings = [e.data["message"] for e in journal.tail(20).events if e.kind == "warning"]
     assert len(warnings) == 4 and "not JSON" in warnings[0] and "unknown command" in warnings[1]
     with ws.control.open("ab") as f:
         f.write(b'ume"}\n')
-    assert [c.id for c in control.drain(store, journal, _handler)] == ["c"]
+    drive(ws)
+    assert control.applied_ids(journal) == {good.id, "c"}
+    state = store.read()
+    assert state is not None and state.status == "running"
 
 
 def test_send_rejects_unknown_and_missing_value(ws: Workspace) -> None:
@@ -95,20 +98,14 @@ SENDER = textwrap.dedent("""
         control.send(ws, "pause" if i % 2 else "resume", source=sys.argv[2], reason="r%d" % i)
 """)
 
-DRAINER = textwrap.dedent("""
+DRIVER = textwrap.dedent("""
     import sys
-    from pathlib import Path
-    from loop import control
-    from loop.journal import Journal
-    from loop.paths import Workspace
-    from loop.state import StateStore
-    ws = Workspace(Path(sys.argv[1]))
-    store, journal = StateStore(ws), Journal(ws.journal)
-    def handler(state, command):
-        return "applied by " + sys.argv[2]
+    from datetime import UTC, datetime
+    from loop import hook
+    root = sys.argv[1]
     sys.stdin.readline()
     for _ in range(40):
-        control.drain(store, journal, handler)
+        hook.handle({"session_id": "s1", "cwd": root}, {"CLAUDE_PROJECT_DIR": root}, datetime.now(UTC))
 """)
 
 
@@ -128,7 +125,7 @@ def _together(script: str, ws: Workspace, names: list[str]) -> None:
 
 
 def test_two_processes_send_500_each_and_two_drivers_apply_each_once(ws: Workspace) -> None:
-    store = _loop(ws)
+    _loop(ws)
     _together(SENDER, ws, ["one", "two"])
     lines = ws.control.read_bytes().split(b"\n")
     assert lines[-1] == b""
@@ -136,9 +133,9 @@ def test_two_processes_send_500_each_and_two_drivers_apply_each_once(ws: Workspa
     assert len(commands) == 1000
     assert len({c["id"] for c in commands}) == 1000
     assert sorted(c["source"] for c in commands) == ["one"] * 500 + ["two"] * 500
-    # Two drivers racing to apply the queue, then a third pass: each command applied once.
-    _together(DRAINER, ws, ["A", "B"])
-    control.drain(store, Journal(ws.journal), lambda s, c: "late")
+    # Two hooks racing to apply the queue, then a third Stop: each command applied once.
+    _together(DRIVER, ws, ["A", "B"])
+    drive(ws)
     applied = [e.data["id"] for e in Journal(ws.journal).tail(5000).events if e.kind == "command-applied"]
     assert len(applied) == 1000
     assert set(applied) == {c["id"] for c in commands}

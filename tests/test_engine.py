@@ -6,11 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from loop.control import Command
-from loop.engine import Result, StopInput, decide
-from loop.sources.aggregate import Aggregate, combine
-from loop.sources.base import SourceReport, TaskItem
-from loop.state import LoopState
+from loop.engine import decide, needs_sources
+from loop.model import Aggregate, Command, LoopState, Result, SourceReport, StopInput, TaskItem, combine
 
 NOW = datetime(2026, 1, 9, 11, 30, tzinfo=UTC)
 
@@ -181,8 +178,8 @@ def test_all_tasks_complete_archives_and_allows() -> None:
 
 def test_promise_must_match() -> None:
     s = state(completion_promise="SHIP IT")
-    assert play(s, sources(task_file=1), text="<promise>SHIP IT</promise>").action == "allow"
-    assert play(s, sources(task_file=1), text="<promise>SHIP</promise>").action == "block"
+    assert play(s, EMPTY, text="<promise>SHIP IT</promise>").action == "allow"
+    assert play(s, EMPTY, text="<promise>SHIP</promise>").effects.archive is None
 
 
 def test_echoed_prompt_promise_does_not_complete() -> None:
@@ -192,12 +189,14 @@ def test_echoed_prompt_promise_does_not_complete() -> None:
     assert play(s, sources(task_file=1), text=text).action == "block"
 
 
-def test_completion_with_pending_tasks_is_warned() -> None:
+def test_completion_claimed_with_open_tasks_blocks_and_lists_them() -> None:
     result = play(state(), sources(task_file=2), text="ALL_TASKS_COMPLETE")
-    assert result.action == "allow"
+    assert result.action == "block" and result.effects.archive is None
     warnings = [d["message"] for k, d in result.events if k == "warning"]
-    assert "2 task(s) still pending" in warnings[0]
-    assert result.effects.archive is not None and result.effects.archive["pending_at_end"] == 2
+    assert "2 task(s) still open" in warnings[0]
+    prompt = result.reason or ""
+    assert "task_file task 0" in prompt and "task_file task 1" in prompt
+    assert "- [-]" in prompt and "force" in prompt
 
 
 # --- escalation ------------------------------------------------------------------------------
@@ -276,11 +275,12 @@ def test_uncertain_during_verification_leaves_it() -> None:
 # --- commands ------------------------------------------------------------------------------
 
 
-def never() -> Aggregate:
-    raise AssertionError("sources must not be counted")
+never = None
+"""The sources, where `needs_sources` says the decision does not look at them."""
 
 
 def test_pause_allows_and_keeps_state_then_resume_blocks() -> None:
+    assert not needs_sources(state(), stop("x"), [cmd("pause", reason="lunch")])
     result = decide(state(), stop("x"), [cmd("pause", reason="lunch")], never, NOW)
     assert result.action == "allow" and result.state is not None and result.state.status == "paused"
     assert "paused" in (result.system_message or "")
@@ -298,6 +298,7 @@ def test_resume_when_not_paused_is_harmless() -> None:
 
 
 def test_stop_command() -> None:
+    assert not needs_sources(state(), stop(), [cmd("stop")])
     result = decide(state(), stop(), [cmd("stop")], never, NOW)
     assert result.action == "allow" and result.state is not None and result.state.status == "stopped"
     assert play(result.state, sources(task_file=1)).state is None
@@ -313,7 +314,7 @@ def test_complete_forces_with_pending_tasks() -> None:
 
 def test_skip_in_work_mode_marks_and_recounts() -> None:
     result = play(state(), sources(task_file=1), cmd("skip"))
-    assert result.effects.skip_task
+    assert result.effects.skip_tasks == 1
     assert (result.reason or "").startswith("VERIFICATION LOOP 1")  # the only task was skipped
     two = play(state(), sources(task_file=2), cmd("skip"))
     assert two.system_message == "Orchestrator iteration 1/100 | 1 pending task across 1 source"
@@ -327,7 +328,7 @@ def test_skip_prefers_the_in_progress_task() -> None:
 
 def test_skip_with_nothing_in_the_task_file() -> None:
     result = play(state(), sources(todos=1), cmd("skip"))
-    assert not result.effects.skip_task
+    assert not result.effects.skip_tasks
     assert result.applied[0][1].startswith("nothing to skip")
 
 

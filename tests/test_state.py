@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from loop.errors import LockTimeout
 from loop.paths import Workspace
-from loop.state import LoopState, StateError, StateStore, parse
+from loop.state import LoopState, StateError, StateStore, parse, render
 from tests.conftest import REPO, SEED_STATE
 
 
@@ -28,7 +28,7 @@ def test_seed_example_round_trips_byte_for_byte(ws: Workspace) -> None:
     assert state.promise is None and state.task_path is None
     assert state.started_at == "2026-01-09T10:30:00+00:00"
     assert state.prompt == "Initial task prompt goes here..."
-    assert state.render() == SEED_STATE
+    assert render(state) == SEED_STATE
     store.write(state)
     assert ws.state.read_text() == SEED_STATE
 

@@ -412,10 +412,11 @@ class LoopdeckApp(App[None]):
         )
 
     def action_restore_backup(self) -> None:
-        from loop.state import StateStore
+        from loop import writer
+        from loop.timeutil import utcnow
 
         try:
-            StateStore(self.workspace).restore_backup()
+            writer.restore_backup(self.workspace, utcnow())
         except (LoopdeckError, OSError) as exc:
             self.notify(f"restore failed: {exc}", severity="error")
             return

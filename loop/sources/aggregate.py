@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from loop.model import Aggregate, LoopState, combine
 from loop.paths import Workspace
 from loop.sources import claude_tasks, github, task_file, todos
-from loop.sources.base import SOURCE_NAMES, SourceReport, disabled
-from loop.state import LoopState
+from loop.sources.base import disabled
+
+__all__ = ["Aggregate", "SourceConfig", "check_all", "combine"]
 from loop.timeutil import iso_ms, utcnow
 
 
@@ -47,40 +49,6 @@ class SourceConfig:
                 session_id=state.session_id,
             )
         return replace(config, **{k: v for k, v in overrides.items() if v is not None})
-
-
-@dataclass(frozen=True)
-class Aggregate:
-    sources: tuple[SourceReport, ...]
-    pending_total: int
-    uncertain: bool
-    checked_at: str = field(default="")
-
-    def by_name(self, name: str) -> SourceReport | None:
-        return next((s for s in self.sources if s.name == name), None)
-
-    @property
-    def unavailable(self) -> list[SourceReport]:
-        return [s for s in self.sources if s.uncertain]
-
-    @property
-    def with_pending(self) -> list[SourceReport]:
-        return [s for s in self.sources if s.enabled and s.available and s.open_count]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "sources": [s.to_json() for s in self.sources],
-            "pending_total": self.pending_total,
-            "uncertain": self.uncertain,
-        }
-
-
-def combine(reports: list[SourceReport], now: str = "") -> Aggregate:
-    order = {name: index for index, name in enumerate(SOURCE_NAMES)}
-    ordered = tuple(sorted(reports, key=lambda r: order.get(r.name, len(order))))
-    total = sum(r.open_count for r in ordered if r.enabled and r.available)
-    uncertain = any(r.uncertain for r in ordered)
-    return Aggregate(ordered, total, uncertain, now)
 
 
 def check_all(config: SourceConfig, now: str | None = None) -> Aggregate:

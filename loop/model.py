@@ -1,0 +1,401 @@
+"""The loop's data, in one place: its state, the commands people send, what the task sources
+report, and what the engine takes and gives.
+
+Every other module speaks in these types, and this one imports nothing of the project, so the
+engine (pure), the drivers, the viewers and the tests all agree on one vocabulary, and the Stop
+hook, which loads it on every agent turn, pays for nothing it does not use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+# --- the state -------------------------------------------------------------------------------
+
+STATUSES = ("initializing", "running", "paused", "stopping", "completed", "stopped", "failed")
+ACTIVE_STATUSES = frozenset({"initializing", "running", "paused", "stopping"})
+DRIVERS = ("hook", "runner")
+NULL = "null"
+"""The state file spells "not set" as the string `"null"` (completion_promise, task_file)."""
+
+RUNNER_ENV = "LOOPDECK_RUNNER"
+"""Set by `loopdeck run` in the environment of the agents it starts: their Stops are the
+runner's turns, and a Stop hook installed in the same project must leave them alone."""
+
+WAITING_KINDS = ("pause", "question", "escalation")
+"""Why a paused loop waits: a person paused it, the agent asked something, or the loop escalated
+(the `escalation` key then says which rule: max-iterations, stuck, repeated-failures,
+uncertain-sources)."""
+
+
+@dataclass
+class LoopState:
+    """One loop's state. Unknown keys ride along in `extra` and are written back untouched."""
+
+    iteration: int = 0
+    """How many times the loop has been sent back to work (+1 on every block)."""
+    max_iterations: int = 100
+    """Escalation threshold, never an exit; 0 = none."""
+    completion_promise: str = NULL
+    task_file: str = NULL
+    check_tasks: bool = True
+    check_github: bool = True
+    github_project_id: str = ""
+    started_at: str = ""
+    verification_mode: bool = False
+    verification_remaining: int = 0
+    status: str = "running"
+    driver: str | None = None
+    pid: int | None = None
+    session_id: str | None = None
+    """The Claude Code session that owns an in-session loop; Stops from others are ignored."""
+    current_task: str | None = None
+    verify_loops: int = 4
+    verify: list[str] = field(default_factory=list)
+    control_offset: int = 0
+    """Byte offset in the control queue up to which every command has been applied. It lives
+    here, written in the same atomic rename as the effect, so a command is applied exactly once."""
+    escalated: bool = False
+    """The max-iterations escalation has been raised (it is journaled once, prompted every block)."""
+    consecutive_blocks: int = 0
+    """Blocks in a row within one turn: Claude Code ends the turn at its block cap (default 8)."""
+    transcript_path: str | None = None
+    """The session transcript, recorded from the hook's input, so viewers can read its TODO list."""
+    waiting_for: dict[str, Any] | None = None
+    """Why a paused loop waits for a person: `{kind, reason, since}` (plus `escalation` for an
+    escalation). Set and cleared by the engine only; everyone else reads it, nobody parses text."""
+    stuck: dict[str, Any] = field(default_factory=dict)
+    """The engine's stuck-detection counters (last progress mark, repeats of the same error and
+    of failures on the same task), kept in the state so a restarted runner goes on counting."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    body: str = ""
+    """Everything after the closing `---`, byte for byte (the prompt, with its blank lines)."""
+
+    _order: list[str] = field(default_factory=list, repr=False, compare=False)
+    _raw: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    _seen: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _preamble: str = field(default="", repr=False, compare=False)
+    _newline: str = field(default="\n", repr=False, compare=False)
+
+    @classmethod
+    def new(cls, prompt: str, **values: Any) -> LoopState:
+        values.setdefault("started_at", datetime.now(UTC).replace(microsecond=0).isoformat())
+        return cls(body=f"\n{prompt.strip()}\n", **values)
+
+    @property
+    def prompt(self) -> str:
+        return self.body.strip()
+
+    @property
+    def promise(self) -> str | None:
+        """The completion promise, or None where the file says "null"."""
+        text = self.completion_promise
+        return None if text in (None, "", NULL) else str(text)
+
+    @property
+    def task_path(self) -> str | None:
+        text = self.task_file
+        return None if text in (None, "", NULL) else str(text)
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE_STATUSES
+
+    @property
+    def waiting_kind(self) -> str | None:
+        return str(self.waiting_for.get("kind")) if self.waiting_for else None
+
+    @property
+    def waiting_reason(self) -> str | None:
+        return str(self.waiting_for.get("reason", "")) if self.waiting_for else None
+
+    def values(self) -> dict[str, Any]:
+        """Every key as it would be written, known keys first in file order, then extras."""
+        known = {key: getattr(self, key) for key in KNOWN_KEYS}
+        return {**known, **self.extra}
+
+    def copy(self) -> LoopState:
+        """A copy the engine may change without touching the caller's (lists and maps too)."""
+        from dataclasses import replace
+
+        return replace(
+            self,
+            verify=list(self.verify),
+            extra=dict(self.extra),
+            stuck=dict(self.stuck),
+            waiting_for=dict(self.waiting_for) if self.waiting_for else None,
+        )
+
+
+KNOWN_KEYS = (
+    "iteration",
+    "max_iterations",
+    "completion_promise",
+    "task_file",
+    "check_tasks",
+    "check_github",
+    "github_project_id",
+    "started_at",
+    "verification_mode",
+    "verification_remaining",
+    "status",
+    "driver",
+    "pid",
+    "session_id",
+    "current_task",
+    "verify_loops",
+    "verify",
+    "control_offset",
+    "escalated",
+    "consecutive_blocks",
+    "transcript_path",
+    "waiting_for",
+    "stuck",
+)
+
+
+# --- commands ----------------------------------------------------------------------------------
+
+COMMANDS = ("pause", "resume", "skip", "complete", "stop", "set-max-iterations", "answer")
+
+
+@dataclass(frozen=True)
+class Command:
+    """One line of the control queue: what a person (CLI, monitor) asked the loop to do."""
+
+    id: str
+    ts: str
+    kind: str
+    source: str
+    reason: str | None = None
+    value: int | None = None
+    end: int = 0
+    """Byte offset just past this command's line: the driver's new `control_offset`."""
+
+    def to_json(self) -> dict[str, Any]:
+        obj: dict[str, Any] = {"id": self.id, "ts": self.ts, "kind": self.kind, "source": self.source}
+        if self.reason:
+            obj["reason"] = self.reason
+        if self.value is not None:
+            obj["value"] = self.value
+        return obj
+
+
+# --- task sources ------------------------------------------------------------------------------
+
+MAX_ITEMS = 200
+"""Reports list this many items at most: enough to name what is pending, small enough to keep
+`status --json` and the hook's prompt short."""
+
+SOURCE_NAMES = ("github", "claude_tasks", "task_file", "todos")
+"""Priority order: team items first, then Claude Tasks, the checklist, the TODO list."""
+
+
+@dataclass(frozen=True)
+class TaskItem:
+    title: str
+    status: str
+    """pending | in_progress | done | skipped, or the source's own word for anything else."""
+    id: str | None = None
+    line: int | None = None
+    blocked_by: tuple[str, ...] = ()
+    owner: str | None = None
+    target_files: tuple[str, ...] = ()
+    url: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        obj: dict[str, Any] = {"title": self.title, "status": self.status}
+        for key in ("id", "line", "owner", "url"):
+            value = getattr(self, key)
+            if value is not None:
+                obj[key] = value
+        if self.blocked_by:
+            obj["blocked_by"] = list(self.blocked_by)
+        if self.target_files:
+            obj["target_files"] = list(self.target_files)
+        return obj
+
+
+@dataclass(frozen=True)
+class SourceReport:
+    name: str
+    enabled: bool
+    available: bool
+    pending: int = 0
+    in_progress: int = 0
+    done: int = 0
+    items: tuple[TaskItem, ...] = ()
+    error: str | None = None
+    """Why the source is unavailable (or disabled): shown to people as it is."""
+    checked_at: str = ""
+    skipped: int = 0
+    detail: str | None = None
+    """Where the answer came from (file, list, project), for people."""
+    warnings: tuple[str, ...] = field(default=())
+    """Parts of the source that were passed over (a corrupt task file, a bad line)."""
+
+    @property
+    def open_count(self) -> int:
+        return self.pending + self.in_progress
+
+    @property
+    def uncertain(self) -> bool:
+        return self.enabled and not self.available
+
+    def pending_items(self) -> list[TaskItem]:
+        return [i for i in self.items if i.status in ("pending", "in_progress")]
+
+    def to_json(self) -> dict[str, Any]:
+        obj: dict[str, Any] = {
+            "name": self.name,
+            "enabled": self.enabled,
+            "available": self.available,
+            "pending": self.pending,
+            "in_progress": self.in_progress,
+            "done": self.done,
+            "items": [item.to_json() for item in self.items],
+            "error": self.error,
+            "checked_at": self.checked_at,
+            "skipped": self.skipped,
+            "detail": self.detail,
+            "warnings": list(self.warnings),
+        }
+        return obj
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    sources: tuple[SourceReport, ...]
+    pending_total: int
+    uncertain: bool
+    checked_at: str = field(default="")
+
+    def by_name(self, name: str) -> SourceReport | None:
+        return next((s for s in self.sources if s.name == name), None)
+
+    @property
+    def unavailable(self) -> list[SourceReport]:
+        return [s for s in self.sources if s.uncertain]
+
+    @property
+    def with_pending(self) -> list[SourceReport]:
+        return [s for s in self.sources if s.enabled and s.available and s.open_count]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sources": [s.to_json() for s in self.sources],
+            "pending_total": self.pending_total,
+            "uncertain": self.uncertain,
+        }
+
+
+def combine(reports: list[SourceReport], now: str = "") -> Aggregate:
+    order = {name: index for index, name in enumerate(SOURCE_NAMES)}
+    ordered = tuple(sorted(reports, key=lambda r: order.get(r.name, len(order))))
+    total = sum(r.open_count for r in ordered if r.enabled and r.available)
+    uncertain = any(r.uncertain for r in ordered)
+    return Aggregate(ordered, total, uncertain, now)
+
+
+# --- what the engine takes -------------------------------------------------------------------
+
+DEFAULT_BLOCK_CAP = 8
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What the runner saw of one agent run: the facts, gathered by the driver; the engine
+    draws the conclusions (stuck, failing, asking)."""
+
+    failure: str | None = None
+    """The agent could not start or failed on every attempt: why. None when it ran."""
+    interrupted: str | None = None
+    """The run was ended early (a skip or completion arrived, or a signal)."""
+    error: str | None = None
+    """The signature of this turn's error (agent failure or failed verification), compared
+    across turns to find the same error repeating."""
+    mark: str | None = None
+    """The workspace's progress fingerprint after the turn (git HEAD and diff, or file times
+    outside git): unchanged across turns means no progress."""
+
+
+@dataclass(frozen=True)
+class StopInput:
+    """What a driver knows when the agent tries to stop (or, for the runner, ends a turn)."""
+
+    last_text: str | None
+    session_id: str | None = None
+    transcript_path: str | None = None
+    stop_hook_active: bool = False
+    block_cap: int | None = DEFAULT_BLOCK_CAP
+    """Claude Code's consecutive-block cap; None or 0 = no cap."""
+    ralph_active: bool = False
+    driver: str = "hook"
+    verification_failure: str | None = None
+    """Verification commands failed after this turn (their output): the work is not done,
+    whatever the agent said or the sources show."""
+    verified: bool = False
+    """The driver ran the verification commands for this decision and every one passed."""
+    turn: Turn | None = None
+    """The runner's account of the agent run that just ended (None for the hook, and for the
+    runner's first decision)."""
+    mark: str | None = None
+    """The runner's progress fingerprint before the first turn (the baseline for `turn.mark`)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Options given to `run` or `start` for an existing loop: applied by the engine, so a new
+    limit re-arms the escalation exactly as the `set-max-iterations` command does."""
+
+    max_iterations: int | None = None
+    verify: list[str] | None = None
+    verify_allow: list[str] | None = None
+    driver: str | None = None
+    pid: int | None = None
+    runner: dict[str, Any] | None = None
+    """The runner's own options, recorded so a later `run` continues with them."""
+
+
+# --- what the engine gives -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Effects:
+    """What the driver must do beyond writing the new state and the events."""
+
+    archive: dict[str, Any] | None = None
+    """Archive the loop with this summary (and remove the live state file)."""
+    skip_tasks: int = 0
+    """Mark this many current tasks of the task file skipped (`- [-]`), one per applied skip."""
+
+
+Event = tuple[str, dict[str, Any]]
+
+
+@dataclass
+class Result:
+    action: str
+    """"block" (the agent works on, with `reason` as its prompt) or "allow" (it may stop)."""
+    state: LoopState | None
+    """The state to write (None: leave the file alone)."""
+    reason: str | None = None
+    """For a block: the prompt the agent reads next."""
+    system_message: str | None = None
+    events: list[Event] = field(default_factory=list)
+    applied: list[tuple[Command, str]] = field(default_factory=list)
+    effects: Effects = field(default_factory=Effects)
+    offset: int | None = None
+    """The control queue offset the state records once this result is carried out (None: the
+    state's own, unchanged)."""
+
+    @property
+    def blocked(self) -> bool:
+        return self.action == "block"
+
+    @property
+    def escalation(self) -> dict[str, Any] | None:
+        """The escalation this decision raised, if any."""
+        return next((data for kind, data in self.events if kind == "escalation"), None)

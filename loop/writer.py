@@ -1,0 +1,144 @@
+"""Carrying out what the engine decided: the only module that writes the loop's state file,
+the task file's skip marks and the archive.
+
+Every driver calls `carry_out` while holding the loop lock: the state written (or archived),
+the task file marked for each skip, every command and event journaled, in that order. Two
+writes are not decisions of the engine and are documented exceptions, kept here too so that
+every write of the state has one home: `start` (a new loop, or one replacing an old) and
+`restore_backup` (a person putting the last good copy back; the engine still decides which
+queued commands that copy must not apply again).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from loop import control, engine
+from loop.archive import archive
+from loop.journal import Event, Journal
+from loop.model import LoopState, Result
+from loop.paths import Workspace
+from loop.state import StateError, StateStore
+
+
+def carry_out(
+    ws: Workspace,
+    store: StateStore,
+    journal: Journal,
+    before: LoopState,
+    result: Result,
+    now: datetime,
+    end: int | None = None,
+    bad: list[control.BadLine] | None = None,
+    echo: Callable[[Event], None] | None = None,
+) -> None:
+    """Write `result` (under the caller's loop lock). `end` is how far the control queue was
+    read for this decision: the state records it, so those commands are never applied again."""
+    new = result.state
+    if new is not None:
+        if result.offset is not None:
+            new.control_offset = result.offset
+        elif end is not None:
+            new.control_offset = end
+        _effects(ws, store, new, result)
+    iteration = new.iteration if new is not None else before.iteration
+    for line in bad or []:
+        event = journal.append("warning", iteration, {"message": control.bad_line_message(store, line)})
+        if echo:
+            echo(event)
+    for command, outcome in result.applied:
+        control.journal_applied(journal, iteration, command, outcome)
+    for kind, data in result.events:
+        event = journal.append(kind, iteration, data, now=now)
+        if echo:
+            echo(event)
+
+
+def _effects(ws: Workspace, store: StateStore, new: LoopState, result: Result) -> None:
+    effects = result.effects
+    if effects.skip_tasks and new.task_path:
+        from loop.sources.task_file import mark_current, resolve
+
+        skipped = []
+        for _ in range(effects.skip_tasks):
+            try:
+                item = mark_current(resolve(ws.root, new.task_path))
+            except (OSError, ValueError) as exc:
+                result.events.append(("warning", {"message": f"skip failed: {exc}"}))
+                break
+            if item is None:
+                break
+            skipped.append(("task-skipped", {"task": item.title, "line": item.line}))
+        result.events[:0] = skipped
+    if effects.archive is not None:
+        store.write(new)
+        folder = archive(ws, new, "completed", effects.archive)
+        os.replace(ws.state, folder / "state.md")
+        result.events.append(("archived", {"folder": str(folder)}))
+        return
+    store.write(new)
+
+
+def archive_ending(ws: Workspace, state: LoopState, how: str, summary: dict[str, Any]) -> Path:
+    """Keep a summary of a run that ended without completing (stopped, escalated, failed)."""
+    return archive(ws, state, how, summary)
+
+
+# --- the two writes the engine does not decide ------------------------------------------------
+
+
+def start(
+    ws: Workspace,
+    store: StateStore,
+    journal: Journal,
+    state: LoopState,
+    *,
+    force: bool = False,
+) -> None:
+    """Write a new loop's state (under the caller's loop lock). An active loop in the way is an
+    error unless `force`, which archives it; a corrupt file is moved aside, never deleted."""
+    replace_corrupt = False
+    try:
+        old = store.read()
+    except StateError as exc:
+        if not force:
+            from loop.errors import LoopdeckError
+
+            raise LoopdeckError(
+                f"{exc}\nThe existing state file is corrupt; fix it, or pass --force to move "
+                "it aside and start a new loop"
+            ) from None
+        old, replace_corrupt = None, True
+    if old is not None:
+        if old.active and not force:
+            from loop.errors import LoopdeckError
+
+            raise LoopdeckError(
+                f"a loop is already {old.status} in {ws.root} (iteration {old.iteration}); "
+                "pass --force to archive it and start a new one"
+            )
+        folder = archive(ws, old, "replaced by a new loop" if old.active else old.status)
+        journal.append("warning", old.iteration, {"message": f"previous loop archived in {folder}"})
+    store.write(state, replace_corrupt=replace_corrupt)
+
+
+def restore_backup(ws: Workspace, now: datetime) -> LoopState:
+    """Put the last good state back (the current file is moved aside, never deleted), without
+    re-applying a command the newer state had already applied."""
+    store = StateStore(ws)
+    journal = Journal(ws.journal)
+    with store.locked():
+        backup = store.read_backup()
+        if backup is None:
+            raise StateError(ws.backup, "no backup to restore")
+        queued, _bad, _end = control.read_since(ws.control, backup.control_offset)
+        applied = control.applied_ids(journal, within=max(500, 2 * len(queued)))
+        result = engine.restore(backup, queued, applied)
+        assert result.state is not None
+        store.restore_backup()
+        carry_out(ws, store, journal, backup, result, now)
+        return result.state
