@@ -8,6 +8,7 @@ hook, which loads it on every agent turn, pays for nothing it does not use.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -373,6 +374,20 @@ class Effects:
 
 
 Event = tuple[str, dict[str, Any]]
+"""An event the engine asks the driver to journal: (kind, data)."""
+
+
+@dataclass(frozen=True)
+class JournalEvent:
+    """One line of the journal, as read back."""
+
+    ts: str
+    kind: str
+    iteration: int | None = None
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ts": self.ts, "kind": self.kind, "iteration": self.iteration, "data": dict(self.data)}
 
 
 @dataclass

@@ -140,3 +140,28 @@ def test_two_processes_send_500_each_and_two_drivers_apply_each_once(ws: Workspa
     assert len(applied) == 1000
     assert set(applied) == {c["id"] for c in commands}
     assert control.pending(ws) == []
+
+
+def test_restoring_the_backup_never_applies_a_command_twice(ws: Workspace) -> None:
+    """Regression: the backup holds an older queue offset; restoring it re-applied a `skip`
+    that had already marked a task, and a second task of the user's list was skipped."""
+    from datetime import UTC, datetime
+
+    from loop import writer
+
+    (ws.root / "TODO.md").write_text("- [ ] one\n- [ ] two\n- [ ] three\n")
+    store = StateStore(ws)
+    store.write(LoopState.new("p", task_file="TODO.md", check_tasks=False, check_github=False))
+    drive(ws)  # the backup now holds the state before the skip is sent
+    control.send(ws, "skip", source="tui")
+    drive(ws)
+    assert (ws.root / "TODO.md").read_text() == "- [-] one\n- [ ] two\n- [ ] three\n"
+    backup = store.read_backup()
+    assert backup is not None and control.pending(ws, backup)  # the skip, not yet applied there
+    ws.state.write_text("---\niteration: [\n---\n")  # someone breaks the state file
+    writer.restore_backup(ws, datetime.now(UTC))
+    assert control.pending(ws) == []
+    drive(ws)
+    assert (ws.root / "TODO.md").read_text() == "- [-] one\n- [ ] two\n- [ ] three\n"
+    restored = [e for e in Journal(ws.journal).tail(100).events if e.kind == "restored"]
+    assert restored and restored[-1].data["already_applied"] == 1

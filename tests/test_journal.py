@@ -5,6 +5,8 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -142,5 +144,13 @@ def test_lines_backwards_matches_split(lines: list[bytes], trailing: bool, block
 
 def test_journal_path_is_created(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "new" / "dir" / "j.jsonl")
-    journal.append("x")
+    journal.append("warning")
     assert journal.size() > 0
+
+
+def test_unknown_kinds_are_refused(tmp_path: Path) -> None:
+    """One list of event kinds: a kind a viewer would not know never reaches the journal."""
+    journal = Journal(tmp_path / "j.jsonl")
+    with pytest.raises(ValueError, match="unknown journal event kind"):
+        journal.append("made-up")
+    assert journal.size() == 0

@@ -1,0 +1,91 @@
+"""Every kind of event the journal holds, each with the line a person reads for it.
+
+One list: a driver appending a kind that is not here is refused (`Journal.append`), so a
+viewer, `loopdeck log` and the monitor's colours never meet a kind they do not know.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from loop.model import JournalEvent as Event
+from loop.timeutil import human_duration, log_stamp
+
+# --- human log lines (seed 003 §4.4.7) ------------------------------------------------------
+
+
+def _of(iteration: int | None, data: Mapping[str, Any]) -> str:
+    limit = data.get("max_iterations")
+    return f"{iteration}/{limit}" if limit else f"{iteration}"
+
+
+KINDS: dict[str, Callable[[Event], str]] = {
+    # the loop's life
+    "loop-started": lambda e: f"Loop started (max {e.data.get('max_iterations', '?')} iterations)",
+    "iteration-started": lambda e: f"Starting iteration {_of(e.iteration, e.data)}",
+    "iteration-completed": lambda e: (
+        f"Iteration {e.iteration} complete ({human_duration(e.data.get('duration_s'))})"
+    ),
+    "task-selected": lambda e: f'Selected item: "{e.data.get("task", "?")}"',
+    "blocked": lambda e: f"Stop blocked: {e.data.get('message', 'work remains')}",
+    "allowed": lambda e: f"Stop allowed: {e.data.get('reason', '')}".rstrip(": "),
+    "verification-started": lambda e: f"Running verification: {e.data.get('command', '?')}",
+    "verification-passed": lambda e: f"Verification PASSED (exit {e.data.get('exit_code', 0)})",
+    "verification-failed": lambda e: f"Verification FAILED (exit {e.data.get('exit_code', '?')})",
+    "question": lambda e: f"QUESTION from the agent: {e.data.get('question', '')}",
+    "answered": lambda e: f"Answered: {e.data.get('answer', '')}",
+    "runner-started": lambda e: f"Runner started (pid {e.data.get('pid', '?')}): {e.data.get('agent', '?')}",
+    "agent-failed": lambda e: (
+        f"Agent FAILED (attempt {e.data.get('attempt', '?')} of {e.data.get('of', '?')}): "
+        f"{e.data.get('reason', '')}"
+    ),
+    "agent-interrupted": lambda e: f"Agent ended early: {e.data.get('reason', '')}",
+    "retry": lambda e: f"Retrying in {e.data.get('in_s', '?')} s",
+    "verification-mode": lambda e: f"All task sources empty: {e.data.get('loops', '?')} verification loops",
+    "verification-interrupted": lambda e: f"Back to work: {e.data.get('reason', '')}",
+    "verification-skipped": lambda e: f"Verification loop {e.data.get('loop', '?')} skipped",
+    "session-bound": lambda e: f"Loop bound to session {e.data.get('session_id', '?')}",
+    "task-skipped": lambda e: f'Task skipped: "{e.data.get("task", "?")}"',
+    "archived": lambda e: f"Loop archived in {e.data.get('folder', '?')}",
+    "verification-loop": lambda e: f"Verification loop {e.data.get('loop', '?')} of {e.data.get('of', '?')}",
+    "commit": lambda e: f"Committing changes ({e.data.get('sha', '')[:8]})".replace(" ()", ""),
+    "escalation": lambda e: f"ESCALATION: {e.data.get('reason', '')}",
+    "command-sent": lambda e: f"Command queued: {e.data.get('command', '?')} ({e.data.get('source', '?')})",
+    "command-applied": lambda e: (
+        f"Command applied: {e.data.get('command', '?')}"
+        + (f" — {e.data['outcome']}" if e.data.get("outcome") else "")
+    ),
+    "completed": lambda e: f"Loop complete: {e.data.get('reason', '')}".rstrip(": "),
+    "paused": lambda e: "Loop paused" + (f": {e.data['reason']}" if e.data.get("reason") else ""),
+    "resumed": lambda e: "Loop resumed",
+    "stopped": lambda e: "Loop stopped" + (f": {e.data['reason']}" if e.data.get("reason") else ""),
+    "failed": lambda e: f"Loop FAILED: {e.data.get('reason', '')}",
+    "configured": lambda e: "Settings changed: " + ", ".join(f"{k} {v}" for k, v in e.data.items()),
+    "restored": lambda e: (
+        f"State restored from the {e.data.get('from', 'backup')}"
+        + (
+            f"; {e.data['already_applied']} command(s) already applied kept out"
+            if e.data.get("already_applied")
+            else ""
+        )
+    ),
+    "warning": lambda e: f"WARNING: {e.data.get('message', '')}",
+    "error": lambda e: f"ERROR: {e.data.get('message', '')}",
+}
+
+
+def message(event: Event) -> str:
+    render = KINDS.get(event.kind)
+    if render is not None:
+        try:
+            return render(event)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            pass
+    details = " ".join(f"{k}={v}" for k, v in event.data.items())
+    return f"{event.kind} {details}".rstrip()
+
+
+def render_line(event: Event, name: str = "loopdeck") -> str:
+    """`[2025-01-17T14:00:00Z] loopdeck: Starting iteration 1/5`, as seed 003 logs it."""
+    return f"[{log_stamp(event.ts)}] {name}: {message(event)}"

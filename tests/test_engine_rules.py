@@ -1,0 +1,294 @@
+"""The rules the runner used to keep to itself, now the engine's: stuck detection, waiting for a
+person, escalation at the limit, options, signals, restores, which queued command wins. Pure
+functions on a fixed clock: no files, no processes."""
+
+from __future__ import annotations
+
+import pytest
+
+from loop.engine import configure, decide, interrupt, needs_sources, restore, wants_verification
+from loop.model import Aggregate, Command, LoopState, Result, Settings, StopInput, Turn
+from tests.test_engine import EMPTY, NOW, cmd, kinds, sources, state
+
+
+def runner_stop(text: str | None = None, **kw: object) -> StopInput:
+    return StopInput(last_text=text, driver="runner", **kw)  # type: ignore[arg-type]
+
+
+def turn_end(
+    s: LoopState, srcs: Aggregate, text: str | None = None, *commands: Command, **kw: object
+) -> Result:
+    """One runner turn ended: the engine decides what comes next."""
+    return decide(s, runner_stop(text, **kw), list(commands), srcs, NOW)
+
+
+def working(**values: object) -> LoopState:
+    """A runner loop past its first turn, working on its task file."""
+    return state(**{"iteration": 1, "driver": "runner", **values})
+
+
+def chain(s: LoopState, srcs: Aggregate, turns: list[Turn], **kw: object) -> Result:
+    result = Result("block", s)
+    for turn in turns:
+        assert result.state is not None and result.blocked, kinds(result)
+        result = turn_end(result.state, srcs, "worked", turn=turn, **kw)
+    return result
+
+
+# --- stuck detection ---------------------------------------------------------------------------
+
+
+def test_no_progress_in_two_working_turns_escalates_and_waits() -> None:
+    srcs = sources(task_file=2)
+    result = chain(working(), srcs, [Turn(mark="A"), Turn(mark="A"), Turn(mark="A")])
+    assert result.action == "allow" and result.state is not None
+    assert result.state.status == "paused"
+    assert result.state.waiting_for == {
+        "kind": "escalation",
+        "escalation": "stuck",
+        "reason": "no progress in 2 iterations (no change in the workspace, no task change)",
+        "since": "2026-01-09T11:30:00+00:00",
+    }
+    assert "escalation" in kinds(result) and "paused" in kinds(result)
+
+
+def test_changing_files_or_task_counts_are_progress() -> None:
+    srcs = sources(task_file=2)
+    result = chain(working(), srcs, [Turn(mark="A"), Turn(mark="B"), Turn(mark="C"), Turn(mark="D")])
+    assert result.blocked
+    fewer = turn_end(result.state, sources(task_file=1), "ticked one", turn=Turn(mark="D"))  # type: ignore[arg-type]
+    assert fewer.blocked and fewer.state is not None and fewer.state.stuck["no_progress"] == 0
+
+
+def test_review_loops_are_not_counted_as_no_progress() -> None:
+    result = chain(working(), EMPTY, [Turn(mark="A")] * 4)
+    assert result.blocked and "escalation" not in kinds(result)
+
+
+def test_the_same_error_three_times_escalates() -> None:
+    srcs = sources(task_file=2)
+    s = working()
+    for n, mark in enumerate("ABC"):
+        result = turn_end(s, srcs, "x", turn=Turn(error="E: boom", mark=mark), verification_failure="boom")
+        assert result.state is not None
+        s = result.state
+        if n < 2:
+            assert result.blocked and (result.reason or "").startswith("VERIFICATION FAILED")
+    assert not result.blocked and s.waiting_for is not None
+    assert s.waiting_for["reason"] == "the same error 3 times in a row"
+
+
+def test_different_errors_do_not_add_up() -> None:
+    srcs = sources(task_file=2)
+    s = working()
+    for mark, error in zip("ABCD", ["E1", "E2", "E1", "E2"], strict=True):
+        result = turn_end(s, srcs, "x", turn=Turn(error=error, mark=mark), verification_failure=error)
+        assert result.blocked and result.state is not None
+        s = result.state
+
+
+def test_the_same_task_failing_three_times_escalates() -> None:
+    srcs = sources(task_file=2)
+    s = working(current_task="task_file task 0")
+    for error in ("exit 1", "exit 2", "timed out"):
+        result = turn_end(s, srcs, None, turn=Turn(failure=error, error=error))
+        assert result.state is not None
+        s = result.state
+    assert s.waiting_for is not None and s.waiting_for["escalation"] == "repeated-failures"
+    assert s.waiting_for["reason"] == "task 'task_file task 0' failed 3 times"
+
+
+def test_an_interrupted_turn_counts_nothing() -> None:
+    srcs = sources(task_file=2)
+    result = chain(working(), srcs, [Turn(mark="A"), Turn(interrupted="skip"), Turn(interrupted="skip")])
+    assert result.blocked and result.state is not None and result.state.stuck.get("no_progress", 0) == 0
+
+
+def test_resume_starts_the_counters_over() -> None:
+    srcs = sources(task_file=2)
+    stuck = chain(working(), srcs, [Turn(mark="A")] * 3)
+    assert stuck.state is not None and stuck.state.status == "paused"
+    resumed = decide(stuck.state, runner_stop(), [cmd("resume")], srcs, NOW)
+    assert resumed.blocked and resumed.state is not None and resumed.state.waiting_for is None
+    again = turn_end(resumed.state, srcs, "x", turn=Turn(mark="A"))
+    assert again.blocked
+
+
+# --- questions ---------------------------------------------------------------------------------
+
+
+def test_a_question_waits_for_the_answer_which_reaches_the_next_prompt() -> None:
+    srcs = sources(task_file=2)
+    asked = turn_end(working(), srcs, "<question>SQLite or Postgres?</question>", turn=Turn(mark="A"))
+    assert not asked.blocked and asked.state is not None and asked.state.status == "paused"
+    assert asked.state.waiting_for is not None and asked.state.waiting_for["kind"] == "question"
+    assert ("question", {"question": "SQLite or Postgres?"}) in asked.events
+    answered = decide(asked.state, runner_stop(), [cmd("answer", reason="SQLite")], srcs, NOW)
+    assert answered.blocked and answered.state is not None and answered.state.waiting_for is None
+    assert (answered.reason or "").startswith("A PERSON ANSWERED YOUR QUESTION:\nSQLite")
+
+
+def test_the_hook_does_not_pause_on_a_question() -> None:
+    s = state(session_id="s1")
+    result = decide(
+        s, StopInput("<question>Which?</question>", session_id="s1"), [], sources(task_file=1), NOW
+    )
+    assert result.blocked
+
+
+# --- escalation at the limit -------------------------------------------------------------------
+
+
+def test_the_runner_waits_at_the_limit_without_counting_an_iteration() -> None:
+    srcs = sources(task_file=2)
+    result = turn_end(working(iteration=2, max_iterations=2), srcs, "x", turn=Turn(mark="A"))
+    assert not result.blocked and result.state is not None
+    assert result.state.iteration == 2 and result.state.escalated
+    assert result.state.waiting_for is not None and result.state.waiting_for["escalation"] == "max-iterations"
+    assert [d["kind"] for k, d in result.events if k == "escalation"] == ["max-iterations"]
+    # A person says go on: the agent works on, with the escalation prompt, and is not asked again.
+    resumed = decide(result.state, runner_stop(), [cmd("resume")], srcs, NOW)
+    assert resumed.blocked and (resumed.reason or "").startswith("ORCHESTRATOR ESCALATION")
+    assert "escalation" not in kinds(resumed)
+
+
+def test_the_hook_keeps_blocking_past_the_limit() -> None:
+    s = state(iteration=2, max_iterations=2, session_id="s1")
+    result = decide(s, StopInput("x", session_id="s1"), [], sources(task_file=1), NOW)
+    assert result.blocked and result.state is not None and result.state.status == "running"
+    assert (result.reason or "").startswith("ORCHESTRATOR ESCALATION")
+
+
+def test_a_higher_limit_from_run_rearms_the_escalation() -> None:
+    """`loopdeck run --max-iterations 5` after an escalation at 2: past 5 escalates again."""
+    srcs = sources(task_file=9)
+    at_limit = turn_end(working(iteration=2, max_iterations=2), srcs, "x", turn=Turn(mark="A"))
+    assert at_limit.state is not None and at_limit.state.escalated
+    raised = configure(at_limit.state, Settings(max_iterations=5, driver="runner", pid=1), NOW)
+    assert raised.state is not None and not raised.state.escalated
+    assert raised.state.status == "running" and raised.state.waiting_for is None
+    assert ("configured", {"max_iterations": 5}) in raised.events
+    s = raised.state
+    marks = iter("BCDEFG")
+    result = decide(s, runner_stop(), [], srcs, NOW)
+    while result.blocked:
+        assert result.state is not None
+        result = turn_end(result.state, srcs, "x", turn=Turn(mark=next(marks)))
+    assert result.state is not None and result.state.iteration == 5
+    assert result.state.waiting_for is not None and result.state.waiting_for["escalation"] == "max-iterations"
+
+
+def test_configure_changes_nothing_it_is_not_given() -> None:
+    s = state(verify=["pytest"], max_iterations=7)
+    result = configure(s, Settings(), NOW)
+    assert result.state == s and result.events == []
+
+
+def test_run_continues_a_stopped_loop_but_not_one_waiting_for_a_person() -> None:
+    stopped = configure(state(status="stopped"), Settings(driver="runner", pid=9), NOW).state
+    assert stopped is not None and stopped.status == "running" and stopped.pid == 9
+    waiting = state(status="paused", waiting_for={"kind": "question", "reason": "?", "since": ""})
+    kept = configure(waiting, Settings(driver="runner", pid=9), NOW).state
+    assert kept is not None and kept.status == "paused"
+
+
+# --- which queued command wins -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("queue", "status", "archived"),
+    [
+        (["stop", "pause"], "stopped", False),
+        (["stop", "resume"], "stopped", False),
+        (["stop", "complete"], "stopped", False),
+        (["complete", "pause"], "completed", True),
+        (["complete", "stop"], "completed", True),
+        (["pause", "stop"], "stopped", False),
+        (["pause", "complete"], "completed", True),
+        (["pause", "resume"], "running", False),
+        (["resume", "pause"], "paused", False),
+    ],
+)
+def test_stop_and_complete_are_final(queue: list[str], status: str, archived: bool) -> None:
+    commands = [Command(f"id{i}", "t", kind, "test") for i, kind in enumerate(queue)]
+    result = decide(
+        state(session_id="s1"), StopInput("x", session_id="s1"), commands, sources(task_file=1), NOW
+    )
+    assert result.state is not None and result.state.status == status
+    assert (result.effects.archive is not None) is archived
+    outcomes = [outcome for _, outcome in result.applied]
+    if queue[0] in ("stop", "complete"):
+        assert outcomes[1] == "ignored: the loop is ending"
+
+
+def test_each_applied_skip_skips_one_task() -> None:
+    result = decide(
+        state(), StopInput("x"), [cmd("skip"), cmd("skip"), cmd("skip")], sources(task_file=2), NOW
+    )
+    assert result.effects.skip_tasks == 2
+    assert [o for _, o in result.applied][-1].startswith("nothing to skip")
+
+
+# --- asking first ------------------------------------------------------------------------------
+
+
+def test_needs_sources() -> None:
+    s = state()
+    assert needs_sources(s, StopInput("x"), [])
+    assert not needs_sources(s, StopInput("x"), [cmd("pause")])
+    assert needs_sources(s, StopInput("x"), [cmd("pause"), cmd("skip")])
+    assert needs_sources(s, StopInput("x"), [cmd("complete")])
+    assert not needs_sources(state(status="completed"), StopInput("x"), [])
+    assert not needs_sources(state(session_id="a"), StopInput("x", session_id="b"), [])
+
+
+def test_wants_verification_only_when_the_decision_could_complete() -> None:
+    s = state(verify=["pytest -q"])
+    assert wants_verification(s, StopInput("ALL_TASKS_COMPLETE"), EMPTY)
+    assert not wants_verification(s, StopInput("ALL_TASKS_COMPLETE"), sources(task_file=1))
+    assert not wants_verification(s, StopInput("still working"), EMPTY)
+    assert wants_verification(state(verify=["pytest"], verification_mode=True), StopInput("x"), EMPTY)
+    assert not wants_verification(state(), StopInput("ALL_TASKS_COMPLETE"), EMPTY)
+
+
+def test_no_loop_completes_red() -> None:
+    s = state(verify=["pytest -q"])
+    unverified = decide(s, StopInput("ALL_TASKS_COMPLETE"), [], EMPTY, NOW)
+    assert unverified.blocked and (unverified.reason or "").startswith("VERIFICATION REQUIRED")
+    failed = decide(s, StopInput("ALL_TASKS_COMPLETE", verification_failure="1 failed"), [], EMPTY, NOW)
+    assert failed.blocked and failed.effects.archive is None
+    passed = decide(s, StopInput("ALL_TASKS_COMPLETE", verified=True), [], EMPTY, NOW)
+    assert passed.effects.archive is not None
+    # After the review loops too: the last one needs the commands green.
+    done = state(verify=["pytest -q"], verification_mode=True, verification_remaining=0)
+    assert decide(done, StopInput("reviewed"), [], EMPTY, NOW).blocked
+    assert decide(done, StopInput("reviewed", verified=True), [], EMPTY, NOW).effects.archive is not None
+
+
+# --- signals and restores ----------------------------------------------------------------------
+
+
+def test_sigint_pauses_and_sigterm_stops() -> None:
+    paused = interrupt(state(), True, "SIGINT to the runner", NOW).state
+    assert paused is not None and paused.status == "paused"
+    assert paused.waiting_for == {
+        "kind": "pause",
+        "reason": "SIGINT to the runner",
+        "since": "2026-01-09T11:30:00+00:00",
+    }
+    stopped = interrupt(state(), False, "SIGTERM to the runner", NOW).state
+    assert stopped is not None and stopped.status == "stopped" and stopped.waiting_for is None
+    assert interrupt(state(status="completed"), False, "x", NOW).state is None
+
+
+def test_a_restore_skips_commands_already_applied() -> None:
+    backup = state(control_offset=0)
+    queued = [
+        Command("a", "t", "skip", "tui", end=40),
+        Command("b", "t", "pause", "tui", end=80),
+        Command("c", "t", "resume", "tui", end=120),
+    ]
+    result = restore(backup, queued, applied={"a", "b"})
+    assert result.state is not None and result.state.control_offset == 80 and result.offset == 80
+    assert ("restored", {"from": "backup", "already_applied": 2}) in result.events
+    assert restore(backup, queued, applied=set()).offset == 0
