@@ -13,7 +13,7 @@ import dataclasses
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -274,7 +274,7 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 
 def _verbs() -> Any:
-    """The long-running verbs (run, tui, demo), imported only when one is asked for."""
+    """The long-running verb (run), imported only when it is asked for."""
     from loop import cli_long
 
     return cli_long
@@ -431,13 +431,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     tui = verbs.add_parser("tui", help="the monitor (also: loopdeck with no verb, on a terminal)")
     tui.add_argument("dir", nargs="?", metavar="DIR", help="the workspace (default: here)")
-    tui.set_defaults(func=lambda args: _verbs().cmd_tui(args))
+    tui.set_defaults(func=None)
 
     demo = verbs.add_parser(
         "demo", help="a throwaway workspace, a scripted agent, the runner and the monitor"
     )
     demo.add_argument("--headless", action="store_true", help="no monitor: run to completion, print the log")
-    demo.set_defaults(func=lambda args: _verbs().cmd_demo(args))
+    demo.set_defaults(func=None)
 
     hook = verbs.add_parser("hook", help="Claude Code hooks (run by Claude Code, not by people)")
     events = hook.add_subparsers(dest="event", metavar="EVENT", required=True)
@@ -464,15 +464,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+MonitorVerbs = Mapping[str, Callable[[argparse.Namespace], int]]
+"""The verbs that open the monitor (`tui`, `demo`), handed in by `tui.cli`: `loop` never imports
+the monitor itself."""
+
+
+def main(argv: Sequence[str] | None = None, monitor: MonitorVerbs | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.verb is None:
         # People get the monitor; scripts and pipes (no terminal) get the status.
-        verb = "tui" if sys.stdout.isatty() and sys.stdin.isatty() else "status"
-        args = parser.parse_args([*(argv or sys.argv[1:]), verb])
+        tty = sys.stdout.isatty() and sys.stdin.isatty() and monitor is not None
+        args = parser.parse_args([*(argv or sys.argv[1:]), "tui" if tty else "status"])
     try:
-        result: int = args.func(args)
+        func = args.func
+        if func is None:
+            func = (monitor or {}).get(args.verb)
+            if func is None:
+                raise LoopdeckError(f"`{args.verb}` opens the monitor: run it as `loopdeck {args.verb}`")
+        result: int = func(args)
         return result
     except LoopdeckError as exc:
         print(f"loopdeck: error: {exc}", file=sys.stderr)

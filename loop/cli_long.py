@@ -1,14 +1,11 @@
-"""The long-running verbs: `loopdeck run`, `loopdeck tui` and `loopdeck demo`.
-
-Apart from `loop.cli` so the quick verbs (and the Stop hook) never parse them.
-"""
+"""The long-running verb `loopdeck run`, apart from `loop.cli` so that the quick verbs (and the
+Stop hook) never load the runner. The monitor's verbs (`tui`, `demo`) live in `tui.cli`: `loop`
+never imports the monitor."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -74,88 +71,3 @@ def cmd_run(args: argparse.Namespace) -> int:
         verify_allow=list(args.verify_allow) if existing is not None and args.verify_allow else None,
     )
     return Runner(ws, options, settings=settings).run(create)
-
-
-# --- the monitor and the demo ----------------------------------------------------------------
-
-
-def cmd_tui(args: argparse.Namespace) -> int:
-    from tui.app import LoopdeckApp
-
-    folder = args.dir or args.workspace
-    ws = Workspace(Path(folder).resolve()) if folder else find_workspace()
-    if not ws.root.is_dir():
-        raise LoopdeckError(f"{ws.root} is not a folder")
-    LoopdeckApp(ws).run()
-    return 0
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    import subprocess
-    import tempfile
-
-    from loop.demo import workspace
-
-    root = Path(tempfile.mkdtemp(prefix="loopdeck-demo-")) / "project"
-    workspace.create(root, tasks=8)
-    # One verification failure along the way: the fifth task (line 7) is done with a broken file.
-    low, high = (os.environ.get("LOOPDECK_DEMO_PACE") or "1 2").split()[:2]  # seconds per agent turn
-    agent_cmd = workspace.agent_command("--sleep", low, high, "--break-at", "7")
-    check = workspace.verify_command()
-    argv = [
-        sys.executable,
-        "-m",
-        "loop.cli",
-        "-C",
-        str(root),
-        "run",
-        "Build the demo todo service",
-        "--agent",
-        agent_cmd,
-        "--task-file",
-        "TODO.md",
-        "--verify",
-        check,
-        "--verify-allow",
-        check,
-        "--no-github",
-        "--no-tasks",
-        "--max-iterations",
-        "40",
-        "--commit",
-    ]
-    print(f"loopdeck demo: a throwaway git workspace in {root}")
-    if args.headless:
-        return subprocess.call([*argv, "--headless"], cwd=root)
-    from tui.app import LoopdeckApp
-
-    log = root / ".claude" / "loopdeck" / "runner.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as out:
-        runner = subprocess.Popen(
-            argv,
-            cwd=root,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    ws = Workspace(root)
-    deadline = time.monotonic() + 10
-    while not ws.state.exists() and runner.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-    def end_runner() -> None:
-        if runner.poll() is None:
-            runner.terminate()  # SIGTERM: the runner stops its agent and saves the state
-            try:
-                runner.wait(15)
-            except subprocess.TimeoutExpired:
-                runner.kill()
-
-    try:
-        LoopdeckApp(ws, on_quit=end_runner).run()
-    finally:
-        end_runner()
-    print(f"loopdeck demo: ended; the workspace stays in {root} (the runner's log: {log})")
-    return 0

@@ -76,11 +76,17 @@ def _effects(ws: Workspace, store: StateStore, new: LoopState, result: Result) -
         result.events[:0] = skipped
     if effects.archive is not None:
         store.write(new)
-        folder = archive(ws, new, "completed", effects.archive)
-        os.replace(ws.state, folder / "state.md")
+        folder = archive_completed(ws, new, effects.archive)
         result.events.append(("archived", {"folder": str(folder)}))
         return
     store.write(new)
+
+
+def archive_completed(ws: Workspace, state: LoopState, summary: dict[str, Any]) -> Path:
+    """A finished loop leaves the live state file for its archive folder, summary beside it."""
+    folder = archive(ws, state, "completed", summary)
+    os.replace(ws.state, folder / "state.md")
+    return folder
 
 
 def archive_ending(ws: Workspace, state: LoopState, how: str, summary: dict[str, Any]) -> Path:

@@ -53,7 +53,7 @@ class Ran:
 @pytest.fixture
 def cli(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> Callable[..., Ran]:
     """Run `loopdeck ARGS` in process against the test workspace."""
-    from loop.cli import main
+    from tui.cli import main
 
     def run(*args: str) -> Ran:
         try:
@@ -67,7 +67,8 @@ def cli(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> Callable[..., Ran]
 
 
 def loopdeck_cmd() -> list[str]:
-    return [sys.executable, "-m", "loop.cli"]
+    """`loopdeck` as the console script runs it."""
+    return [sys.executable, "-m", "tui.cli"]
 
 
 def run_loopdeck(

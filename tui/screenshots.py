@@ -15,7 +15,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from loop import writer
 from loop.journal import Journal
+from loop.model import Result
 from loop.paths import Workspace
 from loop.state import LoopState, StateStore
 
@@ -68,7 +70,11 @@ def _state(ws: Workspace, **values: object) -> LoopState:
     )
     for key, value in values.items():
         setattr(state, key, value)
-    StateStore(ws).write(state)
+    store, journal = StateStore(ws), Journal(ws.journal)
+    if store.exists():  # a later moment of the same loop
+        writer.carry_out(ws, store, journal, state, Result("allow", state), NOW)
+    else:
+        writer.start(ws, store, journal, state)
     return state
 
 
@@ -171,13 +177,10 @@ def corrupt(root: Path) -> Workspace:
 
 
 def completed(root: Path) -> Workspace:
-    from loop.archive import archive
-
     ws = _repo(root, TODO.replace("[ ]", "[x]").replace("[~]", "[x]"))
     state = _state(ws, iteration=21, status="completed", driver="runner")
     _events(ws, 21)
-    folder = archive(ws, state, "completed", {"reason": "all sources empty and verified", "iterations": 21})
-    os.replace(ws.state, folder / "state.md")
+    writer.archive_completed(ws, state, {"reason": "all sources empty and verified", "iterations": 21})
     Journal(ws.journal).append("completed", 21, {"reason": "all sources empty and verified"}, now=NOW)
     return ws
 
