@@ -122,6 +122,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     rows = [
         ("loop", f"{loop.kind}  {loop.state_file}"),
         ("status", f"{loop.status} (driver: {driver})"),
+        *([("waiting for", _waiting(loop.waiting_for))] if loop.waiting_for else []),
         ("iteration", f"{loop.iteration}{limit}"),
         (
             "verification",
@@ -136,6 +137,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     for name, value in rows:
         print(f"{name:<13}{value}")
     return 0
+
+
+def _waiting(waiting: dict[str, Any]) -> str:
+    return f"a person: {waiting.get('reason', '')} (since {waiting.get('since') or '?'})"
 
 
 # --- sources -------------------------------------------------------------------------------

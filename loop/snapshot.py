@@ -41,6 +41,8 @@ class LoopView:
     current_task: str | None = None
     escalated: bool = False
     prompt: str = ""
+    waiting_for: dict[str, Any] | None = None
+    """Why a paused loop waits for a person (kind, reason, since), as the engine recorded it."""
 
     @classmethod
     def of(cls, workspace: Workspace, state: LoopState) -> LoopView:
@@ -62,6 +64,7 @@ class LoopView:
             current_task=state.current_task,
             escalated=state.escalated,
             prompt=state.prompt,
+            waiting_for=dict(state.waiting_for) if state.waiting_for else None,
         )
 
     @property
@@ -157,8 +160,14 @@ def _loop_json(view: LoopView) -> dict[str, Any]:
         "driver",
         "pid",
         "alive",
+        "current_task",
+        "escalated",
+        "waiting_for",
     )
-    return {key: getattr(view, key) for key in keys}
+    obj = {key: getattr(view, key) for key in keys}
+    if obj["completion_promise"] in ("", "null"):
+        obj["completion_promise"] = None  # JSON says "none" as null, not as a placeholder string
+    return obj
 
 
 def _verifications(events: tuple[Event, ...]) -> tuple[Verification, ...]:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -21,18 +25,44 @@ LARGE = SAMPLES / "claude-code-viewer_5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     home = tmp_path / "claude-home"
     home.mkdir()
-    return {"CLAUDE_CONFIG_DIR": str(home), "CLAUDE_CODE_TASK_LIST_ID": ""}
+    values = {"CLAUDE_CONFIG_DIR": str(home), "CLAUDE_CODE_TASK_LIST_ID": ""}
+    for key, value in values.items():
+        monkeypatch.setenv(key, value)  # for the hook and the CLI run in process
+    return values
+
+
+def in_process(argv: list[str], stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """`loopdeck ARGV` run in this process, as the console script runs it: quick, and it
+    exercises the same code; a few tests below keep real subprocesses."""
+    from tui.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    fake_stdin = io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8", "surrogateescape")), encoding="utf-8")
+    with (
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+        mock.patch.object(sys, "stdin", fake_stdin),
+    ):
+        try:
+            code = main(argv)
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
 class Session:
-    """A Claude Code session in a workspace, stopping through the real hook."""
+    """A Claude Code session in a workspace, stopping through the real hook (in this process,
+    or as a real subprocess with `subprocess=True`)."""
 
-    def __init__(self, ws: Workspace, env: dict[str, str], session_id: str = "sess-1") -> None:
+    def __init__(
+        self, ws: Workspace, env: dict[str, str], session_id: str = "sess-1", subprocess: bool = False
+    ) -> None:
         self.ws = ws
         self.env = env
+        self.subprocess = subprocess
         self.session_id = session_id
         self.transcript = ws.root / "transcript.jsonl"
         if not self.transcript.exists():
@@ -57,20 +87,21 @@ class Session:
         }
         if text is not None:
             payload["last_assistant_message"] = text
-        done = run_loopdeck(
-            "hook",
-            "stop",
-            cwd=self.ws.root,
-            env=self.env,
-            input=raw if raw is not None else json.dumps(payload),
-        )
+        done = self.run("hook", "stop", input=raw if raw is not None else json.dumps(payload))
         assert done.returncode == 0, done.stderr
         lines = done.stdout.splitlines()
         assert len(lines) <= 1, done.stdout  # one JSON object or nothing, never a traceback
         return json.loads(lines[0]) if lines else None
 
+    def run(self, *args: str, input: str = "") -> subprocess.CompletedProcess[str]:
+        if self.subprocess:
+            return run_loopdeck(*args, cwd=self.ws.root, env=self.env, input=input)
+        argv = ["-C", str(self.ws.root), *args] if args[0] != "hook" else list(args)
+        with mock.patch.dict(os.environ, self.env):
+            return in_process(argv, input)
+
     def loopdeck(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return run_loopdeck(*args, cwd=self.ws.root, env=self.env)
+        return self.run(*args)
 
     def state(self) -> Any:
         return StateStore(self.ws).read()
@@ -86,7 +117,7 @@ def tick_all(path: Path) -> None:
 def test_a_whole_session(ws: Workspace, env: dict[str, str]) -> None:
     todo = ws.root / "TODO.md"
     todo.write_text("# Plan\n- [ ] model\n- [ ] routes\n- [ ] tests\n")
-    session = Session(ws, env)
+    session = Session(ws, env, subprocess=True)
     started = session.loopdeck("start", "Build the todo API", "--task-file", "TODO.md", "--no-github")
     assert started.returncode == 0, started.stderr
     for n in (1, 2, 3):
@@ -277,7 +308,7 @@ def test_no_loop_no_output(ws: Workspace, env: dict[str, str]) -> None:
 
 def test_concurrent_stops_never_lose_an_iteration(ws: Workspace, env: dict[str, str]) -> None:
     (ws.root / "TODO.md").write_text("- [ ] a\n")
-    session = Session(ws, env)
+    session = Session(ws, env, subprocess=True)  # real processes racing for the lock
     session.loopdeck("start", "x", "--task-file", "TODO.md", "--no-github", "--max-iterations", "0")
     with ThreadPoolExecutor(max_workers=8) as pool:
         outs = list(pool.map(lambda _: session.stop(), range(16)))

@@ -312,6 +312,11 @@ def test_question_pauses_then_the_answer_goes_into_the_next_prompt(demo: Workspa
     )
     state = StateStore(demo).read()
     assert state is not None and state.status == "paused"
+    assert state.waiting_for is not None and state.waiting_for["kind"] == "question"
+    status = run_loopdeck("-C", str(demo.root), "status")
+    assert "waiting for  a person: the agent asks: Which storage" in status.stdout, status.stdout
+    as_json = json.loads(run_loopdeck("-C", str(demo.root), "status", "--json").stdout)
+    assert as_json["loop"]["waiting_for"]["kind"] == "question"
     # With a person watching (not headless), the runner waits for the answer.
     runner = start_runner(demo, "run")
     wait_for(lambda: kinds(demo).count("runner-started") == 2)
