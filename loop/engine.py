@@ -150,8 +150,10 @@ def decide(
             state.pid = None
     if state.status == "initializing":
         state.status = "running"
-    if not stop.stop_hook_active:
-        state.consecutive_blocks = 0
+    if not stop.stop_hook_active or stop.tool_round:
+        state.consecutive_blocks = 0  # Claude Code's own count restarts here too
+    if stop.transcript_size is not None:
+        state.extra["transcript_seen"] = stop.transcript_size
     if stop.ralph_active and not state.extra.get("ralph_warned"):
         state.extra["ralph_warned"] = True
         events.append(("warning", {"message": RALPH_WARNING}))
@@ -176,6 +178,34 @@ def decide(
         result.system_message = f"loopdeck: loop paused at iteration {iteration_of(state)} (loopdeck resume)"
         return result
 
+    settled = state.copy()
+    settled_events = list(events)
+    ruled = _rules(result, state, stop, sources, now)
+    cap = stop.block_cap
+    if ruled.blocked and cap and settled.consecutive_blocks >= cap:
+        # Claude Code overrides this block and ends the turn: the agent never sees it, so it
+        # counts for nothing (no iteration, no review loop); the next prompt decides afresh.
+        message = (
+            f"Claude Code's cap of {cap} blocks in a row ended this turn; say 'continue' to go on "
+            "(CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0 lifts the cap: loopdeck install sets it)"
+        )
+        return Result(
+            "allow",
+            settled,
+            system_message=f"loopdeck: {message}",
+            events=[*settled_events, ("warning", {"message": message}), ("allowed", {"reason": "block cap"})],
+            applied=result.applied,
+            effects=result.effects,
+        )
+    return ruled
+
+
+def _rules(
+    result: Result, state: LoopState, stop: StopInput, sources: Aggregate | None, now: datetime
+) -> Result:
+    """The loop's rules, once the commands are applied and the loop is neither paused nor
+    stopped: the turn's facts, the sources, the signal, the review loops."""
+    events = result.events
     turn = stop.turn
     if turn is not None and turn.interrupted is None:
         asked = question(stop.last_text)
@@ -459,6 +489,7 @@ def _block(
     now: datetime,
 ) -> Result:
     events = result.events
+    block_cap = stop.block_cap
     over = state.max_iterations > 0 and state.iteration + 1 > state.max_iterations
     if over and mode in ("work", "uncertain") and not state.escalated:
         state.escalated = True
@@ -491,11 +522,11 @@ def _block(
     text = message.replace("{of}", iteration_of(state))
     if stop.ralph_active:
         text += " | WARNING: ralph-loop is active too"
-    block_cap = stop.block_cap
-    if block_cap and state.consecutive_blocks >= block_cap:
+    if block_cap and state.consecutive_blocks == block_cap:
         warning = (
-            f"block {state.consecutive_blocks} of Claude Code's cap of {block_cap}: it will end this turn "
-            "anyway; set CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0 (loopdeck install does) and say 'continue'"
+            f"block {state.consecutive_blocks} of Claude Code's cap of {block_cap}: it will end the turn "
+            "at the next Stop; set CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0 (loopdeck install does) and say "
+            "'continue'"
         )
         text += f" | {warning}"
         events.append(("warning", {"message": warning}))

@@ -69,6 +69,39 @@ def _last_text(payload: Mapping[str, Any]) -> str | None:
         return None
 
 
+TOOL_ROUND_WINDOW = 8 * 1024 * 1024
+"""How much of the transcript appended since the last block is searched for a tool round."""
+
+
+def _size(path: Path | None) -> int | None:
+    if path is None:
+        return None
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
+
+
+def _tool_round(transcript: Path | None, seen: object) -> bool:
+    """Did the agent run a tool since the last block? Claude Code's consecutive-block count
+    restarts after every tool round, so loopdeck's must too. Only what was appended since then
+    is read (at most a window of it); more than the window appended is a tool round for sure."""
+    if transcript is None or not isinstance(seen, int) or isinstance(seen, bool):
+        return False
+    size = _size(transcript)
+    if size is None or size <= seen:
+        return False
+    if size - seen > TOOL_ROUND_WINDOW:
+        return True
+    try:
+        with transcript.open("rb") as f:
+            f.seek(seen)
+            appended = f.read(size - seen)
+    except OSError:
+        return False
+    return b'"tool_result"' in appended
+
+
 def _str(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -96,10 +129,13 @@ def handle(payload: Mapping[str, Any], env: Mapping[str, str], now: datetime) ->
         if state is None or not engine.ours(state, stop):
             return None  # no live loop, or another session's Stop: not even the transcript is read
         commands, bad, end = control.read_since(ws.control, state.control_offset)
-        if stop.transcript_path and not Path(stop.transcript_path).expanduser().exists():
-            # Neither the agent's last words nor its TODO list can be read: fail safe.
-            raise FileProblem(stop.transcript_path, "transcript not found")
-        stop = dataclasses.replace(stop, last_text=_last_text(payload))
+        transcript = Path(stop.transcript_path).expanduser() if stop.transcript_path else None
+        stop = dataclasses.replace(
+            stop,
+            last_text=_last_text(payload),
+            tool_round=_tool_round(transcript, state.extra.get("transcript_seen")),
+            transcript_size=_size(transcript),
+        )
         sources = _count(ws, state, stop) if engine.needs_sources(state, stop, commands) else None
         if sources is not None and engine.wants_verification(state, stop, sources):
             failure = _verify(ws, state, journal)

@@ -337,6 +337,10 @@ class StopInput:
     verification_failure: str | None = None
     """Verification commands failed after this turn (their output): the work is not done,
     whatever the agent said or the sources show."""
+    tool_round: bool = False
+    """The agent ran a tool since the last block (Claude Code then restarts its block count)."""
+    transcript_size: int | None = None
+    """The transcript's size at this Stop: where the next Stop's look for a tool round starts."""
     verified: bool = False
     """The driver ran the verification commands for this decision and every one passed."""
     turn: Turn | None = None

@@ -349,18 +349,36 @@ def test_commands_apply_in_order() -> None:
 # --- Claude Code's block cap, ralph-loop, limits ---------------------------------------------
 
 
-def test_block_cap_warning_on_the_eighth_consecutive_block() -> None:
+def test_block_cap_warning_exactly_before_the_override() -> None:
+    """Claude Code delivers 8 blocks in a row and overrides the 9th: the 8th warns, the 9th is
+    an allow that counts no iteration (the agent never sees it)."""
     s = state()
-    messages = []
+    results = []
     for i in range(9):
         result = play(s, sources(task_file=1), stop_hook_active=i > 0)
         assert result.state is not None
         s = result.state
-        messages.append(result.system_message or "")
-    assert ["cap of 8" in m for m in messages] == [False] * 7 + [True, True]
-    assert s.consecutive_blocks == 9
+        results.append(result)
+    assert [r.action for r in results] == ["block"] * 8 + ["allow"]
+    assert ["cap of 8" in (r.system_message or "") for r in results] == [False] * 7 + [True, True]
+    assert "at the next Stop" in (results[7].system_message or "")
+    assert s.iteration == 8 and s.consecutive_blocks == 8
     fresh = play(s, sources(task_file=1), stop_hook_active=False)
-    assert fresh.state is not None and fresh.state.consecutive_blocks == 1
+    assert fresh.state is not None and fresh.state.consecutive_blocks == 1 and fresh.state.iteration == 9
+
+
+def test_the_cap_count_restarts_after_a_tool_round() -> None:
+    s = state(consecutive_blocks=8)
+    result = play(s, sources(task_file=1), stop_hook_active=True, tool_round=True)
+    assert result.blocked and result.state is not None and result.state.consecutive_blocks == 1
+    assert "cap" not in (result.system_message or "")
+
+
+def test_an_overridden_block_changes_no_review_loop() -> None:
+    s = state(consecutive_blocks=8, verification_mode=True, verification_remaining=2)
+    result = play(s, EMPTY, stop_hook_active=True)
+    assert result.action == "allow" and result.state is not None
+    assert result.state.verification_remaining == 2 and result.state.iteration == 0
 
 
 def test_no_cap_no_warning() -> None:

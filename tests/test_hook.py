@@ -265,7 +265,15 @@ def test_block_cap_is_announced(ws: Workspace, env: dict[str, str]) -> None:
     first = session.stop(active=False)
     second = session.stop(active=True)
     assert first is not None and "cap" not in first["systemMessage"]
-    assert second is not None and "cap of 2" in second["systemMessage"]
+    assert second is not None and "cap of 2" in second["systemMessage"] and second["decision"] == "block"
+    third = session.stop(active=True)  # Claude Code would override it: not counted
+    assert third is not None and "decision" not in third and "ended this turn" in third["systemMessage"]
+    assert session.state().iteration == 2
+    # A tool round restarts Claude Code's count: the next block is delivered, no warning.
+    with session.transcript.open("a") as f:
+        f.write(json.dumps({"type": "user", "message": {"content": [{"type": "tool_result"}]}}) + "\n")
+    fourth = session.stop(active=True)
+    assert fourth is not None and fourth["decision"] == "block" and "cap" not in fourth["systemMessage"]
 
 
 # --- fail-safe -----------------------------------------------------------------------------
@@ -280,12 +288,24 @@ def test_malformed_stdin_fails_safe(ws: Workspace, env: dict[str, str], raw: str
     assert out["systemMessage"].startswith("loopdeck: the Stop hook failed safe and allowed this stop")
 
 
-def test_missing_transcript_fails_safe_and_journals(ws: Workspace, env: dict[str, str]) -> None:
+def test_a_missing_transcript_leaves_the_other_sources_to_decide(ws: Workspace, env: dict[str, str]) -> None:
+    """Regression: with 3 tasks open in the task file, a missing transcript let the agent stop."""
+    (ws.root / "TODO.md").write_text("- [ ] a\n- [ ] b\n- [ ] c\n")
+    session = Session(ws, env)
+    session.loopdeck("start", "x", "--task-file", "TODO.md", "--no-github")
+    session.transcript = ws.root / "gone.jsonl"
+    out = session.stop(text="Done for now.")
+    assert out is not None and out["decision"] == "block"
+    assert out["systemMessage"].endswith("3 pending tasks across 1 source")
+    assert "error" not in session.kinds()
+
+
+def test_a_failure_inside_the_hook_fails_safe_and_journals(ws: Workspace, env: dict[str, str]) -> None:
     session = Session(ws, env)
     session.loopdeck("start", "x", "--no-github")
-    session.transcript = ws.root / "gone.jsonl"
-    out = session.stop(text=None)
-    assert out is not None and "decision" not in out and "transcript not found" in out["systemMessage"]
+    with mock.patch("loop.engine.decide", side_effect=RuntimeError("boom")):
+        out = session.stop(text="x")
+    assert out is not None and "decision" not in out and "RuntimeError: boom" in out["systemMessage"]
     (error,) = [e for e in Journal(ws.journal).tail(50).events if e.kind == "error"]
     assert "Traceback" in error.data["traceback"]
 
@@ -308,6 +328,7 @@ def test_no_loop_no_output(ws: Workspace, env: dict[str, str]) -> None:
 
 def test_concurrent_stops_never_lose_an_iteration(ws: Workspace, env: dict[str, str]) -> None:
     (ws.root / "TODO.md").write_text("- [ ] a\n")
+    env = {**env, "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP": "0"}  # as `loopdeck install` sets it
     session = Session(ws, env, subprocess=True)  # real processes racing for the lock
     session.loopdeck("start", "x", "--task-file", "TODO.md", "--no-github", "--max-iterations", "0")
     with ThreadPoolExecutor(max_workers=8) as pool:

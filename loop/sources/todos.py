@@ -257,7 +257,16 @@ def check(transcript: Path | None, now: str, cache_dir: Path | None) -> SourceRe
     try:
         found = Lookup(cache_dir).latest(transcript)
     except FileNotFoundError:
-        return unavailable(NAME, f"{transcript}: no such transcript", now, detail=str(transcript))
+        # The TODO list lives only in the transcript: with no transcript there is no list to
+        # count, and the other sources decide (a lagging or missing file must not trap the agent).
+        return SourceReport(
+            NAME,
+            enabled=True,
+            available=True,
+            checked_at=now,
+            detail=f"{transcript} not found: no TODO list counted",
+            warnings=(f"{transcript}: no such transcript",),
+        )
     except IsADirectoryError:
         return unavailable(NAME, f"{transcript}: is a folder, expected a .jsonl transcript", now)
     except OSError as exc:
