@@ -54,6 +54,7 @@ from loop.prompts import (
     escalation_prompt,
     failure_prompt,
     finish_line,
+    first_prompt,
     iteration_of,
     unverified_prompt,
     verification_prompt,
@@ -263,11 +264,7 @@ def _rules(
     if stop.driver == "runner" and state.iteration == 0 and not aggregate.uncertain and turn is None:
         # The runner's first turn is the loop's own prompt: the agent has not worked yet, so an
         # empty task list means "start", not "verify".
-        prompt = (
-            continuation_prompt(state, aggregate)
-            if aggregate.pending_total
-            else cap(f"{state.prompt}\n\n{finish_line(state)}")
-        )
+        prompt = first_prompt(state, aggregate)
         return _block(
             result, state, stop, prompt, "Orchestrator iteration {of} | first turn", aggregate, "work", now
         )

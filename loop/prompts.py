@@ -1,5 +1,5 @@
-"""The prompts the loop feeds the agent: seed 000's continuation, escalation, verification and
-conservative-block texts, and the feedback of a failed verification.
+"""The prompts the loop feeds the agent: the first prompt, continuation, escalation, review,
+conservative-block and claim texts, and the feedback of a failed verification.
 
 Kept apart from the engine's rules so the wording can change without touching a decision, and
 under Claude Code's 10,000-character cap for hook strings.
@@ -73,8 +73,46 @@ def pending_summary(sources: Aggregate, per_source: int = 5) -> str:
     return "\n".join(lines)
 
 
+RECORDING = {
+    "task_file": "when a task of {where} is done, tick it (`- [ ]` → `- [x]`); mark one that should "
+    "not be done skipped (`- [-]`)",
+    "claude_tasks": "when a Claude Task is done, set its status to completed (TaskUpdate)",
+    "todos": "keep your TODO list current (TodoWrite): mark each item completed when it is done",
+    "github": "when a GitHub project item is done, set its Status to Done",
+}
+"""How the agent records progress in each source: the loop counts what the sources say, so
+work done but not recorded is work the loop will send the agent back to."""
+
+
+def recording_help(sources: Aggregate) -> str:
+    """One line per active source: how to record progress there."""
+    lines = []
+    for report in sources.sources:
+        if not (report.enabled and report.available) or report.name not in RECORDING:
+            continue
+        if report.name == "todos" and not report.open_count and not report.done:
+            continue  # no TODO list in this session: nothing to keep current
+        where = report.detail if report.name == "task_file" and report.detail else "the task file"
+        lines.append(f"- {RECORDING[report.name].format(where=where)}")
+    if not lines:
+        return ""
+    return "How to record progress (the loop counts what these say):\n" + "\n".join(lines)
+
+
+def first_prompt(state: LoopState, sources: Aggregate) -> str:
+    """The first prompt of a fresh agent: the task, what is pending, how to record progress."""
+    pending = (
+        f"\n\nPending work: {sources.pending_total} task(s):\n{pending_summary(sources)}"
+        if sources.pending_total
+        else ""
+    )
+    recording = recording_help(sources)
+    return cap(f"{state.prompt}{pending}\n\n" + (f"{recording}\n" if recording else "") + finish_line(state))
+
+
 def continuation_prompt(state: LoopState, sources: Aggregate) -> str:
     n_sources = len(sources.with_pending)
+    recording = recording_help(sources)
     return cap(
         "ORCHESTRATOR CONTINUATION - DO NOT STOP\n\n"
         f"{state.prompt}\n\n"
@@ -82,7 +120,8 @@ def continuation_prompt(state: LoopState, sources: Aggregate) -> str:
         f"{pending_summary(sources)}\n\n"
         "Continue with the next pending task. When every task source is empty, "
         f"{state.verify_loops} verification loops follow before you may stop.\n"
-        f"{finish_line(state)}"
+        + (f"{recording}\n" if recording else "")
+        + finish_line(state)
     )
 
 
@@ -125,7 +164,7 @@ def failure_prompt(state: LoopState, failure: str, sources: Aggregate) -> str:
         "The verification commands failed after your last turn:\n\n"
         f"{failure}\n\n"
         "Fix the cause (not the check), then continue."
-        f"{pending}\n\nOriginal task:\n{state.prompt}\n\n{finish_line(state)}"
+        f"{pending}\n\n{recording_help(sources)}\n\nOriginal task:\n{state.prompt}\n\n{finish_line(state)}"
     )
 
 
@@ -148,9 +187,10 @@ def claimed_prompt(state: LoopState, sources: Aggregate) -> str:
         "COMPLETION CLAIMED WITH TASKS STILL OPEN - NOT DONE YET\n\n"
         f"You signalled completion, but {sources.pending_total} task(s) are still open:\n"
         f"{pending_summary(sources)}\n\n"
-        "For each one: finish it and mark it done in its source (tick `- [x]` in the task file, "
-        "mark the Claude Task completed, update the TODO list), or, if it should not be done, "
-        "mark it skipped with `- [-]`, or ask a person to force completion.\n\n"
+        "For each one: finish it and record it in its source, or, if it should not be done, "
+        "mark it skipped (`- [-]` in the task file), or ask a person to force completion "
+        "(<question>…</question>).\n"
+        f"{recording_help(sources)}\n\n"
         f"Original task:\n{state.prompt}\n\n{finish_line(state)}"
     )
 

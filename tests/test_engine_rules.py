@@ -292,3 +292,26 @@ def test_a_restore_skips_commands_already_applied() -> None:
     assert result.state is not None and result.state.control_offset == 80 and result.offset == 80
     assert ("restored", {"from": "backup", "already_applied": 2}) in result.events
     assert restore(backup, queued, applied=set()).offset == 0
+
+
+# --- what the agent is told --------------------------------------------------------------------
+
+
+def test_the_runners_first_prompt_is_a_first_prompt() -> None:
+    result = decide(state(driver="runner"), runner_stop(), [], sources(task_file=2), NOW)
+    prompt = result.reason or ""
+    assert result.blocked and prompt.startswith("Build the todo API")
+    assert "CONTINUATION" not in prompt and "task_file task 0" in prompt
+    assert "tick it (`- [ ]` → `- [x]`)" in prompt and "ALL_TASKS_COMPLETE" in prompt
+
+
+def test_every_work_prompt_says_how_each_active_source_records_progress() -> None:
+    srcs = sources(task_file=1, claude_tasks=1)
+    prompt = decide(state(), StopInput("x"), [], srcs, NOW).reason or ""
+    assert "tick it (`- [ ]` → `- [x]`)" in prompt and "`- [-]`" in prompt
+    assert "set its status to completed (TaskUpdate)" in prompt
+    assert "GitHub" not in prompt  # not an active source here
+    claimed = decide(state(), StopInput("ALL_TASKS_COMPLETE"), [], srcs, NOW).reason or ""
+    assert "TaskUpdate" in claimed and "- [x]" in claimed
+    failed = decide(state(), StopInput("x", verification_failure="1 failed"), [], srcs, NOW).reason or ""
+    assert "TaskUpdate" in failed
