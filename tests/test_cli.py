@@ -56,8 +56,13 @@ def test_start_then_status_json(cli, ws: Workspace) -> None:
         "driver": None,
         "pid": None,
         "alive": None,
+        "current_task": None,
+        "escalated": False,
+        "waiting_for": None,
     }
     assert "iteration    0/5" in cli("status").out
+    cli("start", "again", "--force")
+    assert json.loads(cli("status", "--json").out)["loop"]["completion_promise"] is None  # not "null"
 
 
 def test_start_defaults_follow_seed_000(cli, ws: Workspace) -> None:

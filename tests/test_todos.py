@@ -119,8 +119,10 @@ def test_huge_lines_and_garbage(tmp_path: Path) -> None:
 
 
 def test_missing_transcript_and_folder(tmp_path: Path) -> None:
+    # No transcript, no TODO list: counted as none, said so, and the other sources decide.
     missing = todos.check(tmp_path / "nope.jsonl", NOW, None)
-    assert not missing.available and "no such transcript" in (missing.error or "")
+    assert missing.available and missing.open_count == 0
+    assert "no such transcript" in missing.warnings[0] and "not found" in (missing.detail or "")
     assert not todos.check(tmp_path, NOW, None).available
     unknown = todos.check(None, NOW, None)
     assert unknown.available and unknown.pending == 0

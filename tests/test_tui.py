@@ -28,6 +28,7 @@ from tui.screens.escalation import EscalationScreen
 from tui.screens.number import NumberScreen
 from tui.screens.resume import ResumeScreen
 from tui.screens.text import QuestionScreen, TextScreen
+from tui.widgets.iteration import IterationPanel
 from tui.widgets.journal import JournalPanel
 from tui.widgets.sources import SourcesPanel
 from tui.widgets.status_bar import StatusBar
@@ -416,6 +417,6 @@ async def test_snapshots_keep_arriving_under_a_modal(tmp_path: Path) -> None:
         assert isinstance(monitor.screen, TextScreen)
         shown = monitor.snapshots_shown
         monitor.load_snapshot()
-        monitor.clock_tick()
+        monitor.main.query_one(IterationPanel)._tick()
         await until(pilot, lambda: monitor.snapshots_shown > shown)
         assert isinstance(monitor.screen, TextScreen)  # and nothing crashed

@@ -139,7 +139,6 @@ class LoopdeckApp(App[None]):
             self.git_dirty = False
             self.load_git()
             self.set_interval(GIT_EVERY_S, self.git_tick)
-        self.set_interval(1.0, self.clock_tick)
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -176,9 +175,12 @@ class LoopdeckApp(App[None]):
         self.load_snapshot()
 
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
-        self.show_snapshot(message.snapshot)
+        if self.screen_stack:  # a worker's answer that lands while the app shuts down is dropped
+            self.show_snapshot(message.snapshot)
 
     def on_git_ready(self, message: GitReady) -> None:
+        if not self.screen_stack:
+            return
         self.git_status = message.status
         self.main.query_one(GitPanel).show_git(message.status)
         if isinstance(self.screen, ResumeScreen):
@@ -188,10 +190,6 @@ class LoopdeckApp(App[None]):
         if self.git_dirty:
             self.git_dirty = False
             self.load_git()
-
-    def clock_tick(self) -> None:
-        if self.snapshot is not None and self.snapshot.loop is not None:
-            self.main.query_one(IterationPanel).show(self.snapshot, self.clock())
 
     @on(Worker.StateChanged)
     def worker_failed(self, event: Worker.StateChanged) -> None:

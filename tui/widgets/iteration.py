@@ -9,7 +9,7 @@ from textual.containers import Vertical
 from textual.widgets import Sparkline, Static
 
 from loop.snapshot import Snapshot
-from loop.timeutil import parse_iso
+from loop.timeutil import parse_iso, utcnow
 from tui.widgets.common import clip, duration, relative
 
 
@@ -36,10 +36,21 @@ class IterationPanel(Vertical):
         yield Static(id="iteration-facts")
         yield Sparkline([], id="iteration-times")
 
+    shown: Snapshot | None = None
+    """The snapshot on screen: the panel's own 1 s timer redraws its clock from it. The timer is
+    the panel's, so it stops when the panel goes (never a tick into a screen being torn down)."""
+
     def on_mount(self) -> None:
         self.border_title = "Iteration"
+        self.set_interval(1.0, self._tick)
+
+    def _tick(self) -> None:
+        if self.shown is not None and self.shown.loop is not None:
+            clock = getattr(self.app, "clock", utcnow)
+            self.show(self.shown, clock())
 
     def show(self, snapshot: Snapshot, now: datetime) -> None:
+        self.shown = snapshot
         bar = self.query_one("#iteration-bar", Static)
         facts = self.query_one("#iteration-facts", Static)
         spark = self.query_one(Sparkline)
