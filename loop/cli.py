@@ -69,6 +69,8 @@ def cmd_start(args: argparse.Namespace) -> int:
             github_project_id=args.github_project or "",
             verify=list(args.verify or []),
             control_offset=end_offset(ws),
+            limits=limits_from(args),
+            notify=list(args.notify or []),
         )
         writer.start(ws, store, journal, state, force=args.force)
     journal.append(
@@ -236,6 +238,50 @@ def _steer_cmd(kind: str) -> Callable[[argparse.Namespace], int]:
     return lambda args: _steer(kind, args)
 
 
+def _talk_cmd(kind: str) -> Callable[[argparse.Namespace], int]:
+    def talk(args: argparse.Namespace) -> int:
+        args.reason = " ".join(args.text).strip()
+        return _steer(kind, args)
+
+    return talk
+
+
+def add_limit_options(verb: argparse.ArgumentParser) -> None:
+    """The options `start` and `run` share for a loop left alone: budget, stuck thresholds,
+    who to tell."""
+    verb.add_argument(
+        "--max-cost", type=float, metavar="USD", help="escalate when the agent's reported cost reaches USD"
+    )
+    verb.add_argument(
+        "--stuck-after", type=int, metavar="N", help="escalate after N working turns without progress (2)"
+    )
+    verb.add_argument(
+        "--same-error-after", type=int, metavar="N", help="escalate after the same error N times (3)"
+    )
+    verb.add_argument(
+        "--notify",
+        action="append",
+        metavar="TARGET",
+        help="tell a person when needed or done: desktop, a webhook URL, or cmd:PROGRAM (repeatable)",
+    )
+
+
+def limits_from(args: argparse.Namespace) -> dict[str, int]:
+    """The limit options given, as the state records them (cost in millionths of a dollar)."""
+    limits: dict[str, int] = {}
+    if args.max_cost is not None:
+        if args.max_cost <= 0:
+            raise LoopdeckError("--max-cost must be more than 0 (US dollars)")
+        limits["max_cost_micro_usd"] = round(args.max_cost * 1_000_000)
+    for name in ("stuck_after", "same_error_after"):
+        value = getattr(args, name)
+        if value is not None:
+            if value < 1:
+                raise LoopdeckError(f"--{name.replace('_', '-')} must be 1 or more")
+            limits[name] = value
+    return limits
+
+
 def cmd_set_max(args: argparse.Namespace) -> int:
     if args.n < 0:
         raise LoopdeckError("set-max-iterations takes 0 (no limit) or more")
@@ -363,6 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument(
         "--force", action="store_true", help="archive an active (or move aside a corrupt) loop and start anew"
     )
+    add_limit_options(start)
     start.set_defaults(func=cmd_start)
 
     status = verbs.add_parser("status", help="the loop's state")
@@ -385,6 +432,17 @@ def build_parser() -> argparse.ArgumentParser:
             "--wait", type=float, metavar="S", help="wait up to S seconds for the driver to apply it"
         )
         steer.set_defaults(func=_steer_cmd(kind))
+
+    for kind, text in (
+        ("say", "a note for the agent: it goes into the next prompt, once"),
+        ("answer", "answer the agent's question: the loop resumes with it in the next prompt"),
+    ):
+        talk = verbs.add_parser(kind, help=text, description=text)
+        talk.add_argument("text", nargs="+", metavar="TEXT", help="what to tell the agent")
+        talk.add_argument(
+            "--wait", type=float, metavar="S", help="wait up to S seconds for the driver to apply it"
+        )
+        talk.set_defaults(func=_talk_cmd(kind))
 
     setmax = verbs.add_parser("set-max-iterations", help="change the escalation threshold")
     setmax.add_argument("n", type=int, metavar="N", help="the new maximum; 0 = no limit")
@@ -432,6 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--no-tasks", action="store_true", help="do not check Claude Code Tasks")
     run.add_argument("--no-github", action="store_true", help="do not check GitHub Projects")
+    add_limit_options(run)
     run.set_defaults(func=lambda args: _verbs().cmd_run(args))
 
     tui = verbs.add_parser("tui", help="the monitor (also: loopdeck with no verb, on a terminal)")

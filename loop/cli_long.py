@@ -60,13 +60,20 @@ def cmd_run(args: argparse.Namespace) -> int:
             check_github=not args.no_github,
             verify=list(args.verify or []),
             control_offset=control_offset,
+            limits=limits,
+            notify=list(args.notify or []),
         )
         if args.verify_allow:
             state.extra["verify_allow"] = list(args.verify_allow)
         return state
 
+    from loop.cli import limits_from
+
+    limits = limits_from(args)
     settings = Settings(
         max_iterations=args.max_iterations if existing is not None else None,
+        limits=limits if existing is not None and limits else None,
+        notify=list(args.notify) if existing is not None and args.notify else None,
         verify=list(args.verify) if existing is not None and args.verify else None,
         verify_allow=list(args.verify_allow) if existing is not None and args.verify_allow else None,
     )

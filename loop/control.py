@@ -54,8 +54,8 @@ def send(
         raise LoopdeckError(f"unknown command {kind!r}; expected one of {', '.join(COMMANDS)}")
     if kind == "set-max-iterations" and (value is None or value < 0):
         raise LoopdeckError("set-max-iterations needs a whole number >= 0 (0 = no limit)")
-    if kind == "answer" and not (reason or "").strip():
-        raise LoopdeckError("answer needs the answer's text")
+    if kind in ("answer", "say") and not (reason or "").strip():
+        raise LoopdeckError(f"{kind} needs its text")
     command = Command(new_id(), iso_ms(now or utcnow()), kind, source, reason or None, value)
     line = json.dumps(command.to_json(), ensure_ascii=False) + "\n"
     workspace.claude_dir.mkdir(parents=True, exist_ok=True)

@@ -31,7 +31,7 @@ The flow at each Stop:
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from loop.model import (
@@ -43,6 +43,7 @@ from loop.model import (
     Settings,
     SourceReport,
     StopInput,
+    Turn,
     combine,
 )
 from loop.prompts import (
@@ -64,12 +65,6 @@ from loop.timeutil import iso_s, parse_iso
 
 __all__ = ["DEFAULT_BLOCK_CAP", "Result", "StopInput", "configure", "decide", "interrupt", "restore"]
 
-SAME_TASK_FAILURES = 3
-"""The same task failing this many times escalates."""
-SAME_ERROR_TIMES = 3
-"""The same error (agent or verification) this many turns in a row escalates."""
-NO_PROGRESS_ITERATIONS = 2
-"""This many working turns without a change in the workspace or the task counts escalates."""
 
 _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 """A stand-in clock for `needs_sources`' dry run, whose state is thrown away."""
@@ -208,24 +203,41 @@ def _rules(
     stopped: the turn's facts, the sources, the signal, the review loops."""
     events = result.events
     turn = stop.turn
+    waiting = state.waiting_for or {}
+    if waiting.get("kind") == "usage-limit":
+        until = parse_iso(str(waiting.get("until", "")))
+        if stop.driver == "runner" and turn is None and until is not None and now < until:
+            return result  # still waiting for the limit to reset (a command woke the runner)
+        state.waiting_for = None
+        events.append(("limit-lifted", {"was": waiting.get("reason", "")}))
+    if turn is not None and turn.limited is None and turn.failure is None:
+        state.stuck.pop("limit_waits", None)  # a turn that worked: the next limit waits briefly again
+    if turn is not None and turn.usage:
+        for key, value in turn.usage.items():
+            state.usage[key] = state.usage.get(key, 0) + int(value)
+    if turn is not None and turn.limited is not None:
+        return _limited(result, state, turn, now)
+    asked = question(stop.last_text) if turn is None or turn.interrupted is None else None
+    if asked is not None and asked != state.extra.get("last_question"):
+        # The agent asks a person something: the loop waits for the answer (the hook may wait
+        # for it within the Stop; the answer goes into the next prompt either way).
+        state.extra["last_question"] = asked
+        events.append(("question", {"question": asked}))
+        _wait(state, result, now, "question", f"the agent asks: {asked}", question=asked)
+        return result
     if turn is not None and turn.interrupted is None:
-        asked = question(stop.last_text)
-        if asked is not None:
-            events.append(("question", {"question": asked}))
-            _wait(state, result, now, "question", f"the agent asks: {asked}")
-            return result
         if turn.failure is not None:
             task = state.current_task or "(no task)"
             stuck = state.stuck
             stuck["task_failures"] = stuck.get("task_failures", 0) + 1 if stuck.get("task") == task else 1
             stuck["task"] = task
             if _same_error(state, turn.error or turn.failure):
-                return _stuck(result, state, now, f"the same error {SAME_ERROR_TIMES} times in a row")
-            if stuck["task_failures"] >= SAME_TASK_FAILURES:
+                return _stuck(result, state, now, _same_error_reason(state))
+            if stuck["task_failures"] >= state.limit("same_task_after"):
                 reason = f"task {task!r} failed {stuck['task_failures']} times"
                 return _stuck(result, state, now, reason, kind="repeated-failures")
         elif stop.verification_failure is not None and _same_error(state, turn.error):
-            return _stuck(result, state, now, f"the same error {SAME_ERROR_TIMES} times in a row")
+            return _stuck(result, state, now, _same_error_reason(state))
         elif stop.verification_failure is None:
             state.stuck.pop("error", None)
             state.stuck.pop("errors", None)
@@ -240,7 +252,7 @@ def _rules(
         same = worked and state.stuck.get("mark") == mark
         state.stuck["no_progress"] = state.stuck.get("no_progress", 0) + 1 if same else 0
         state.stuck["mark"] = mark
-        if state.stuck["no_progress"] >= NO_PROGRESS_ITERATIONS:
+        if state.stuck["no_progress"] >= state.limit("stuck_after"):
             reason = (
                 f"no progress in {state.stuck['no_progress']} iterations (no change in the "
                 "workspace, no task change)"
@@ -386,6 +398,21 @@ def configure(state: LoopState, settings: Settings, now: datetime) -> Result:
     if settings.max_iterations is not None and settings.max_iterations != state.max_iterations:
         changed["max_iterations"] = settings.max_iterations
         _set_max(state, settings.max_iterations)
+    if settings.limits:
+        limits = {**state.limits, **settings.limits}
+        if limits != state.limits:
+            state.limits = limits
+            changed["limits"] = dict(settings.limits)
+            if (
+                state.waiting_for
+                and state.waiting_for.get("escalation") == "max-cost"
+                and limits.get("max_cost_micro_usd", 0) > state.usage.get("cost_micro_usd", 0)
+            ):
+                state.waiting_for = None  # a new budget lets the agent work again
+                state.status = "running"
+    if settings.notify is not None and settings.notify != state.notify:
+        state.notify = list(settings.notify)
+        changed["notify"] = state.notify
     if settings.runner is not None:
         state.extra["runner"] = dict(settings.runner)
     if settings.driver is not None:
@@ -462,7 +489,31 @@ def _same_error(state: LoopState, error: str | None) -> bool:
     stuck = state.stuck
     stuck["errors"] = stuck.get("errors", 0) + 1 if stuck.get("error") == signature else 1
     stuck["error"] = signature
-    return bool(stuck["errors"] >= SAME_ERROR_TIMES)
+    return bool(stuck["errors"] >= state.limit("same_error_after"))
+
+
+def _same_error_reason(state: LoopState) -> str:
+    return f"the same error {state.limit('same_error_after')} times in a row"
+
+
+LIMIT_BACKOFF_S = (60, 300, 900, 1800, 3600)
+"""How long to wait for a usage limit that did not say when it resets: longer each time."""
+
+
+def _limited(result: Result, state: LoopState, turn: Turn, now: datetime) -> Result:
+    """A usage or rate limit: not a failure, not stuck, no retry spent: wait until it resets."""
+    until = parse_iso(turn.resets_at or "")
+    if until is None or until <= now:
+        waits = int(state.stuck.get("limit_waits", 0))
+        state.stuck["limit_waits"] = waits + 1
+        until = now + timedelta(seconds=LIMIT_BACKOFF_S[min(waits, len(LIMIT_BACKOFF_S) - 1)])
+    reason = turn.limited or "usage limit reached"
+    state.waiting_for = {"kind": "usage-limit", "reason": reason, "since": iso_s(now), "until": iso_s(until)}
+    result.events.append(("usage-limit", {"reason": reason, "until": iso_s(until)}))
+    result.action = "allow"
+    result.reason = None
+    result.system_message = f"loopdeck: {reason}; waiting until {iso_s(until)}"
+    return result
 
 
 def _task_mark(sources: Aggregate) -> str:
@@ -486,6 +537,14 @@ def _block(
     now: datetime,
 ) -> Result:
     events = result.events
+    budget = state.limits.get("max_cost_micro_usd")
+    spent = state.usage.get("cost_micro_usd", 0)
+    if budget and spent >= budget and stop.driver == "runner":
+        # The budget is spent: the agent is not started again until a person raises it.
+        reason = f"cost ${spent / 1e6:.2f} reached the budget of ${budget / 1e6:.2f}"
+        events.append(("escalation", {"kind": "max-cost", "reason": reason}))
+        _wait(state, result, now, "escalation", reason, escalation="max-cost")
+        return result
     block_cap = stop.block_cap
     over = state.max_iterations > 0 and state.iteration + 1 > state.max_iterations
     if over and mode in ("work", "uncertain") and not state.escalated:
@@ -514,6 +573,10 @@ def _block(
         prompt = escalation_prompt(state, sources)
         message += f" | ESCALATION: past {state.max_iterations} iterations"
     answer = state.extra.pop("answer", None)
+    notes = state.extra.pop("notes", None)
+    if notes:
+        said = "\n".join(f"- {note}" for note in notes)
+        prompt = cap(f"A PERSON WATCHING THE LOOP SAYS:\n{said}\n\n{prompt}")
     if answer:
         prompt = cap(f"A PERSON ANSWERED YOUR QUESTION:\n{answer}\n\n{prompt}")
     text = message.replace("{of}", iteration_of(state))
@@ -675,6 +738,10 @@ def _apply(
             state.waiting_for = None
             events.append(("resumed", {"source": command.source}))
         return "answer kept for the next prompt"
+    if kind == "say":
+        state.extra["notes"] = [*state.extra.get("notes", []), command.reason or ""]
+        events.append(("said", {"note": command.reason, "source": command.source}))
+        return "note kept for the next prompt"
     if kind == "set-max-iterations":
         assert command.value is not None
         old = state.max_iterations

@@ -61,6 +61,11 @@ KINDS: dict[str, Callable[[Event], str]] = {
     "resumed": lambda e: "Loop resumed",
     "stopped": lambda e: "Loop stopped" + (f": {e.data['reason']}" if e.data.get("reason") else ""),
     "failed": lambda e: f"Loop FAILED: {e.data.get('reason', '')}",
+    "usage-limit": lambda e: (
+        f"Usage limit: {e.data.get('reason', '')}; waiting until {e.data.get('until', '?')}"
+    ),
+    "limit-lifted": lambda e: "Usage limit over: back to work",
+    "said": lambda e: f"Note for the agent: {e.data.get('note', '')}",
     "configured": lambda e: "Settings changed: " + ", ".join(f"{k} {v}" for k, v in e.data.items()),
     "restored": lambda e: (
         f"State restored from the {e.data.get('from', 'backup')}"

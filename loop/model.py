@@ -25,10 +25,14 @@ RUNNER_ENV = "LOOPDECK_RUNNER"
 """Set by `loopdeck run` in the environment of the agents it starts: their Stops are the
 runner's turns, and a Stop hook installed in the same project must leave them alone."""
 
-WAITING_KINDS = ("pause", "question", "escalation")
+WAITING_KINDS = ("pause", "question", "escalation", "usage-limit")
 """Why a paused loop waits: a person paused it, the agent asked something, or the loop escalated
-(the `escalation` key then says which rule: max-iterations, stuck, repeated-failures,
-uncertain-sources)."""
+(the `escalation` key then says which rule: max-iterations, max-cost, stuck,
+repeated-failures, uncertain-sources), or the agent hit a usage or rate limit (`until` says when
+it resets: the runner sleeps until then and goes on by itself)."""
+
+DEFAULT_LIMITS = {"stuck_after": 2, "same_error_after": 3, "same_task_after": 3}
+"""Stuck detection: working turns without progress, the same error in a row, failures of one task."""
 
 
 @dataclass
@@ -68,6 +72,16 @@ class LoopState:
     """Why a paused loop waits for a person: `{kind, reason, since}` (plus `escalation` for an
     escalation). Set and cleared by the engine only; everyone else reads it, nobody parses text."""
     stuck: dict[str, Any] = field(default_factory=dict)
+    limits: dict[str, int] = field(default_factory=dict)
+    """The person's limits, from `start`/`run` options: `max_cost_micro_usd` (escalate when the
+    agent's reported cost reaches it) and the stuck thresholds (`stuck_after`,
+    `same_error_after`, `same_task_after`); missing keys take `DEFAULT_LIMITS`."""
+    usage: dict[str, int] = field(default_factory=dict)
+    """What the agent reported it used, summed over the loop: `cost_micro_usd` (millionths of a
+    dollar: whole numbers keep the state file on its fast path) and token counts."""
+    notify: list[str] = field(default_factory=list)
+    """Where to tell a person when they are needed or the loop ends (desktop, a webhook URL, a
+    command)."""
     """The engine's stuck-detection counters (last progress mark, repeats of the same error and
     of failures on the same task), kept in the state so a restarted runner goes on counting."""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -127,7 +141,13 @@ class LoopState:
             extra=dict(self.extra),
             stuck=dict(self.stuck),
             waiting_for=dict(self.waiting_for) if self.waiting_for else None,
+            limits=dict(self.limits),
+            usage=dict(self.usage),
+            notify=list(self.notify),
         )
+
+    def limit(self, name: str) -> int:
+        return int(self.limits.get(name, DEFAULT_LIMITS.get(name, 0)))
 
 
 KNOWN_KEYS = (
@@ -154,12 +174,15 @@ KNOWN_KEYS = (
     "transcript_path",
     "waiting_for",
     "stuck",
+    "limits",
+    "usage",
+    "notify",
 )
 
 
 # --- commands ----------------------------------------------------------------------------------
 
-COMMANDS = ("pause", "resume", "skip", "complete", "stop", "set-max-iterations", "answer")
+COMMANDS = ("pause", "resume", "skip", "complete", "stop", "set-max-iterations", "answer", "say")
 
 
 @dataclass(frozen=True)
@@ -320,6 +343,12 @@ class Turn:
     mark: str | None = None
     """The workspace's progress fingerprint after the turn (git HEAD and diff, or file times
     outside git): unchanged across turns means no progress."""
+    usage: dict[str, int] | None = None
+    """What the agent reported using this turn (`cost_micro_usd`, token counts), if it says."""
+    limited: str | None = None
+    """The agent hit a usage or rate limit: what it said. Not a failure: the loop waits."""
+    resets_at: str | None = None
+    """When that limit resets (ISO 8601), when the agent said; else the engine backs off."""
 
 
 @dataclass(frozen=True)
@@ -356,6 +385,9 @@ class Settings:
     limit re-arms the escalation exactly as the `set-max-iterations` command does."""
 
     max_iterations: int | None = None
+    limits: dict[str, int] | None = None
+    """Limits to set (max cost, stuck thresholds); the keys given replace the recorded ones."""
+    notify: list[str] | None = None
     verify: list[str] | None = None
     verify_allow: list[str] | None = None
     driver: str | None = None

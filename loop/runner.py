@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from loop import agent, control, engine, verify, writer
+from loop import agent, control, engine, limits, verify, writer
 from loop.errors import LoopdeckError
 from loop.journal import Event, Journal, render_line
 from loop.model import RUNNER_ENV, Aggregate, LoopState, Result, Settings, StopInput, Turn
@@ -242,6 +242,10 @@ class Runner:
             )
             if run.ok or run.interrupted:
                 break
+            limited = limits.usage_limit(agent.final_text(run.tail), None, self.now())
+            if limited is not None:
+                # Not a failure: no retry spent; the engine makes the loop wait for the reset.
+                return Turn(limited=limited[0], resets_at=limited[1]), None, None, False
             why = run.error or (
                 f"timed out after {self.options.iteration_timeout:g} s"
                 if run.timed_out
@@ -319,6 +323,18 @@ class Runner:
             time.sleep(min(self.options.poll, max(0.0, deadline - time.monotonic())))
         return False
 
+    def wait_for_reset(self, state: LoopState) -> bool:
+        """Sleep until a usage limit resets, waking early for any command; False on a signal."""
+        from loop.timeutil import parse_iso
+
+        until = parse_iso(str((state.waiting_for or {}).get("until", "")))
+        self.out(f"loopdeck: waiting for the usage limit to reset ({(state.waiting_for or {}).get('until')})")
+        while self.signal is None:
+            if until is None or self.now() >= until or self.queued():
+                return True
+            time.sleep(min(self.options.poll * 5, max(0.05, (until - self.now()).total_seconds())))
+        return False
+
     def wait_while_paused(self) -> bool:
         """Block until a command arrives; False when a signal came instead."""
         while self.signal is None:
@@ -368,6 +384,11 @@ class Runner:
             current = result.state if result.state is not None else self.store.read()
             if current is None:  # archived by someone else (a forced completion seen elsewhere)
                 return self.finish("completed", "completed", archived=True)
+            if current.waiting_kind == "usage-limit" and current.status == "running":
+                if not self.wait_for_reset(current):
+                    return self.on_signal()
+                result = self.decide(None)
+                continue
             if current.status == "stopped":
                 return self.finish("stopped", "stopped by user")
             if current.status == "paused":

@@ -79,6 +79,10 @@ def _expect_waiting(value: Any) -> bool:
     )
 
 
+def _int_map(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and _expect_int(v) for k, v in value.items())
+
+
 def _expect_str_list(value: Any) -> bool:
     return value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value))
 
@@ -109,6 +113,9 @@ _SCHEMA: dict[str, tuple[Any, str]] = {
     "transcript_path": (_expect_opt_str, "a path or null"),
     "waiting_for": (_expect_waiting, "null or a map with kind, reason and since"),
     "stuck": (lambda v: v is None or isinstance(v, dict), "a map"),
+    "limits": (lambda v: v is None or _int_map(v), "a map of whole numbers >= 0"),
+    "usage": (lambda v: v is None or _int_map(v), "a map of whole numbers >= 0"),
+    "notify": (_expect_str_list, "a list of notification targets"),
 }
 assert tuple(_SCHEMA) == KNOWN_KEYS
 REQUIRED_KEYS = ("iteration", "max_iterations")
@@ -221,8 +228,10 @@ def parse(data: bytes, path: Path | str) -> LoopState:
                 value = ""
             elif key == "verify" and value is None:
                 value = []
-            elif key == "stuck" and value is None:
+            elif key in ("stuck", "limits", "usage") and value is None:
                 value = {}
+            elif key == "notify" and value is None:
+                value = []
             elif key in ("github_project_id", "session_id", "current_task") and isinstance(value, int):
                 value = str(value)
             setattr(state, key, value)

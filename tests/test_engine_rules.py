@@ -128,12 +128,16 @@ def test_a_question_waits_for_the_answer_which_reaches_the_next_prompt() -> None
     assert (answered.reason or "").startswith("A PERSON ANSWERED YOUR QUESTION:\nSQLite")
 
 
-def test_the_hook_does_not_pause_on_a_question() -> None:
+def test_the_hook_pauses_on_a_question_and_does_not_ask_it_twice() -> None:
     s = state(session_id="s1")
-    result = decide(
-        s, StopInput("<question>Which?</question>", session_id="s1"), [], sources(task_file=1), NOW
-    )
-    assert result.blocked
+    stop = StopInput("<question>Which?</question>", session_id="s1")
+    asked = decide(s, stop, [], sources(task_file=1), NOW)
+    assert not asked.blocked and asked.state is not None and asked.state.waiting_kind == "question"
+    assert asked.state.waiting_for is not None and asked.state.waiting_for["question"] == "Which?"
+    # The answer arrives while the agent's words still hold the question: not asked again.
+    answered = decide(asked.state, stop, [cmd("answer", reason="This one")], sources(task_file=1), NOW)
+    assert answered.blocked
+    assert (answered.reason or "").startswith("A PERSON ANSWERED YOUR QUESTION:\nThis one")
 
 
 # --- escalation at the limit -------------------------------------------------------------------
@@ -315,3 +319,80 @@ def test_every_work_prompt_says_how_each_active_source_records_progress() -> Non
     assert "TaskUpdate" in claimed and "- [x]" in claimed
     failed = decide(state(), StopInput("x", verification_failure="1 failed"), [], srcs, NOW).reason or ""
     assert "TaskUpdate" in failed
+
+
+# --- left alone overnight ----------------------------------------------------------------------
+
+
+def test_a_usage_limit_waits_until_it_resets_without_counting_anything() -> None:
+    srcs = sources(task_file=2)
+    s = working()
+    limited = turn_end(
+        s, srcs, None, turn=Turn(limited="limit reached · resets 5pm", resets_at="2026-01-09T17:00:00+00:00")
+    )
+    assert not limited.blocked and limited.state is not None
+    waiting = limited.state.waiting_for
+    assert (
+        waiting is not None
+        and waiting["kind"] == "usage-limit"
+        and waiting["until"] == "2026-01-09T17:00:00+00:00"
+    )
+    assert limited.state.status == "running" and limited.state.stuck.get("errors") is None
+    assert (
+        "usage-limit",
+        {"reason": "limit reached · resets 5pm", "until": "2026-01-09T17:00:00+00:00"},
+    ) in limited.events
+    # Woken early (a command arrived): still waiting.
+    early = decide(limited.state, runner_stop(), [cmd("set-max-iterations", 200)], srcs, NOW)
+    assert not early.blocked and early.state is not None and early.state.waiting_kind == "usage-limit"
+    # After the reset: back to work by itself.
+    from datetime import timedelta
+
+    later = decide(limited.state, runner_stop(), [], srcs, NOW + timedelta(hours=6))
+    assert later.blocked and later.state is not None and later.state.waiting_for is None
+    assert "limit-lifted" in kinds(later)
+
+
+def test_a_limit_without_a_reset_time_backs_off_longer_each_time() -> None:
+    srcs = sources(task_file=2)
+    first = turn_end(working(), srcs, None, turn=Turn(limited="429"))
+    assert first.state is not None and first.state.waiting_for is not None
+    assert first.state.waiting_for["until"] == "2026-01-09T11:31:00+00:00"
+    again = turn_end(first.state, srcs, None, turn=Turn(limited="429"))
+    assert again.state is not None and again.state.waiting_for is not None
+    assert again.state.waiting_for["until"] == "2026-01-09T11:35:00+00:00"
+
+
+def test_cost_is_summed_and_the_budget_escalates() -> None:
+    srcs = sources(task_file=3)
+    s = working(limits={"max_cost_micro_usd": 1_000_000})
+    first = turn_end(
+        s, srcs, "x", turn=Turn(mark="A", usage={"cost_micro_usd": 600_000, "output_tokens": 10})
+    )
+    assert first.blocked and first.state is not None
+    assert first.state.usage == {"cost_micro_usd": 600_000, "output_tokens": 10}
+    second = turn_end(first.state, srcs, "x", turn=Turn(mark="B", usage={"cost_micro_usd": 500_000}))
+    assert not second.blocked and second.state is not None
+    assert second.state.waiting_for is not None and second.state.waiting_for["escalation"] == "max-cost"
+    assert "reached the budget of $1.00" in second.state.waiting_for["reason"]
+    # A higher budget lets it work again.
+    raised = configure(second.state, Settings(limits={"max_cost_micro_usd": 5_000_000}), NOW)
+    assert raised.state is not None and raised.state.waiting_for is None and raised.state.status == "running"
+
+
+def test_stuck_thresholds_are_the_persons() -> None:
+    srcs = sources(task_file=2)
+    patient = chain(working(limits={"stuck_after": 4}), srcs, [Turn(mark="A")] * 4)
+    assert patient.blocked
+    strict = chain(working(limits={"stuck_after": 1}), srcs, [Turn(mark="A")] * 2)
+    assert not strict.blocked
+
+
+def test_a_note_reaches_the_next_prompt_once() -> None:
+    srcs = sources(task_file=2)
+    said = decide(state(), StopInput("x"), [cmd("say", reason="Use SQLite, not Postgres")], srcs, NOW)
+    assert said.blocked and (said.reason or "").startswith("A PERSON WATCHING THE LOOP SAYS:\n- Use SQLite")
+    assert ("said", {"note": "Use SQLite, not Postgres", "source": "test"}) in said.events
+    assert said.state is not None
+    after = decide(said.state, StopInput("x"), [], srcs, NOW)
+    assert "A PERSON WATCHING" not in (after.reason or "")

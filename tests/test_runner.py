@@ -356,3 +356,20 @@ def test_a_refused_verify_is_not_saved(demo: Workspace) -> None:
     assert refused.returncode == 1 and "not in the allowlist" in refused.stderr
     state = StateStore(demo).read()
     assert state is not None and state.verify == []
+
+
+def test_a_usage_limit_is_waited_out_without_spending_a_retry(demo: Workspace) -> None:
+    done = run_loopdeck(
+        "-C",
+        str(demo.root),
+        *run_args(agent_cmd=agent("--limit-at", "3", "--limit-for", "2")),
+        cwd=demo.root,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout
+    seen = kinds(demo)
+    assert seen.count("usage-limit") == 1 and seen.count("limit-lifted") == 1
+    assert "agent-failed" not in seen and "retry" not in seen and "escalation" not in seen
+    (limit,) = [e for e in Journal(demo.journal).tail(1000).events if e.kind == "usage-limit"]
+    assert "usage limit reached" in limit.data["reason"]
+    assert "waiting for the usage limit to reset" in done.stdout

@@ -32,6 +32,7 @@ def _memory(root: Path) -> dict[str, list[int]]:
         "failed": data.get("failed", []),
         "broken": data.get("broken", []),
         "asked": data.get("asked", []),
+        "limited": data.get("limited", []),
     }
 
 
@@ -72,6 +73,11 @@ def act(root: Path, prompt: str, args: argparse.Namespace) -> tuple[int, str]:
     if "A PERSON ANSWERED YOUR QUESTION" in prompt:
         answer = prompt.split("\n")[1].strip()
         title = f"{title} (using {answer})"
+    if number in args.limit_at and number not in memory["limited"]:
+        memory["limited"].append(number)
+        _remember(root, memory)
+        reset = int(time.time() + args.limit_for + 0.999)
+        return 1, f"Claude AI usage limit reached|{reset}"
     if number in args.fail_at and number not in memory["failed"]:
         memory["failed"].append(number)
         _remember(root, memory)
@@ -129,6 +135,18 @@ def main(argv: list[str] | None = None) -> int:
         metavar="LINE",
         help="ask a <question> (once) before doing the task on this line",
     )
+    parser.add_argument(
+        "--limit-at",
+        type=int,
+        action="append",
+        default=[],
+        metavar="LINE",
+        help="hit a usage limit (once) at the task on this line, resetting --limit-for seconds later",
+    )
+    parser.add_argument("--limit-for", type=float, default=2.0, metavar="S")
+    parser.add_argument(
+        "--cost", type=float, default=0.0, metavar="USD", help="the cost each turn reports (with --json)"
+    )
     parser.add_argument("--json", action="store_true", help="answer like `claude -p --output-format json`")
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args(argv)
@@ -160,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                     "num_turns": 1,
                     "result": text,
                     "session_id": "demo-agent",
-                    "total_cost_usd": 0,
+                    "total_cost_usd": args.cost,
+                    "usage": {"input_tokens": 100, "output_tokens": 20},
                 }
             )
         )
