@@ -75,7 +75,13 @@ def _parse_plain(text: str) -> Checklist:
             result.first_pending_line = line
         if mark == "~" and result.first_in_progress_line is None:
             result.first_in_progress_line = line
-        if len(result.items) >= MAX_ITEMS and result.first_pending_line and result.first_in_progress_line:
+        if (
+            len(result.items) >= MAX_ITEMS
+            and (result.first_pending_line or not counts[" "])
+            and (result.first_in_progress_line or not counts["~"])
+        ):
+            # Everything a report needs is known; a mark the text never holds is not waited for
+            # (an ordinary list has no `[~]`: without this it walked all 100,000 boxes).
             break
     if len(result.items) >= MAX_ITEMS and (
         result.first_pending_line is None or result.first_in_progress_line is None
