@@ -417,3 +417,47 @@ async def test_snapshots_keep_arriving_under_a_modal(tmp_path: Path) -> None:
         monitor.clock_tick()
         await until(pilot, lambda: monitor.snapshots_shown > shown)
         assert isinstance(monitor.screen, TextScreen)  # and nothing crashed
+
+
+async def test_monitor_started_inside_a_runner_workspace_sees_task_file_edits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A runner loop has no transcript: the todos source says so in words, and the watcher must
+    not read a path out of those words (it read `.`, the workspace itself when the monitor
+    starts there, and then no TODO.md edit ever reached the screen)."""
+    ws = make(tmp_path, "running")
+    monkeypatch.chdir(ws.root)
+    monitor = app(Workspace(Path.cwd()), watch=True, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        await until(pilot, lambda: monitor.watched is not None)
+        assert monitor.snapshot is not None and monitor.snapshot.sources is not None
+        todos_report = next(r for r in monitor.snapshot.sources.sources if r.name == "todos")
+        assert getattr(todos_report, "path", None) is None and "no transcript" in (todos_report.detail or "")
+        folders, files = monitor.watched or ((), ())
+        assert all(p.is_absolute() for p in [*folders, *files]), (folders, files)
+        panel = monitor.query_one(SourcesPanel)
+        assert "3 open" in str(panel.border_subtitle)
+        todo = ws.root / "TODO.md"
+        done = todo.read_text().replace("- [ ] Validate input", "- [x] Validate input")
+        # The watcher starts in the background: write until a write is seen (bounded).
+        for _ in range(20):
+            todo.write_text(done)
+            try:
+                await until(pilot, lambda: "2 open" in str(panel.border_subtitle), timeout=0.5)
+                break
+            except AssertionError:
+                continue
+        assert "2 open" in str(panel.border_subtitle)
+
+
+def test_watch_paths_come_from_the_reports_paths(tmp_path: Path) -> None:
+    from loop.snapshot import read
+    from tui.watch import watch_paths
+
+    ws = make(tmp_path, "running")
+    snapshot = read(ws)
+    folders, files = watch_paths(ws, snapshot)
+    assert (ws.root / "TODO.md").resolve() in {f.resolve() for f in files}
+    assert all(p.is_absolute() for p in [*folders, *files])
+    assert not any("no transcript" in str(p) for p in files)

@@ -55,6 +55,10 @@ class SourceReport:
     """Where the answer came from (file, list, project), for people."""
     warnings: tuple[str, ...] = field(default=())
     """Parts of the source that were passed over (a corrupt task file, a bad line)."""
+    path: str | None = None
+    """The file or folder the answer is read from, when there is one (a task file, a transcript,
+    a task list folder): what a viewer watches. Data, set by the source: `detail` is prose for
+    people and is never parsed back into a path."""
 
     @property
     def open_count(self) -> int:
@@ -78,5 +82,9 @@ def disabled(name: str, reason: str, now: str) -> SourceReport:
     return SourceReport(name, enabled=False, available=False, error=reason, checked_at=now)
 
 
-def unavailable(name: str, reason: str, now: str, detail: str | None = None) -> SourceReport:
-    return SourceReport(name, enabled=True, available=False, error=reason, checked_at=now, detail=detail)
+def unavailable(
+    name: str, reason: str, now: str, detail: str | None = None, path: str | None = None
+) -> SourceReport:
+    return SourceReport(
+        name, enabled=True, available=False, error=reason, checked_at=now, detail=detail, path=path
+    )

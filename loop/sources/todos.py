@@ -239,7 +239,7 @@ class Lookup:
             pass  # a cache that cannot be written only costs time
 
 
-def report(found: Found, now: str, detail: str) -> SourceReport:
+def report(found: Found, now: str, detail: str, path: str | None = None) -> SourceReport:
     counts = {"pending": 0, "in_progress": 0, "done": 0}
     items: list[TaskItem] = []
     for index, todo in enumerate(found.todos or []):
@@ -257,6 +257,7 @@ def report(found: Found, now: str, detail: str) -> SourceReport:
         items=tuple(items),
         checked_at=now,
         detail=detail,
+        path=path,
         pending=counts["pending"],
         in_progress=counts["in_progress"],
         done=counts["done"],
@@ -275,13 +276,15 @@ def check(transcript: Path | None, now: str, cache_dir: Path | None) -> SourceRe
     try:
         found = Lookup(cache_dir).latest(transcript)
     except FileNotFoundError:
-        return unavailable(NAME, f"{transcript}: no such transcript", now, detail=str(transcript))
+        return unavailable(
+            NAME, f"{transcript}: no such transcript", now, detail=str(transcript), path=str(transcript)
+        )
     except IsADirectoryError:
         return unavailable(NAME, f"{transcript}: is a folder, expected a .jsonl transcript", now)
     except OSError as exc:
         return unavailable(NAME, f"{transcript}: cannot be read ({exc.strerror})", now)
     detail = str(transcript) if found.todos is not None else f"{transcript} (no TodoWrite call yet)"
-    return report(found, now, detail)
+    return report(found, now, detail, str(transcript))
 
 
 def transcript_for(claude_home: Path, cwd: Path, session_id: str) -> Path | None:
