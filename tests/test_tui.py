@@ -461,3 +461,60 @@ def test_watch_paths_come_from_the_reports_paths(tmp_path: Path) -> None:
     assert (ws.root / "TODO.md").resolve() in {f.resolve() for f in files}
     assert all(p.is_absolute() for p in [*folders, *files])
     assert not any("no transcript" in str(p) for p in files)
+
+
+def live_widgets() -> int:
+    """Widgets still in memory, on screen or not (a leak keeps them alive off screen)."""
+    import gc
+
+    from textual.widget import Widget
+
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if isinstance(o, Widget))
+
+
+async def test_snapshots_that_change_no_key_neither_refresh_the_footer_nor_grow_the_screen(
+    tmp_path: Path,
+) -> None:
+    """A refresh recomposes the footer: one per snapshot leaked its key widgets (1,090 → 4,209
+    live widgets over 240 snapshots). Only a change in what applies refreshes it."""
+    import dataclasses
+
+    from loop.snapshot import read
+    from tui.watch import SnapshotReady
+
+    ws = make(tmp_path, "running")
+    monitor = app(ws, watch=False, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        await pilot.pause()
+        refreshed: list[int] = []
+        real_refresh = monitor.refresh_bindings
+
+        def spy() -> None:
+            refreshed.append(monitor.snapshots_shown)
+            real_refresh()
+
+        monitor.refresh_bindings = spy  # type: ignore[method-assign]
+        snapshot = read(ws)
+        assert snapshot.loop is not None
+        widgets = len(list(monitor.screen.walk_children()))
+        alive = live_widgets()
+        for n in range(40):
+            Journal(ws.journal).append("iteration-started", 13 + n, {"max_iterations": 50})
+            monitor.post_message(SnapshotReady(read(ws)))
+            await pilot.pause()
+        await pilot.pause()
+        assert monitor.snapshots_shown >= 40
+        assert len(list(monitor.screen.walk_children())) == widgets
+        assert live_widgets() <= alive + 5, (alive, live_widgets())
+        assert refreshed == []
+        paused = dataclasses.replace(snapshot, loop=dataclasses.replace(snapshot.loop, status="paused"))
+        monitor.post_message(SnapshotReady(paused))
+        await until(pilot, lambda: len(refreshed) == 1)
+        for _ in range(5):
+            monitor.post_message(SnapshotReady(paused))
+            await pilot.pause()
+        assert len(refreshed) == 1
+        keys = {b.binding.action for b in monitor.screen.active_bindings.values() if b.enabled}
+        assert "resume" in keys and "pause" not in keys
