@@ -1,4 +1,8 @@
-"""Run every bench script in turn and print their figures: `python bench/run_all.py`."""
+"""Run every bench script in turn and print their figures: `python bench/run_all.py [--full]`.
+
+The long ones run shortened unless `--full` is given: the hook comparison up to 200 MB, the
+monitor soak for one minute (run them alone for the figures of record: 1 GB, 10 minutes).
+"""
 
 from __future__ import annotations
 
@@ -8,12 +12,20 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
+SHORT: dict[str, list[str]] = {
+    "bench_hook_vs_bash.py": ["--sizes", "1,20,200", "--runs", "5"],
+    "bench_monitor_soak.py": ["--seconds", "60"],
+}
+"""Arguments that keep a default run of everything reasonably short."""
+
 
 def main() -> int:
+    full = "--full" in sys.argv[1:]
     failed = 0
     for script in sorted(HERE.glob("bench_*.py")):
-        print(f"\n== {script.name}", flush=True)
-        failed |= subprocess.call([sys.executable, str(script)], cwd=HERE.parent)
+        extra = [] if full else SHORT.get(script.name, [])
+        print(f"\n== {script.name} {' '.join(extra)}".rstrip(), flush=True)
+        failed |= subprocess.call([sys.executable, str(script), *extra], cwd=HERE.parent)
     return failed
 
 

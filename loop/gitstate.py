@@ -7,28 +7,113 @@ never resets and never cleans: work is committed or left where it is.
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import git
 
 LOOP_FILES = (":(exclude).claude/orchestrator-loop*", ":(exclude).claude/loopdeck", ":(exclude).claude/loops")
 """loopdeck's own files are not the work: they are never committed and never count as progress."""
 
 
-def fingerprint(root: Path) -> str | None:
-    """A digest of HEAD and the working tree's changes; None when `root` is not in a repo."""
+REPO_CACHE_SIZE = 4
+"""Repos kept open between fingerprints (a runner drives one workspace; tests open many)."""
+
+_repos: OrderedDict[Path, git.Repo] = OrderedDict()
+_repos_lock = threading.Lock()
+
+
+def _repo(root: Path) -> git.Repo | None:
+    """The repo at or above `root`, opened once and reused: the runner asks twice an iteration,
+    and a new `Repo` each time was half of the runner's own time. The least recently used is
+    closed (its `git cat-file` helpers end) when more than `REPO_CACHE_SIZE` are open."""
     import git
 
+    key = root.resolve()
+    with _repos_lock:
+        repo = _repos.get(key)
+        if repo is not None:
+            _repos.move_to_end(key)
+            return repo
     try:
-        repo = git.Repo(root, search_parent_directories=True)
+        repo = git.Repo(key, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         return None
-    try:
-        head = repo.head.commit.hexsha if repo.head.is_valid() else "no-commits"
-        status = repo.git.status("--porcelain", "--untracked-files=all", "--", ".", *LOOP_FILES)
-        diff = repo.git.diff("HEAD", "--", ".", *LOOP_FILES) if repo.head.is_valid() else ""
-    except git.GitCommandError:
+    with _repos_lock:
+        _repos[key] = repo
+        while len(_repos) > REPO_CACHE_SIZE:
+            _key, old = _repos.popitem(last=False)
+            old.close()
+    return repo
+
+
+def forget_repos() -> None:
+    """Close every cached repo (a repo moved or deleted under us, or a test that wants a clean
+    slate)."""
+    with _repos_lock:
+        while _repos:
+            _key, repo = _repos.popitem()
+            repo.close()
+
+
+def fingerprint(root: Path) -> str | None:
+    """A digest of HEAD and the working tree's changes; None when `root` is not in a repo.
+
+    One `git status --porcelain=v2 --branch` process: its header holds HEAD's oid, its entries
+    the index and HEAD blob ids of every change. A file edited again while already modified
+    keeps its entry, so each changed path's size and mtime (a `stat`, no process) join the
+    digest: the agent editing the same file again is still progress.
+    """
+    import git
+
+    repo = _repo(root)
+    if repo is None:
         return None
-    return hashlib.sha256(f"{head}\n{status}\n{diff}".encode()).hexdigest()
+    try:
+        out = repo.git.status(
+            "--porcelain=v2", "--branch", "-z", "--untracked-files=all", "--", ".", *LOOP_FILES
+        )
+    except git.GitCommandError:
+        forget_repos()  # the repo may be gone: open it afresh next time
+        return None
+    digest = hashlib.sha256(out.encode())
+    base = Path(repo.working_dir)
+    for path in _changed_paths(out):
+        try:
+            st = (base / path).lstat()
+        except OSError:
+            digest.update(f"\0{path}\0-".encode())
+            continue
+        digest.update(f"\0{path}\0{st.st_size}:{st.st_mtime_ns}".encode())
+    return digest.hexdigest()
+
+
+def _changed_paths(porcelain_v2_z: str) -> list[str]:
+    """The paths of `git status --porcelain=v2 -z` entries (headers and rename sources left out)."""
+    paths: list[str] = []
+    entries = porcelain_v2_z.split("\0")
+    skip_next = False
+    for entry in entries:
+        if skip_next:  # the original path of a rename or copy
+            skip_next = False
+            continue
+        if not entry or entry.startswith("#"):
+            continue
+        kind = entry[0]
+        if kind == "1":
+            paths.append(entry.split(" ", 8)[-1])
+        elif kind == "2":
+            paths.append(entry.split(" ", 9)[-1])
+            skip_next = True
+        elif kind == "u":
+            paths.append(entry.split(" ", 10)[-1])
+        elif kind in "?!":
+            paths.append(entry[2:])
+    return paths
 
 
 def _ours(path: str) -> bool:

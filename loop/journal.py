@@ -102,8 +102,16 @@ class Journal:
         except FileNotFoundError:
             return 0
 
-    def tail(self, n: int, where: Callable[[Event], bool] | None = None) -> ReadResult:
-        """The last `n` events (oldest first), reading backwards only as far as needed."""
+    def tail(
+        self, n: int, where: Callable[[Event], bool] | None = None, budget: int | None = None
+    ) -> ReadResult:
+        """The last `n` events (oldest first) that pass `where`, reading backwards only as far as
+        needed: until `n` have matched, or `budget` bytes from the end were read.
+
+        A filter that matches rarely (or never) would otherwise read the whole journal, which
+        grows without bound: a caller polling for one recent event gives a `budget`. The line
+        cut by the budget's edge is passed over, not reported: it was only half read.
+        """
         counter = ReadCounter()
         events: list[Event] = []
         problems: list[Problem] = []
@@ -113,8 +121,11 @@ class Journal:
             return ReadResult([], [], 0, 0)
         with f:
             end = f.seek(0, os.SEEK_END)
+            stop = max(0, end - budget) if budget is not None else 0
             if n > 0:
-                for offset, line, terminated in lines_backwards(f, end, counter=counter):
+                for offset, line, terminated in lines_backwards(f, end, stop=stop, counter=counter):
+                    if offset == stop and stop > 0:
+                        break  # cut by the budget: maybe only the end of a line
                     if not line.strip():
                         continue
                     item = decode_line(line, offset, terminated)

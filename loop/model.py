@@ -259,6 +259,10 @@ class SourceReport:
     """Where the answer came from (file, list, project), for people."""
     warnings: tuple[str, ...] = field(default=())
     """Parts of the source that were passed over (a corrupt task file, a bad line)."""
+    path: str | None = None
+    """The file or folder the answer is read from, when there is one (a task file, a transcript,
+    a task list folder): what a viewer watches. Data, set by the source: `detail` is prose for
+    people and is never parsed back into a path."""
 
     @property
     def open_count(self) -> int:
@@ -285,6 +289,7 @@ class SourceReport:
             "skipped": self.skipped,
             "detail": self.detail,
             "warnings": list(self.warnings),
+            "path": self.path,
         }
         return obj
 

@@ -165,3 +165,43 @@ def test_restoring_the_backup_never_applies_a_command_twice(ws: Workspace) -> No
     assert (ws.root / "TODO.md").read_text() == "- [-] one\n- [ ] two\n- [ ] three\n"
     restored = [e for e in Journal(ws.journal).tail(100).events if e.kind == "restored"]
     assert restored and restored[-1].data["already_applied"] == 1
+
+
+def test_applied_ids_reads_a_huge_journal_from_the_end(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--wait` polls this ten times a second: it must cost what the journal's end costs, not
+    what the journal weighs. A 1 GB journal (sparse: a newline every MB, zeros between) with
+    one command applied near its end, and thousands of other events after the hole."""
+    with ws.journal.open("wb") as f:
+        for mb in range(1, 1025):
+            f.seek(mb * 1024 * 1024)
+            f.write(b"\n")
+    journal = Journal(ws.journal)
+    journal.append("command-applied", 3, {"id": "early", "command": "pause"})
+    journal.append("command-applied", 3, {"id": "wanted", "command": "pause"})
+    with ws.journal.open("ab") as f:
+        f.write(b'{"ts": "2026-01-01T00:00:00.000Z", "kind": "iteration-started", "iteration": 4}\n' * 3000)
+    reads: list[int] = []
+    real_tail = Journal.tail
+
+    def spy(self: Journal, *args: object, **kwargs: object):
+        result = real_tail(self, *args, **kwargs)  # type: ignore[arg-type]
+        reads.append(result.bytes_read)
+        return result
+
+    monkeypatch.setattr(Journal, "tail", spy)
+    assert control.applied_ids(journal) == {"early", "wanted"}
+    assert ws.journal.stat().st_size > 1024**3
+    assert reads and max(reads) <= 2 * 1024 * 1024
+
+
+def test_tail_budget_passes_over_the_cut_line(ws: Workspace) -> None:
+    journal = Journal(ws.journal)
+    for i in range(100):
+        journal.append("iteration-started", i)
+    line = len(ws.journal.read_bytes()) // 100
+    result = journal.tail(1000, budget=10 * line + line // 2)
+    assert [e.iteration for e in result.events] == list(range(90, 100))
+    assert result.problems == []
+    assert journal.tail(1000, budget=10**9).events == journal.tail(1000).events

@@ -220,3 +220,60 @@ def test_plain_and_line_parsers_agree(lines: list[str]) -> None:
         slow.first_pending_line,
         slow.first_in_progress_line,
     )
+
+
+# --- the fast path (no fences, no comments) ------------------------------------------------
+
+
+class CountingBox:
+    """Wraps `_BOX` and counts the boxes the parser walks one by one."""
+
+    def __init__(self) -> None:
+        self.real = task_file._BOX
+        self.walked = 0
+
+    def finditer(self, text: str):
+        for match in self.real.finditer(text):
+            self.walked += 1
+            yield match
+
+    def match(self, text: str):
+        return self.real.match(text)
+
+
+@pytest.mark.parametrize("marks", [" x", " xX-", "x-", " ~x"])
+def test_fast_path_stops_once_the_report_is_known(monkeypatch: pytest.MonkeyPatch, marks: str) -> None:
+    """An ordinary list (no `[~]`) must not be walked box by box past what the report lists."""
+    box = CountingBox()
+    monkeypatch.setattr(task_file, "_BOX", box)
+    text = "".join(f"- [{marks[i % len(marks)]}] task {i}\n" for i in range(20_000))
+    r = parse(text)
+    assert len(r.items) == 200
+    assert r.pending + r.in_progress + r.done + r.skipped == 20_000
+    assert box.walked <= 2 * 200
+
+
+def _parsed(r: task_file.Checklist) -> tuple[object, ...]:
+    return (
+        r.pending,
+        r.in_progress,
+        r.done,
+        r.skipped,
+        r.items,
+        r.first_pending_line,
+        r.first_in_progress_line,
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["- [ ] a", "* [x] b", "1. [X] c", "+ [-] d", "- [~] e", "prose", ""]), max_size=40
+    ),
+    st.integers(min_value=0, max_value=260),
+    st.sampled_from(" xX-~"),
+)
+def test_fast_path_equals_line_parser(head: list[str], filler: int, mark: str) -> None:
+    """Lists longer than the report's cap included, where the fast path stops early."""
+    text = "\n".join([*head, *(f"- [{mark}] filler {i}" for i in range(filler)), *head])
+    assert _parsed(task_file._parse_plain(text)) == _parsed(task_file._parse_lines(text))

@@ -113,7 +113,7 @@ def test_quoted_todowrite_in_tool_results_and_text_is_ignored(tmp_path: Path) ->
 
 def test_huge_lines_and_garbage(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
-    big = _user_result("x" * 8_000_000 + '"TodoWrite"')
+    big = _user_result("x" * 3_000_000 + '"TodoWrite"')
     path.write_bytes(_assistant_todo(["pending", "pending"]) + big + b"\xff\xfe garbage\n" + big)
     assert counts(path) == (2, 0, 0)
 
@@ -223,3 +223,45 @@ def test_torn_last_line_longer_than_a_block(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     path.write_bytes(_assistant_todo(["pending"]) + b'{"type":"user","message":"' + b"q" * 3_000_000)
     assert counts(path) == (1, 0, 0)
+
+
+def _sparse_transcript(path: Path, size: int, head: bytes = b"", tail: bytes = b"") -> None:
+    """`size` bytes on paper (a hole of zeros, a newline every MB), real lines at both ends."""
+    with path.open("wb") as f:
+        f.write(head)
+        for mb in range(1, size >> 20):
+            f.seek(mb << 20)
+            f.write(b"\n")
+        f.seek(size)
+        f.write(tail)
+
+
+def test_first_look_at_a_1gb_transcript_without_todowrite_is_bounded(tmp_path: Path) -> None:
+    """The first Stop of a long session that never called TodoWrite: "no list", from the last
+    8 MB only; the cache then says so up to that offset, and the next look reads what was
+    appended."""
+    path = tmp_path / "t.jsonl"
+    cache = tmp_path / "cache"
+    _sparse_transcript(path, 1 << 30, tail=_user_result("y" * 1000) * 50)
+    lookup = todos.Lookup(cache)
+    assert lookup.latest(path).todos is None
+    assert lookup.bytes_read <= 9 * 1024 * 1024
+    report = todos.check(path, NOW, cache)
+    assert report.available and report.open_count == 0
+    with path.open("ab") as f:
+        f.write(_assistant_todo(["pending", "in_progress"]))
+    again = todos.Lookup(cache)
+    assert [t["status"] for t in again.latest(path).todos or []] == ["pending", "in_progress"]
+    assert again.bytes_read < 64 * 1024
+
+
+def test_first_look_finds_a_list_within_the_window_only(tmp_path: Path) -> None:
+    near, far = tmp_path / "near.jsonl", tmp_path / "far.jsonl"
+    filler = _user_result("z" * 100_000)
+    near.write_bytes(
+        _assistant_todo(["completed"]) + filler * 40 + _assistant_todo(["pending"]) + filler * 40
+    )
+    assert counts(near) == (1, 0, 0)
+    # Further back than the first look's window: stale, the session has no list now.
+    far.write_bytes(_assistant_todo(["pending"]) + filler * 100)
+    assert counts(far) == (0, 0, 0)

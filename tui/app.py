@@ -112,6 +112,8 @@ class LoopdeckApp(App[None]):
         self.asked_resume = False
         self.watched: tuple[frozenset[Path], frozenset[Path]] | None = None
         self.snapshots_shown = 0
+        self.binding_answers: tuple[bool | None, ...] | None = None
+        """`check_action` for each bound action, as the footer last showed them."""
 
     # --- layout --------------------------------------------------------------------------------
 
@@ -220,7 +222,7 @@ class LoopdeckApp(App[None]):
         self.main.query_one(VerificationPanel).show(snapshot, now)
         self.main.query_one(JournalPanel).show_events(snapshot.events)
         self.report_applied(snapshot)
-        self.refresh_bindings()
+        self.refresh_bindings_if_changed()
         self.snapshots_shown += 1
         if self.watching:
             folders, files = watch_paths(self.workspace, snapshot)
@@ -230,6 +232,15 @@ class LoopdeckApp(App[None]):
                 self.watch_files(*wanted)
         if self.prompts:
             self.prompt_if_needed(snapshot, first=previous is None)
+
+    def refresh_bindings_if_changed(self) -> None:
+        """Refresh the footer only when `check_action`'s answers change: a refresh recomposes
+        the footer, and one per snapshot (several a second while a loop runs) grew the monitor
+        by thousands of widgets an hour."""
+        answers = tuple(self.check_action(action, ()) for action in BINDING_ACTIONS)
+        if answers != self.binding_answers:
+            self.binding_answers = answers
+            self.refresh_bindings()
 
     def report_applied(self, snapshot: Snapshot) -> None:
         for event in snapshot.events:
@@ -456,3 +467,7 @@ class LoopdeckApp(App[None]):
         if self.on_quit is not None:
             await asyncio.to_thread(self.on_quit)
         self.exit()
+
+
+BINDING_ACTIONS = tuple(binding.action for binding in LoopdeckApp.BINDINGS if isinstance(binding, Binding))
+"""The actions the footer shows keys for: the ones whose `check_action` answer it reflects."""

@@ -51,13 +51,18 @@ def watch_paths(ws: Workspace, snapshot: Snapshot | None) -> tuple[set[Path], se
         folders.add(ws.archive_dir)
     if snapshot is not None and snapshot.sources is not None:
         for report in snapshot.sources.sources:
-            if report.name in ("task_file", "todos") and report.detail and report.available:
-                path = Path(report.detail.split(" (")[0])
-                if path.parent.is_dir():
-                    folders.add(path.parent)
-                    files.add(path)
-            if report.name == "claude_tasks" and report.detail and Path(report.detail).is_dir():
-                folders.add(Path(report.detail))
+            if report.path is None:
+                continue
+            path = Path(report.path)
+            if not path.is_absolute():
+                path = ws.root / path
+            if report.name == "claude_tasks":
+                if path.is_dir():
+                    folders.add(path)
+            elif path.parent.is_dir():
+                # Watched even while missing or unreadable: its creation or repair shows at once.
+                folders.add(path.parent)
+                files.add(path)
     return folders, files
 
 

@@ -11,5 +11,9 @@ def disabled(name: str, reason: str, now: str) -> SourceReport:
     return SourceReport(name, enabled=False, available=False, error=reason, checked_at=now)
 
 
-def unavailable(name: str, reason: str, now: str, detail: str | None = None) -> SourceReport:
-    return SourceReport(name, enabled=True, available=False, error=reason, checked_at=now, detail=detail)
+def unavailable(
+    name: str, reason: str, now: str, detail: str | None = None, path: str | None = None
+) -> SourceReport:
+    return SourceReport(
+        name, enabled=True, available=False, error=reason, checked_at=now, detail=detail, path=path
+    )

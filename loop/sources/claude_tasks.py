@@ -53,9 +53,11 @@ def read_list(folder: Path, now: str) -> SourceReport:
     try:
         entries = sorted(folder.iterdir())
     except NotADirectoryError:
-        return unavailable(NAME, f"{folder}: not a folder", now, detail=str(folder))
+        return unavailable(NAME, f"{folder}: not a folder", now, detail=str(folder), path=str(folder))
     except OSError as exc:
-        return unavailable(NAME, f"{folder}: cannot be listed ({exc.strerror})", now, detail=str(folder))
+        return unavailable(
+            NAME, f"{folder}: cannot be listed ({exc.strerror})", now, detail=str(folder), path=str(folder)
+        )
     for path in entries:
         if path.suffix != ".json" or path.name.startswith("."):
             continue
@@ -100,6 +102,7 @@ def read_list(folder: Path, now: str) -> SourceReport:
         items=tuple(items[:MAX_ITEMS]),
         checked_at=now,
         detail=str(folder),
+        path=str(folder),
         warnings=tuple(warnings),
         pending=counts["pending"],
         in_progress=counts["in_progress"],

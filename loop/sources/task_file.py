@@ -75,7 +75,13 @@ def _parse_plain(text: str) -> Checklist:
             result.first_pending_line = line
         if mark == "~" and result.first_in_progress_line is None:
             result.first_in_progress_line = line
-        if len(result.items) >= MAX_ITEMS and result.first_pending_line and result.first_in_progress_line:
+        if (
+            len(result.items) >= MAX_ITEMS
+            and (result.first_pending_line or not counts[" "])
+            and (result.first_in_progress_line or not counts["~"])
+        ):
+            # Everything a report needs is known; a mark the text never holds is not waited for
+            # (an ordinary list has no `[~]`: without this it walked all 100,000 boxes).
             break
     if len(result.items) >= MAX_ITEMS and (
         result.first_pending_line is None or result.first_in_progress_line is None
@@ -164,18 +170,28 @@ def check(workspace_root: Path, path_text: str | None, now: str) -> SourceReport
     try:
         if path.stat().st_size > MAX_BYTES:
             return unavailable(
-                NAME, f"{path}: larger than {MAX_BYTES >> 20} MB; not a checklist", now, detail=str(path)
+                NAME,
+                f"{path}: larger than {MAX_BYTES >> 20} MB; not a checklist",
+                now,
+                detail=str(path),
+                path=str(path),
             )
         data = path.read_bytes()
     except FileNotFoundError:
-        return unavailable(NAME, f"{path}: no such file", now, detail=str(path))
+        return unavailable(NAME, f"{path}: no such file", now, detail=str(path), path=str(path))
     except IsADirectoryError:
-        return unavailable(NAME, f"{path}: is a folder, expected a markdown file", now, detail=str(path))
+        return unavailable(
+            NAME, f"{path}: is a folder, expected a markdown file", now, detail=str(path), path=str(path)
+        )
     except OSError as exc:
-        return unavailable(NAME, f"{path}: cannot be read ({exc.strerror})", now, detail=str(path))
+        return unavailable(
+            NAME, f"{path}: cannot be read ({exc.strerror})", now, detail=str(path), path=str(path)
+        )
     warnings: tuple[str, ...] = ()
     if b"\x00" in data[:8192]:
-        return unavailable(NAME, f"{path}: binary data, expected a markdown checklist", now, detail=str(path))
+        return unavailable(
+            NAME, f"{path}: binary data, expected a markdown checklist", now, detail=str(path), path=str(path)
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -194,6 +210,7 @@ def check(workspace_root: Path, path_text: str | None, now: str) -> SourceReport
         checked_at=now,
         detail=str(path),
         warnings=warnings,
+        path=str(path),
     )
 
 

@@ -4,6 +4,11 @@ Transcripts reach hundreds of MB and the hook asks on every Stop, so the whole t
 never parsed: the file is searched backwards in blocks for the bytes `"TodoWrite"`, and only
 a line holding them is decoded. The answer and the byte offset it covers are remembered under
 `.claude/loopdeck/`, so the next look reads only what was appended since.
+
+The first look at a transcript reads at most its last `FIRST_LOOK` bytes: a session that never
+called TodoWrite would otherwise be read whole on its first Stop (391 ms at 1 GB). A list last
+written further back than that is stale; the cache then remembers "no list up to here", so later
+looks stay as cheap as the bytes appended since.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ NEEDLE = b'"TodoWrite"'
 BLOCK = 1024 * 1024
 MAX_LINE = 64 * 1024 * 1024
 """A line this long is a tool result, not a TodoWrite call: it is passed over, not decoded."""
+
+FIRST_LOOK = 8 * 1024 * 1024
+"""How far back from the end the first look at a transcript searches."""
 
 _STATUS = {"pending": "pending", "in_progress": "in_progress", "completed": "done"}
 
@@ -108,8 +116,11 @@ def _line_bounds(f: BinaryIO, pos: int, size: int, counter: list[int]) -> tuple[
     return start, -1  # no newline after it: the last line, still being written
 
 
-def scan(path: Path, start: int = 0) -> Scan:
-    """Find the latest TodoWrite call between byte `start` and the end of the file."""
+def scan(path: Path, start: int = 0, aligned: bool = True) -> Scan:
+    """Find the latest TodoWrite call between byte `start` and the end of the file.
+
+    `aligned`: a line starts at `start` (the end of the last look), so a call on the first line
+    needs no read before `start` to find where its line begins."""
     counter = [0]
     with path.open("rb") as f:
         size = f.seek(0, os.SEEK_END)
@@ -149,15 +160,19 @@ def scan(path: Path, start: int = 0) -> Scan:
                     continue
                 before = chunk.rfind(b"\n", 0, at)
                 after = chunk.find(b"\n", at)
-                if before != -1 and after != -1:
-                    line_start, line_end = lo + before + 1, lo + after
+                first: int | None = before + 1
+                if before == -1:  # the line starts before the chunk, or at `start` when aligned
+                    first = 0 if lo == start and aligned else None
+                whole = first is not None and after != -1
+                if first is not None and after != -1:
+                    line_start, line_end = lo + first, lo + after
                 else:
                     line_start, line_end = _line_bounds(f, lo + at, size, counter)
                 if line_start < 0 or line_end < 0:  # absurdly long line: look before the needle
                     at = chunk.rfind(NEEDLE, 0, at)
                     continue
-                if before != -1 and after != -1:
-                    line = chunk[before + 1 : after]
+                if whole:
+                    line = chunk[first:after]
                 else:
                     f.seek(line_start)
                     line = f.read(line_end - line_start)
@@ -192,7 +207,10 @@ class Lookup:
             if start == st.st_size:
                 self.bytes_read = 0
                 return previous
-        result = scan(transcript, start)
+        aligned = True
+        if start == 0 and st.st_size > FIRST_LOOK:
+            start, aligned = st.st_size - FIRST_LOOK, False
+        result = scan(transcript, start, aligned)
         self.bytes_read = result.bytes_read
         found = result.found if result.found.todos is not None else previous
         self._save(
@@ -221,7 +239,7 @@ class Lookup:
             pass  # a cache that cannot be written only costs time
 
 
-def report(found: Found, now: str, detail: str) -> SourceReport:
+def report(found: Found, now: str, detail: str, path: str | None = None) -> SourceReport:
     counts = {"pending": 0, "in_progress": 0, "done": 0}
     items: list[TaskItem] = []
     for index, todo in enumerate(found.todos or []):
@@ -239,6 +257,7 @@ def report(found: Found, now: str, detail: str) -> SourceReport:
         items=tuple(items),
         checked_at=now,
         detail=detail,
+        path=path,
         pending=counts["pending"],
         in_progress=counts["in_progress"],
         done=counts["done"],
@@ -266,13 +285,14 @@ def check(transcript: Path | None, now: str, cache_dir: Path | None) -> SourceRe
             checked_at=now,
             detail=f"{transcript} not found: no TODO list counted",
             warnings=(f"{transcript}: no such transcript",),
+            path=str(transcript),
         )
     except IsADirectoryError:
         return unavailable(NAME, f"{transcript}: is a folder, expected a .jsonl transcript", now)
     except OSError as exc:
         return unavailable(NAME, f"{transcript}: cannot be read ({exc.strerror})", now)
     detail = str(transcript) if found.todos is not None else f"{transcript} (no TodoWrite call yet)"
-    return report(found, now, detail)
+    return report(found, now, detail, str(transcript))
 
 
 def transcript_for(claude_home: Path, cwd: Path, session_id: str) -> Path | None:

@@ -1,13 +1,19 @@
-"""Journal: a live tail of the loop's events, coloured by kind, filtered by a search."""
+"""Journal: a live tail of the loop's events, coloured by kind, filtered by a search.
+
+A running loop appends events several times a second; the panel writes only the new ones
+(a `RichLog` renders each line once). It redraws everything only when the journal was replaced
+or truncated (the events it showed are no longer there) or when the search changes.
+"""
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical, VerticalScroll
-from textual.widgets import Input, Static
+from textual.containers import Vertical
+from textual.widgets import Input, RichLog
 
 from loop.journal import Event, message
+from loop.snapshot import JOURNAL_TAIL
 from loop.timeutil import log_stamp
 
 KIND_CLASS = {
@@ -33,7 +39,7 @@ class JournalPanel(Vertical):
     JournalPanel { border: round $primary 50%; height: 1fr; min-height: 6; }
     JournalPanel #journal-search { display: none; height: 3; }
     JournalPanel.-searching #journal-search { display: block; }
-    JournalPanel > VerticalScroll { height: 1fr; }
+    JournalPanel > RichLog { height: 1fr; background: transparent; }
     JournalPanel > .journal--error { color: $error; }
     JournalPanel > .journal--escalation { color: $error; text-style: bold reverse; }
     JournalPanel > .journal--warning { color: $warning; }
@@ -54,13 +60,18 @@ class JournalPanel(Vertical):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.events: tuple[Event, ...] = ()
+        self.matches: list[bool] = []
+        """For each of `events`, whether the search lets it through."""
         self.query_text = ""
         """The search: only events whose line contains it (case-insensitive) are shown."""
+        self.redraws = 0
+        self.lines_written = 0
+        """Counts for tests and benches: full redraws, and event lines written in all."""
+        self.placeholder = False
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="search the journal (Enter keeps it, Escape clears)", id="journal-search")
-        with VerticalScroll(id="journal-scroll"):
-            yield Static(id="journal-lines")
+        yield RichLog(id="journal-lines", wrap=True, max_lines=JOURNAL_TAIL, auto_scroll=True)
 
     def on_mount(self) -> None:
         self.border_title = "Journal"
@@ -68,28 +79,50 @@ class JournalPanel(Vertical):
     def show_events(self, events: tuple[Event, ...]) -> None:
         if events == self.events:
             return
+        added = appended(self.events, events)
+        if added is None or self.placeholder:
+            self.events = events
+            self.redraw()
+            return
+        dropped = len(self.events) + len(added) - len(events)
         self.events = events
-        self.redraw()
+        self.matches = self.matches[dropped:]
+        log = self.query_one(RichLog)
+        for event in added:
+            self.write_event(log, event)
+        self.show_count()
+
+    def line_of(self, event: Event) -> str:
+        return f"{log_stamp(event.ts)[11:19]} {event.kind:<20} {message(event)}"
+
+    def write_event(self, log: RichLog, event: Event) -> None:
+        line = self.line_of(event)
+        wanted = self.query_text.lower()
+        match = not wanted or wanted in line.lower()
+        self.matches.append(match)
+        if match:
+            style = self.get_component_rich_style(KIND_CLASS[event.kind]) if event.kind in KIND_CLASS else ""
+            log.write(Text(line, style=style))
+            self.lines_written += 1
 
     def redraw(self) -> None:
-        wanted = self.query_text.lower()
-        text = Text()
-        shown = 0
+        """Everything again: a new journal, or a new search."""
+        self.redraws += 1
+        log = self.query_one(RichLog)
+        log.clear()
+        self.matches = []
+        self.placeholder = False
         for event in self.events:
-            line = f"{log_stamp(event.ts)[11:19]} {event.kind:<20} {message(event)}"
-            if wanted and wanted not in line.lower():
-                continue
-            style = self.get_component_rich_style(KIND_CLASS[event.kind]) if event.kind in KIND_CLASS else ""
-            if shown:
-                text.append("\n")
-            text.append(line, style=style)
-            shown += 1
-        if not shown:
-            text = Text("no events" + (f" matching {self.query_text!r}" if wanted else ""))
-        self.query_one("#journal-lines", Static).update(text)
-        self.border_subtitle = f"{shown} of {len(self.events)}" + (f" · /{self.query_text}" if wanted else "")
-        scroll = self.query_one(VerticalScroll)
-        scroll.scroll_end(animate=False)
+            self.write_event(log, event)
+        if not any(self.matches):
+            log.write(Text("no events" + (f" matching {self.query_text!r}" if self.query_text else "")))
+            self.placeholder = True
+        self.show_count()
+
+    def show_count(self) -> None:
+        shown = sum(self.matches)
+        wanted = self.query_text
+        self.border_subtitle = f"{shown} of {len(self.events)}" + (f" · /{wanted}" if wanted else "")
 
     def start_search(self) -> None:
         self.add_class("-searching")
@@ -109,3 +142,18 @@ class JournalPanel(Vertical):
         self.query_text = ""
         self.remove_class("-searching")
         self.redraw()
+
+
+def appended(old: tuple[Event, ...], new: tuple[Event, ...]) -> tuple[Event, ...] | None:
+    """The events `new` adds after `old`, when `new` is `old`'s window moved forward (the journal
+    grew); None when it is not (the journal was replaced or truncated): redraw then."""
+    if not old:
+        return None
+    last = old[-1]
+    for j in range(len(new) - 1, -1, -1):
+        if new[j] == last:
+            overlap = min(j + 1, len(old))
+            if new[j + 1 - overlap : j + 1] == old[len(old) - overlap :]:
+                return new[j + 1 :]
+            return None
+    return None
