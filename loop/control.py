@@ -25,6 +25,7 @@ from typing import Any
 from loop.errors import LoopdeckError
 from loop.journal import Journal
 from loop.paths import Workspace
+from loop.safeopen import append_bytes
 from loop.state import LoopState, StateStore
 from loop.timeutil import iso_ms, utcnow
 
@@ -80,12 +81,7 @@ def send(
         raise LoopdeckError("answer needs the answer's text")
     command = Command(new_id(), iso_ms(now or utcnow()), kind, source, reason or None, value)
     line = json.dumps(command.to_json(), ensure_ascii=False) + "\n"
-    workspace.claude_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(workspace.control, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line.encode("utf-8"))
-    finally:
-        os.close(fd)
+    append_bytes(workspace.control, line.encode("utf-8", "replace"))  # never through a symlink
     return command
 
 

@@ -127,8 +127,10 @@ def scalar(value: Any) -> str:
 def atomic_write(path: Path, data: bytes, durable: bool = False) -> None:
     """Replace `path` with `data` in one rename, so no reader ever sees half a file. `durable`
     also fsyncs the file and its folder (the loop's state); caches skip that cost."""
+    from loop.safeopen import open_write
+
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = open_write(tmp, os.O_CREAT | os.O_EXCL)  # inside .claude/, never through a symlink
     try:
         view = memoryview(data)
         while view:

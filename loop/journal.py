@@ -16,6 +16,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from loop.redact import redact_obj
+from loop.safeopen import append_bytes
 from loop.tailread import ReadCounter, lines_backwards
 from loop.timeutil import human_duration, iso_ms, log_stamp, utcnow
 
@@ -91,14 +93,11 @@ class Journal:
         data: Mapping[str, Any] | None = None,
         now: datetime | None = None,
     ) -> Event:
-        event = Event(iso_ms(now or utcnow()), kind, iteration, dict(data or {}))
+        """Append one event. Every string in `data` is redacted here, once, so no caller can
+        leak a token into the journal; the file is never written through a symlink."""
+        event = Event(iso_ms(now or utcnow()), kind, iteration, redact_obj(dict(data or {})))
         line = json.dumps(event.to_json(), ensure_ascii=False, default=str) + "\n"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line.encode("utf-8"))
-        finally:
-            os.close(fd)
+        append_bytes(self.path, line.encode("utf-8", "replace"))
         return event
 
     def size(self) -> int:

@@ -48,7 +48,8 @@ _SOURCES: tuple[tuple[str, str], ...] = (
     # NAME=value and NAME: value where NAME says it is a secret (OPENAI_API_KEY, DB_PASSWORD…)
     (
         r"(?i)(?<![A-Za-z0-9])([A-Za-z0-9_.-]*" + _NAME_WORDS + r"[A-Za-z0-9_.-]*\\?[\"']?[ \t]*[:=][ \t]*"
-        r"(?:\\?[\"'])?)(?!\[REDACTED\])[^\s\"'\\,;&<>]+",
+        r"(?:\\?[\"'])?)(?!\[REDACTED\]|(?:\d{1,9}|true|false|null|none)(?![^\s\"'\\,;&<>{}()\[\]]))"
+        r"[^\s\"'\\,;&<>{}()\[\]]+",
         r"\1" + MASK,
     ),
 )

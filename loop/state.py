@@ -27,6 +27,7 @@ from loop.frontmatter import _YAML, atomic_write, fast_front_matter, scalar, yam
 from loop.lock import FileLock, LockTimeoutError
 from loop.paths import Workspace
 from loop.proc import alive
+from loop.safeopen import NotRegularFile, read_regular
 from loop.timeutil import iso_s, utcnow
 
 STATUSES = ("initializing", "running", "paused", "stopping", "completed", "stopped", "failed")
@@ -317,11 +318,13 @@ class StateStore:
     def read(self) -> LoopState | None:
         """The state, None when there is no loop, StateError when the file is not a state."""
         try:
-            data = self.path.read_bytes()
+            data = read_regular(self.path, MAX_STATE_BYTES + 1)  # a FIFO must not hang the hook
         except FileNotFoundError:
             return None
         except IsADirectoryError:
             raise StateError(self.path, "is a folder, expected the loop's state file") from None
+        except NotRegularFile as exc:
+            raise StateError(self.path, f"{exc.strerror}, expected the loop's state file") from None
         except OSError as exc:
             raise StateError(self.path, f"cannot be read: {exc.strerror}") from None
         return parse(data, self.path)

@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loop.redact import redact
 from loop.sources.aggregate import Aggregate
 from loop.state import LoopState
 
@@ -69,4 +70,4 @@ def summary_lines(
     if folder is not None:
         lines.append(f"Archive:     {folder}")
     lines.append(f"Next:        {next_step}")
-    return lines
+    return [redact(line) for line in lines]  # printed, and copied into bug reports

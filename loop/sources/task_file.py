@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loop.safeopen import read_regular
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
 
 NAME = "task_file"
@@ -166,7 +167,7 @@ def check(workspace_root: Path, path_text: str | None, now: str) -> SourceReport
             return unavailable(
                 NAME, f"{path}: larger than {MAX_BYTES >> 20} MB; not a checklist", now, detail=str(path)
             )
-        data = path.read_bytes()
+        data = read_regular(path, MAX_BYTES + 1)  # a FIFO or device is unreadable, never a hang
     except FileNotFoundError:
         return unavailable(NAME, f"{path}: no such file", now, detail=str(path))
     except IsADirectoryError:

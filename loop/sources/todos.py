@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from loop.safeopen import open_regular
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
 
 NAME = "todos"
@@ -111,7 +112,7 @@ def _line_bounds(f: BinaryIO, pos: int, size: int, counter: list[int]) -> tuple[
 def scan(path: Path, start: int = 0) -> Scan:
     """Find the latest TodoWrite call between byte `start` and the end of the file."""
     counter = [0]
-    with path.open("rb") as f:
+    with open_regular(path) as f:  # a FIFO or device transcript is unreadable, not a hang
         size = f.seek(0, os.SEEK_END)
         tail_start = max(start, size - BLOCK)
         f.seek(tail_start)
