@@ -27,7 +27,7 @@ from loop.frontmatter import _YAML, atomic_write, fast_front_matter, scalar, yam
 from loop.lock import FileLock, LockTimeoutError
 from loop.paths import Workspace
 from loop.proc import alive
-from loop.safeopen import NotRegularFile, read_regular
+from loop.safeopen import NotRegularFile, make_parents, read_regular
 from loop.timeutil import iso_s, utcnow
 
 STATUSES = ("initializing", "running", "paused", "stopping", "completed", "stopped", "failed")
@@ -339,7 +339,7 @@ class StateStore:
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         if self._lock is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_parents(self.workspace.lock)  # not inside a symlinked .claude
             self._lock = FileLock(self.workspace.lock, timeout=self.lock_timeout)
         try:
             self._lock.acquire()
