@@ -36,14 +36,23 @@ def yaml_module() -> Any:
         }
 
         class FlowDumper(yaml.SafeDumper):
-            pass
+            """Never anchors and aliases: loopdeck refuses them when it reads a state back."""
+
+            def ignore_aliases(self, data: Any) -> bool:
+                return True
+
+        # Strings always double-quoted, also as keys inside maps: a plain one holding NEL or
+        # another character YAML folds would read back as a different string.
+        FlowDumper.add_representer(
+            str, lambda dumper, text: dumper.represent_scalar("tag:yaml.org,2002:str", text, style='"')
+        )
 
         _YAML.update(module=yaml, loader=Loader, dumper=FlowDumper)
     return _YAML["module"]
 
 
 _FAST_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*): (.*)")
-_FAST_INT = re.compile(r"-?(?:0|[1-9][0-9]*)")
+_FAST_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,17})")  # longer ones are bounded by the schema
 _FAST_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_./+-]*|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9:]+)")
 _YAML_WORDS = frozenset(
     {"y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF"}
