@@ -240,6 +240,9 @@ def run(
     proc.wait()
     kill_group(proc.pid)  # whatever the agent left running in its group goes with it
     reader.join(timeout=5)
+    with contextlib.suppress(OSError):
+        if proc.stdout is not None:
+            proc.stdout.close()
     return Run(proc.returncode, round(time.monotonic() - start, 3), b"".join(tail), timed_out, interrupted)
 
 

@@ -25,7 +25,7 @@ from typing import Any
 from loop.errors import LoopdeckError
 from loop.journal import Journal
 from loop.paths import Workspace
-from loop.safeopen import append_bytes
+from loop.safeopen import append_bytes, open_regular
 from loop.state import LoopState, StateStore
 from loop.timeutil import iso_ms, utcnow
 
@@ -98,7 +98,7 @@ def read_since(path: Path, offset: int) -> tuple[list[Command], list[BadLine], i
     """Commands in complete lines from `offset` on, the lines that were not commands, and the
     offset after the last complete line. A half-written last line waits for the next read."""
     try:
-        f = path.open("rb")
+        f = open_regular(path)  # a FIFO planted as the queue must not hang the driver
     except FileNotFoundError:
         return [], [], 0
     with f:

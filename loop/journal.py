@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from loop.redact import redact_obj
-from loop.safeopen import append_bytes
+from loop.safeopen import append_bytes, open_regular
 from loop.tailread import ReadCounter, lines_backwards
 from loop.timeutil import human_duration, iso_ms, log_stamp, utcnow
 
@@ -112,7 +112,7 @@ class Journal:
         events: list[Event] = []
         problems: list[Problem] = []
         try:
-            f = self.path.open("rb")
+            f = open_regular(self.path)  # a FIFO planted as the journal must not hang a reader
         except FileNotFoundError:
             return ReadResult([], [], 0, 0)
         with f:
@@ -139,7 +139,7 @@ class Journal:
         If the file shrank below `offset` (a new loop replaced it), reading starts over.
         """
         try:
-            f = self.path.open("rb")
+            f = open_regular(self.path)  # a FIFO planted as the journal must not hang a reader
         except FileNotFoundError:
             return ReadResult([], [], 0, 0)
         with f:

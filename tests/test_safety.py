@@ -181,3 +181,12 @@ def test_a_fifo_state_file_is_an_error_not_a_hang(ws: Workspace) -> None:
     os.mkfifo(ws.state)
     with pytest.raises(StateError, match="FIFO"):
         _within(10, lambda: StateStore(ws).read())
+
+
+def test_a_fifo_journal_or_queue_is_an_error_not_a_hang(ws: Workspace) -> None:
+    os.mkfifo(ws.journal)
+    os.mkfifo(ws.control)
+    with pytest.raises(OSError, match="FIFO"):
+        _within(10, lambda: Journal(ws.journal).tail(5))
+    with pytest.raises(OSError, match="FIFO"):
+        _within(10, lambda: control.read_since(ws.control, 0))

@@ -205,7 +205,7 @@ def mark_current(path: Path, mark: str = "-") -> TaskItem | None:
     Returns the item changed, or None when nothing is open. Writes atomically, so the agent
     editing the same file never sees it half-written.
     """
-    import os
+    from loop.frontmatter import atomic_write
 
     text = path.read_text(encoding="utf-8")
     result = parse(text)
@@ -219,7 +219,6 @@ def mark_current(path: Path, mark: str = "-") -> TaskItem | None:
         return None
     index = match.start(1)
     lines[line_no - 1] = line[:index] + mark + line[index + 1 :]
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text("".join(lines), encoding="utf-8")
-    os.replace(tmp, path)
+    # a fresh, unguessable temp name opened O_EXCL|O_NOFOLLOW: the agent cannot aim it elsewhere
+    atomic_write(path, "".join(lines).encode("utf-8"))
     return TaskItem(title=match.group(2).strip(), status=_STATUS.get(mark, mark), line=line_no)
