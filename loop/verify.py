@@ -220,7 +220,7 @@ def _option_values(args: Sequence[str], longs: Iterable[str], shorts: Iterable[s
 def _has_option(args: Sequence[str], names: Iterable[str]) -> str | None:
     for arg in args:
         for name in names:
-            if arg == name or (name.startswith("--") and arg.startswith(name + "=")):
+            if arg == name or arg.startswith(name + "="):  # go takes `-exec=prog` too
                 return name
     return None
 
