@@ -22,10 +22,16 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
+
+from loop.redact import redact_bytes
+from loop.safeopen import UnsafePath, make_parents, open_append, write_bytes
 
 DEFAULT_AGENT = "claude -p --output-format json"
 TAIL_BYTES = 4 * 1024 * 1024
 GRACE_S = 5.0
+LOG_LINE_BYTES = 1024 * 1024
+"""A line longer than this is written to the log (redacted) without waiting for its end."""
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
@@ -33,16 +39,71 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def argv_for(command: str, prompt: str, prompt_file: Path) -> tuple[list[str], bool]:
-    """The agent's argv, and whether the prompt goes on stdin (no `{prompt}` placeholder)."""
+PLACEHOLDERS = ("{prompt}", "{prompt_file}")
+SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "busybox"})
+INTERPRETERS = frozenset({"python", "python3", "node", "perl", "ruby", "php", "deno", "bun"})
+"""Programs whose `-c`/`-e` argument is code: a placeholder there would run the task's text."""
+
+
+class AgentCommandRefused(ValueError):
+    """An `--agent` template that would put the prompt (task titles, agent-written text) where
+    a shell or an interpreter reads it as code."""
+
+
+def _code_option(arg: str, program: str) -> bool:
+    """Is `arg` the option after which `program` takes its code (`-c`, `-lc`, `-e`)?"""
+    if not arg.startswith("-") or arg.startswith("--"):
+        return False
+    letters = arg[1:]
+    if program in SHELLS:
+        return "c" in letters
+    return letters in ("c", "e", "-eval", "p") or letters.endswith(("c", "e"))
+
+
+def check_template(command: str) -> list[str]:
+    """The template's words, or AgentCommandRefused when `{prompt}`/`{prompt_file}` would be
+    read as code: inside the command string of `sh -c` (any known shell, also after `env`,
+    `timeout`…), or of `python -c`/`node -e`, or embedded with other text in the arguments that
+    follow it. A placeholder as a whole argument after the code (`sh -c '… "$1"' sh {prompt}`)
+    is a plain argument and fine. Run it at startup so a bad template fails before the loop."""
     argv = shlex.split(command)
     if not argv:
-        raise ValueError("the agent command is empty")
+        raise AgentCommandRefused("the agent command is empty")
+    for i, word in enumerate(argv):
+        program = os.path.basename(word)
+        if program not in SHELLS and program not in INTERPRETERS:
+            continue
+        for j in range(i + 1, len(argv)):
+            if not _code_option(argv[j], program):
+                continue
+            code = argv[j + 1] if j + 1 < len(argv) else ""
+            rest = argv[j + 2 :]
+            for placeholder in PLACEHOLDERS:
+                embedded = [a for a in rest if placeholder in a and a != placeholder]
+                if placeholder in code or embedded:
+                    raise AgentCommandRefused(
+                        f"the agent command {command!r} puts {placeholder} inside the code that "
+                        f"{program} {argv[j]} runs, so a task title such as `x$(touch y)` would "
+                        f"run as a command; pass it as a separate argument instead "
+                        f"(e.g. {program} -c '… \"$1\"' {program} {placeholder}) or leave it out "
+                        "and read the prompt from stdin"
+                    )
+            break
+    return argv
+
+
+def argv_for(command: str, prompt: str, prompt_file: Path) -> tuple[list[str], bool]:
+    """The agent's argv, and whether the prompt goes on stdin (no `{prompt}` placeholder).
+
+    `{prompt}` and `{prompt_file}` are argv values, never shell text: `check_template` refuses
+    a template that would hand them to a shell. The prompt file is written without following
+    a symlink in its place."""
+    argv = check_template(command)
     uses_stdin = True
     out = []
     for arg in argv:
         if "{prompt_file}" in arg:
-            prompt_file.write_text(prompt, encoding="utf-8")
+            write_bytes(prompt_file, prompt.encode("utf-8", "replace"))
             arg = arg.replace("{prompt_file}", str(prompt_file))
             uses_stdin = False
         if "{prompt}" in arg:
@@ -105,9 +166,11 @@ def run(
     env: dict[str, str] | None = None,
 ) -> Run:
     """Run the agent to the end, or until `timeout`, or until `interrupt()` names a reason."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
+    log: BinaryIO | None = None
     try:
+        make_parents(log_path)
+        log = open_append(log_path)  # opened here so that a planted symlink fails the start
         argv, uses_stdin = argv_for(command, prompt, log_path.with_suffix(".prompt.md"))
         proc = subprocess.Popen(
             argv,
@@ -119,22 +182,35 @@ def run(
             preexec_fn=_die_with_parent,
             env=env,
         )
-    except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else str(exc)
-        return Run(None, 0.0, b"", error=f"cannot start the agent {command!r}: {reason}")
+    except (OSError, ValueError, UnsafePath) as exc:
+        if log is not None:
+            log.close()
+        why = str(exc.strerror) if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return Run(None, 0.0, b"", error=f"cannot start the agent {command!r}: {why}")
     tail: deque[bytes] = deque()
     size = [0]
 
     def pump() -> None:
-        assert proc.stdout is not None
-        with log_path.open("ab") as log:
+        """Stream the output to the log a line at a time, redacted (a secret split across two
+        reads is still whole in a line); keep the raw tail for the runner to read."""
+        assert proc.stdout is not None and log is not None
+        with log:
+            pending = b""
             while chunk := os.read(proc.stdout.fileno(), 65536):
-                log.write(chunk)
-                log.flush()
+                pending += chunk
+                cut = pending.rfind(b"\n") + 1
+                if cut == 0 and len(pending) > LOG_LINE_BYTES:
+                    cut = len(pending)
+                if cut:
+                    log.write(redact_bytes(pending[:cut]))
+                    log.flush()
+                    pending = pending[cut:]
                 tail.append(chunk)
                 size[0] += len(chunk)
                 while size[0] > TAIL_BYTES and len(tail) > 1:
                     size[0] -= len(tail.popleft())
+            if pending:
+                log.write(redact_bytes(pending))
 
     def feed() -> None:
         assert proc.stdin is not None
@@ -164,6 +240,9 @@ def run(
     proc.wait()
     kill_group(proc.pid)  # whatever the agent left running in its group goes with it
     reader.join(timeout=5)
+    with contextlib.suppress(OSError):
+        if proc.stdout is not None:
+            proc.stdout.close()
     return Run(proc.returncode, round(time.monotonic() - start, 3), b"".join(tail), timed_out, interrupted)
 
 

@@ -13,6 +13,8 @@ from typing import Any
 
 from loop.model import LoopState
 from loop.paths import Workspace
+from loop.redact import redact, redact_obj
+from loop.safeopen import make_parents, write_bytes
 from loop.state import render
 from loop.timeutil import iso_ms, utcnow
 
@@ -24,15 +26,18 @@ def folder_name(started_at: str) -> str:
 def archive(
     workspace: Workspace, state: LoopState, outcome: str, summary: dict[str, Any] | None = None
 ) -> Path:
-    """Write the state and a summary into a fresh archive folder; returns the folder."""
+    """Write the state and a summary into a fresh archive folder; returns the folder.
+
+    Both are redacted: an archive outlives the loop and gets shared when people ask for help."""
     base = workspace.archive_dir / folder_name(state.started_at)
     folder = base
     n = 1
     while folder.exists():
         n += 1
         folder = base.with_name(f"{base.name}.{n}")
-    folder.mkdir(parents=True)
-    (folder / "state.md").write_text(render(state), encoding="utf-8")
+    make_parents(folder)  # inside .claude/, not through a symlinked loops/
+    folder.mkdir()
+    write_bytes(folder / "state.md", redact(render(state)).encode("utf-8", "replace"))
     record = {
         "outcome": outcome,
         "archived_at": iso_ms(utcnow()),
@@ -43,7 +48,8 @@ def archive(
         "prompt": state.prompt,
         **(summary or {}),
     }
-    (folder / "summary.json").write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+    text = json.dumps(redact_obj(record), indent=2, ensure_ascii=False, default=str) + "\n"
+    write_bytes(folder / "summary.json", text.encode("utf-8", "replace"))
     return folder
 
 

@@ -24,6 +24,7 @@ from loop.errors import LoopdeckError
 from loop.journal import Journal
 from loop.model import COMMANDS, Command, LoopState
 from loop.paths import Workspace
+from loop.safeopen import append_bytes, open_regular
 from loop.state import StateStore
 from loop.timeutil import iso_ms, utcnow
 
@@ -58,12 +59,7 @@ def send(
         raise LoopdeckError(f"{kind} needs its text")
     command = Command(new_id(), iso_ms(now or utcnow()), kind, source, reason or None, value)
     line = json.dumps(command.to_json(), ensure_ascii=False) + "\n"
-    workspace.claude_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(workspace.control, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line.encode("utf-8"))
-    finally:
-        os.close(fd)
+    append_bytes(workspace.control, line.encode("utf-8", "replace"))  # never through a symlink
     return command
 
 
@@ -80,7 +76,7 @@ def read_since(path: Path, offset: int) -> tuple[list[Command], list[BadLine], i
     """Commands in complete lines from `offset` on, the lines that were not commands, and the
     offset after the last complete line. A half-written last line waits for the next read."""
     try:
-        f = path.open("rb")
+        f = open_regular(path)  # a FIFO planted as the queue must not hang the driver
     except FileNotFoundError:
         return [], [], 0
     with f:

@@ -36,7 +36,16 @@ def yaml_module() -> Any:
         }
 
         class FlowDumper(yaml.SafeDumper):
-            pass
+            """Never anchors and aliases: loopdeck refuses them when it reads a state back."""
+
+            def ignore_aliases(self, data: Any) -> bool:
+                return True
+
+        # Strings always double-quoted, also as keys inside maps: a plain one holding NEL or
+        # another character YAML folds would read back as a different string.
+        FlowDumper.add_representer(
+            str, lambda dumper, text: dumper.represent_scalar("tag:yaml.org,2002:str", text, style='"')
+        )
 
         _YAML.update(module=yaml, loader=Loader, dumper=FlowDumper)
     return _YAML["module"]
@@ -44,7 +53,7 @@ def yaml_module() -> Any:
 
 _FAST_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*): (.*)")
 _FAST_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
-_FAST_INT = re.compile(r"-?(?:0|[1-9][0-9]*)")
+_FAST_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,17})")  # longer ones are bounded by the schema
 _FAST_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_./+-]*|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9:]+)")
 _YAML_WORDS = frozenset(
     {"y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF"}
@@ -143,8 +152,10 @@ def scalar(value: Any) -> str:
 def atomic_write(path: Path, data: bytes, durable: bool = False) -> None:
     """Replace `path` with `data` in one rename, so no reader ever sees half a file. `durable`
     also fsyncs the file and its folder (the loop's state); caches skip that cost."""
+    from loop.safeopen import open_write
+
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = open_write(tmp, os.O_CREAT | os.O_EXCL)  # inside .claude/, never through a symlink
     try:
         view = memoryview(data)
         while view:

@@ -9,7 +9,6 @@ its line and column rather than "fixed". Running it twice changes nothing the se
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
 import sys
@@ -18,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from loop.errors import FileProblem
+from loop.frontmatter import atomic_write
 from loop.paths import Workspace
+from loop.safeopen import write_bytes
 from loop.timeutil import utcnow
 
 HOOK_MARK = "hook stop"
@@ -150,10 +151,7 @@ def _save(path: Path, data: dict[str, Any], report: Report) -> None:
     if old is not None:
         report.backup = path.with_name(f"{path.name}.bak-{utcnow().strftime('%Y%m%dT%H%M%S')}")
         shutil.copy2(path, report.backup)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(new, encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, new.encode("utf-8"))  # never through a symlink, never outside .claude/
     report.changed = True
 
 
@@ -190,7 +188,7 @@ def install(
         if target.exists() and MARKER not in target.read_text(encoding="utf-8", errors="replace"):
             raise FileProblem(target, "exists and was not written by loopdeck; move it away first")
         if not target.exists() or target.read_text(encoding="utf-8") != text:
-            target.write_text(text, encoding="utf-8")
+            write_bytes(target, text.encode("utf-8"))  # a planted symlink is refused, not followed
             report.written.append(target)
     return report
 

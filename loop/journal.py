@@ -18,6 +18,8 @@ from typing import Any, BinaryIO
 
 from loop.events import KINDS, message, render_line
 from loop.model import JournalEvent as Event
+from loop.redact import redact_obj
+from loop.safeopen import append_bytes, open_regular
 from loop.tailread import ReadCounter, lines_backwards
 from loop.timeutil import iso_ms, utcnow
 
@@ -84,16 +86,13 @@ class Journal:
         data: Mapping[str, Any] | None = None,
         now: datetime | None = None,
     ) -> Event:
+        """Append one event. Every string in `data` is redacted here, once, so no caller can
+        leak a token into the journal; the file is never written through a symlink."""
         if kind not in KINDS:
             raise ValueError(f"unknown journal event kind {kind!r}: add it to loop.events.KINDS")
-        event = Event(iso_ms(now or utcnow()), kind, iteration, dict(data or {}))
+        event = Event(iso_ms(now or utcnow()), kind, iteration, redact_obj(dict(data or {})))
         line = json.dumps(event.to_json(), ensure_ascii=False, default=str) + "\n"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line.encode("utf-8"))
-        finally:
-            os.close(fd)
+        append_bytes(self.path, line.encode("utf-8", "replace"))
         return event
 
     def size(self) -> int:
@@ -116,7 +115,7 @@ class Journal:
         events: list[Event] = []
         problems: list[Problem] = []
         try:
-            f = self.path.open("rb")
+            f = open_regular(self.path)  # a FIFO planted as the journal must not hang a reader
         except FileNotFoundError:
             return ReadResult([], [], 0, 0)
         with f:
@@ -146,7 +145,7 @@ class Journal:
         If the file shrank below `offset` (a new loop replaced it), reading starts over.
         """
         try:
-            f = self.path.open("rb")
+            f = open_regular(self.path)  # a FIFO planted as the journal must not hang a reader
         except FileNotFoundError:
             return ReadResult([], [], 0, 0)
         with f:

@@ -31,7 +31,8 @@ class FileLock:
         if self._depth:
             self._depth += 1
             return
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        # O_NOFOLLOW: a lock file planted as a symlink must not make loopdeck create its target
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         deadline = time.monotonic() + self.timeout
         pause = 0.002
         while True:

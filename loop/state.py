@@ -15,6 +15,7 @@ Three promises, each tested:
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -22,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from loop.errors import FileProblem, LockTimeout
-from loop.frontmatter import _YAML, atomic_write, fast_front_matter, scalar, yaml_module
+from loop.frontmatter import _YAML, _YAML_WORDS, atomic_write, fast_front_matter, scalar, yaml_module
 from loop.lock import FileLock, LockTimeoutError
 from loop.model import ACTIVE_STATUSES, DRIVERS, KNOWN_KEYS, NULL, STATUSES, WAITING_KINDS, LoopState
 from loop.paths import Workspace
 from loop.proc import alive
+from loop.safeopen import NotRegularFile, make_parents, read_regular
 from loop.timeutil import utcnow
 
 __all__ = [
@@ -47,12 +49,33 @@ MAX_STATE_BYTES = 4 * 1024 * 1024
 the hook."""
 
 
+MAX_INT = 2**63 - 1
+"""Whole numbers in the state are counts, offsets and pids: anything larger is a typo or an
+attack, and Python refuses to even print one of more than 4300 digits."""
+
+FIELD_CAPS = {
+    "session_id": 256,
+    "github_project_id": 256,
+    "started_at": 64,
+    "current_task": 2000,
+    "completion_promise": 2000,
+    "task_file": 4096,
+    "transcript_path": 4096,
+}
+"""Characters kept of strings that come from outside (the hook's input, task titles): a 5 MB
+session id must not make the state file too large to read back."""
+
+
 class StateError(FileProblem):
     """The state file exists but is not a loop state (bad YAML, wrong types, binary…)."""
 
 
+class Unstorable(ValueError):
+    """A state value that cannot be written so that it reads back (a number beyond MAX_INT)."""
+
+
 def _expect_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_INT
 
 
 def _expect_bool(value: Any) -> bool:
@@ -64,7 +87,9 @@ def _expect_str(value: Any) -> bool:
 
 
 def _expect_opt_str(value: Any) -> bool:
-    return value is None or (isinstance(value, str | int) and not isinstance(value, bool))
+    if isinstance(value, int) and not isinstance(value, bool):
+        return abs(value) <= MAX_INT
+    return value is None or isinstance(value, str)
 
 
 def _expect_opt_int(value: Any) -> bool:
@@ -90,7 +115,7 @@ def _expect_str_list(value: Any) -> bool:
 _SCHEMA: dict[str, tuple[Any, str]] = {
     # seed 000, in its order
     "iteration": (_expect_int, "a whole number >= 0"),
-    "max_iterations": (_expect_int, "a whole number >= 0 (0 = no limit)"),
+    "max_iterations": (_expect_int, "a whole number >= 0 (0 = no limit; at most 2**63-1)"),
     "completion_promise": (_expect_opt_str, 'a string ("null" for none)'),
     "task_file": (_expect_opt_str, 'a path ("null" for none)'),
     "check_tasks": (_expect_bool, "true or false"),
@@ -124,7 +149,8 @@ REQUIRED_KEYS = ("iteration", "max_iterations")
 def render(state: LoopState) -> str:
     """The state file's text. A key the file did not have is added only once it means
     something (a round trip of the original format adds nothing; a new state writes every key),
-    and a key whose value did not change keeps its exact text."""
+    and a key whose value did not change keeps its exact text. Values are made storable on the
+    way (see `storable`)."""
     values = state.values()
     order = [k for k in state._order if k in values]
     order += [
@@ -139,20 +165,94 @@ def render(state: LoopState) -> str:
         if key in state._raw and key in state._seen and _same(state._seen[key], value):
             parts.append(state._raw[key])
         else:
-            parts.append(f"{key}: {scalar(value)}{nl}")
+            parts.append(f"{_key_text(key)}: {scalar(storable(value, FIELD_CAPS.get(key), key))}{nl}")
     parts.append("---" + nl)
-    parts.append(state.body)
+    parts.append(storable(state.body))
     return "".join(parts)
 
 
 _DEFAULTS: dict[str, Any] = LoopState().values()
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+_PLAIN_KEY = re.compile(r"[A-Za-z_][\w.-]*")
+
+
+def storable(value: Any, cap: int | None = None, key: str = "value") -> Any:
+    """`value` as it can be written and read back: lone surrogates (which UTF-8 cannot hold)
+    become U+FFFD, strings longer than `cap` are cut, numbers beyond MAX_INT raise Unstorable;
+    lists and maps are made storable all the way down (keys too)."""
+    if isinstance(value, bool) or value is None or isinstance(value, float):
+        return value
+    if isinstance(value, int):
+        if abs(value) > MAX_INT:
+            digits = len(str(abs(value))) if abs(value) < 10**4000 else "thousands of"
+            raise Unstorable(f"{key}: a number of {digits} digits is larger than 2**63-1")
+        return value
+    if isinstance(value, str):
+        text = _SURROGATES.sub("\ufffd", value)
+        return text[:cap] if cap is not None and len(text) > cap else text
+    if isinstance(value, list | tuple):
+        return [storable(v, None, key) for v in value]
+    if isinstance(value, dict):
+        return {
+            storable(str(k) if not isinstance(k, str) else k): storable(v, None, key)
+            for k, v in value.items()
+        }
+    return value
+
+
+def _key_text(key: str) -> str:
+    """A key as YAML reads it back as the same string: plain when it is a plain word, quoted
+    otherwise (`"a: b"`, `"true"`, `"#x"`, `""`)."""
+    key = storable(key)
+    if _PLAIN_KEY.fullmatch(key) and key not in _YAML_WORDS:
+        return key
+    return str(scalar(key))
 
 
 def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and bool(a == b)
 
 
-_KEY_LINE = re.compile(r"^([A-Za-z_][\w.-]*)[ \t]*:")
+_KEY_LINE = re.compile(r"^(?:([A-Za-z_][\w.-]*)|\"((?:[^\"\\]|\\.)*)\"|'((?:[^']|'')*)')[ \t]*:")
+
+
+def _line_key(match: re.Match[str]) -> str:
+    """The key a `_KEY_LINE` match names, quoted keys unquoted (`"a: b": 1` is key `a: b`)."""
+    plain, double, single = match.groups()
+    if plain is not None:
+        return str(plain)
+    if single is not None:
+        return str(single).replace("''", "'")
+    try:
+        return str(json.loads(f'"{double}"'))
+    except ValueError:
+        return str(double)
+
+
+def _anchor_line(text: str) -> int | None:
+    """The line (of the file) of the first YAML anchor or alias in the front matter, if any.
+
+    loopdeck never writes them; read, they are how an alias bomb (a few lines that expand to
+    gigabytes when a checker walks them) gets in."""
+    yaml = yaml_module()
+    for event in yaml.parse(text, Loader=_YAML["loader"]):
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            return int(event.start_mark.line) + 2
+    return None
+
+
+def _too_big(value: Any, depth: int = 0) -> bool:
+    """Does `value` hold a whole number beyond MAX_INT (or nest absurdly deep)?"""
+    if depth > 50:
+        return True
+    if isinstance(value, int) and not isinstance(value, bool):
+        return abs(value) > MAX_INT
+    if isinstance(value, list):
+        return any(_too_big(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return any(_too_big(k, depth + 1) or _too_big(v, depth + 1) for k, v in value.items())
+    return False
 
 
 def parse(data: bytes, path: Path | str) -> LoopState:
@@ -183,12 +283,20 @@ def parse(data: bytes, path: Path | str) -> LoopState:
     if loaded is None:
         yaml = yaml_module()
         try:
+            anchor = _anchor_line("".join(fm_lines))
+            if anchor is not None:
+                raise StateError(
+                    path, "YAML anchors and aliases (&, *) are not allowed in a state file", anchor
+                )
             loaded = yaml.load("".join(fm_lines), Loader=_YAML["loader"])
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = mark.line + 2 if mark is not None else None
             problem = getattr(exc, "problem", None) or str(exc)
             raise StateError(path, f"front matter is not valid YAML: {problem}", where) from None
+        except (ValueError, RecursionError) as exc:  # e.g. an integer of more than 4300 digits
+            problem = "a number too large to read" if "digits" in str(exc) else type(exc).__name__
+            raise StateError(path, f"front matter holds a value loopdeck cannot read: {problem}") from None
     if loaded is None:
         loaded = {}
     if not isinstance(loaded, dict):
@@ -201,7 +309,7 @@ def parse(data: bytes, path: Path | str) -> LoopState:
     for index, text_line in enumerate(fm_lines):
         match = _KEY_LINE.match(text_line)
         if match:
-            current = match.group(1)
+            current = _line_key(match)
             key_lines.setdefault(current, index + 2)
             raw[current] = text_line
         elif current is None:
@@ -236,6 +344,8 @@ def parse(data: bytes, path: Path | str) -> LoopState:
                 value = str(value)
             setattr(state, key, value)
         else:
+            if _too_big(value):
+                raise StateError(path, f"{key}: holds a number larger than 2**63-1", key_lines.get(key))
             state.extra[key] = value
     state._order = [str(k) for k in loaded]
     state._newline = newline
@@ -274,11 +384,13 @@ class StateStore:
     def read(self) -> LoopState | None:
         """The state, None when there is no loop, StateError when the file is not a state."""
         try:
-            data = self.path.read_bytes()
+            data = read_regular(self.path, MAX_STATE_BYTES + 1)  # a FIFO must not hang the hook
         except FileNotFoundError:
             return None
         except IsADirectoryError:
             raise StateError(self.path, "is a folder, expected the loop's state file") from None
+        except NotRegularFile as exc:
+            raise StateError(self.path, f"{exc.strerror}, expected the loop's state file") from None
         except OSError as exc:
             raise StateError(self.path, f"cannot be read: {exc.strerror}") from None
         return parse(data, self.path)
@@ -293,7 +405,7 @@ class StateStore:
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         if self._lock is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_parents(self.workspace.lock)  # not inside a symlinked .claude
             self._lock = FileLock(self.workspace.lock, timeout=self.lock_timeout)
         try:
             self._lock.acquire()
@@ -312,12 +424,28 @@ class StateStore:
 
         A corrupt file in the way is an error (it may be a person's half-finished edit), unless
         `replace_corrupt`, which moves it aside as `….corrupt-<time>` rather than deleting it.
+        What is written is parsed back first: a state loopdeck could not read is never written
+        (StateError instead, naming the problem), because the next Stop would fail on it.
         """
-        data = render(state).encode("utf-8")
+        data = self.checked(state)
         with self.locked():
             self._keep_previous(replace_corrupt)
             atomic_write(self.path, data, durable=True)
             self._sweep_orphans()
+
+    def checked(self, state: LoopState) -> bytes:
+        """The bytes `write` would write, or StateError when they would not read back."""
+        try:
+            data = render(state).encode("utf-8")
+        except (Unstorable, UnicodeError, RecursionError) as exc:
+            raise StateError(self.path, f"refusing to write the state: {exc}") from None
+        try:
+            parse(data, self.path)
+        except StateError as exc:
+            raise StateError(
+                self.path, f"refusing to write a state that would not read back ({exc.problem})", exc.line
+            ) from None
+        return data
 
     def restore_backup(self) -> LoopState:
         """Put the last good copy back, moving the corrupt file aside (never deleting it)."""
@@ -354,13 +482,16 @@ class StateStore:
             os.replace(link, backup)
 
     def _sweep_orphans(self) -> None:
-        """Remove temp files left by writers that were killed mid-write (SIGKILL, power cut)."""
-        prefix = f".{self.path.name}."
+        """Remove temp files left by writers that were killed mid-write (SIGKILL, power cut):
+        the state's `.….<pid>.<hex>.tmp`, and the backup's hard link `.….bak.<pid>.<hex>` and
+        its `.tmp`, whenever the pid that made them is dead."""
+        orphan = re.compile(rf"\.{re.escape(self.path.name)}(?:\.bak)?\.(\d+)\.[0-9a-f]+(?:\.tmp)?")
         for entry in os.scandir(self.path.parent):
-            if not (entry.name.startswith(prefix) and entry.name.endswith(".tmp")):
+            match = orphan.fullmatch(entry.name)
+            if match is None or entry.is_dir(follow_symlinks=False):
                 continue
-            pid = entry.name[len(prefix) :].split(".", 1)[0]
-            if pid.isdigit() and int(pid) != os.getpid() and alive(int(pid)) is False:
+            pid = int(match.group(1))
+            if pid != os.getpid() and alive(pid) is False:
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loop.model import Aggregate, LoopState
+from loop.redact import redact
 
 
 @dataclass
@@ -68,4 +69,4 @@ def summary_lines(
     if folder is not None:
         lines.append(f"Archive:     {folder}")
     lines.append(f"Next:        {next_step}")
-    return lines
+    return [redact(line) for line in lines]  # printed, and copied into bug reports

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from loop.safeopen import open_regular
 from loop.tailread import lines_backwards
 
 MAX_SCAN_BYTES = 32 * 1024 * 1024
@@ -46,7 +47,7 @@ def last_assistant_text(transcript: Path) -> str | None:
     """
     parts: list[str] = []
     message_id: object = None
-    with transcript.open("rb") as f:
+    with open_regular(transcript) as f:  # a FIFO or device here must not hang the hook
         end = f.seek(0, 2)
         stop = max(0, end - MAX_SCAN_BYTES)
         for _offset, line, terminated in lines_backwards(f, end, stop):

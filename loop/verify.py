@@ -1,23 +1,44 @@
 """Verification commands (seed 004 §4, seed 003 §4.4.8): checked against an allowlist before
-the loop starts, run without a shell unless the command needs one, with a timeout, their output
-kept to the last lines and scrubbed of secrets before it reaches the journal.
+the loop starts, run without a shell, with a timeout, their output kept to the last lines and
+scrubbed of secrets before it reaches the journal.
 
 An overnight loop runs these commands unattended, over and over: a typo'd `rm -rf /` or a
 `curl … | sh` pasted from a README must be refused before the first iteration, not discovered.
+
+An allowlist is only as good as what it checks, so:
+
+* a command is split into argv with `shlex` and executed directly, never through `sh -c`;
+  anything the shell would have interpreted (substitution, backticks, variables, `;`, `&`, `|`,
+  redirections, globs, newlines) is refused, unless the person allowed a shell for that exact
+  command with an allow entry `sh: <the command>`;
+* the program is resolved on PATH (absolute PATH entries only) or inside the workspace
+  (`./gradlew`), and an allow entry matches the program it *resolves to*, not its file name: a
+  script called `pytest` somewhere else is not pytest;
+* options of allowed programs that run or write arbitrary things (`make --eval`,
+  `git diff --output`, `find -exec`, `go test -exec`, a `npm run` script nobody listed…) are
+  refused whatever the allowlist says.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shlex
+import shutil
 import subprocess
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from loop.agent import kill_group
+from loop.agent import _die_with_parent, kill_group
 from loop.errors import LoopdeckError
+from loop.redact import redact
+
+__all__ = ["DEFAULT_ALLOW", "Check", "CommandRefused", "Outcome", "check", "redact", "run"]
 
 DEFAULT_ALLOW = (
     "pytest",
@@ -36,9 +57,15 @@ DEFAULT_ALLOW = (
     "npm run lint",
     "npm run typecheck",
     "pnpm test",
-    "pnpm run",
+    "pnpm run test",
+    "pnpm run build",
+    "pnpm run lint",
+    "pnpm run typecheck",
     "yarn test",
-    "yarn run",
+    "yarn run test",
+    "yarn run build",
+    "yarn run lint",
+    "yarn run typecheck",
     "npx tsc",
     "npx eslint",
     "npx vitest",
@@ -65,12 +92,75 @@ DEFAULT_ALLOW = (
 )
 """Test, build and lint commands; a workspace adds its own in the state's `verify_allow`."""
 
-_SHELL_OPS = re.compile(r"\|\||&&|[|;<>`]|\$\(")
-_SEGMENTS = re.compile(r"\|\||&&|[|;]")
+SHELL_PREFIX = "sh:"
+"""An allow entry `sh: <exact command>` lets that one command run through `/bin/sh -c`."""
 
 
 class CommandRefused(LoopdeckError):
     pass
+
+
+# --- shell syntax ----------------------------------------------------------------------------
+
+_OUTSIDE_QUOTES = {
+    ";": "a command separator (;)",
+    "&": "a background or '&&' operator (&)",
+    "|": "a pipe (|)",
+    "<": "a redirection (<)",
+    ">": "a redirection (>)",
+    "`": "a backtick substitution",
+    "$": "a variable or command substitution ($)",
+    "(": "a subshell (()",
+    ")": "a subshell ())",
+    "*": "a glob (*)",
+    "?": "a glob (?)",
+    "[": "a glob ([)",
+    "{": "a brace expansion ({)",
+}
+
+
+def shell_syntax(text: str) -> str | None:
+    """What in `text` only a shell would interpret, or None: the command is then exactly the
+    words `shlex.split` gives, and running them directly loses nothing the person meant."""
+    if "\n" in text or "\r" in text:
+        return "a newline (a second command)"
+    if "\x00" in text:
+        return "a NUL byte"
+    quote: str | None = None
+    escaped = False
+    word_start = True
+    for ch in text:
+        if escaped:
+            escaped = False
+            word_start = False
+            continue
+        if quote == "'":
+            if ch == "'":
+                quote = None
+            continue
+        if quote == '"':
+            if ch == "\\":
+                escaped = True
+            elif ch == '"':
+                quote = None
+            elif ch in "$`":
+                return _OUTSIDE_QUOTES[ch] + " inside double quotes"
+            continue
+        if ch == "\\":
+            escaped = True
+        elif ch in "'\"":
+            quote = ch
+        elif ch in _OUTSIDE_QUOTES:
+            return _OUTSIDE_QUOTES[ch]
+        elif ch == "~" and word_start:
+            return "a home-directory expansion (~)"
+        elif ch == "#" and word_start:
+            return "a comment (#)"
+        word_start = ch in " \t"
+    return None
+
+
+# --- danger whatever the allowlist says ------------------------------------------------------
 
 
 def _danger(argv: Sequence[str], whole: str) -> str | None:
@@ -99,77 +189,210 @@ def _danger(argv: Sequence[str], whole: str) -> str | None:
     return None
 
 
-def _allowed(argv: Sequence[str], allow: Iterable[str]) -> bool:
-    for entry in allow:
-        prefix = shlex.split(entry)
-        if not prefix:
-            continue
-        if len(argv) >= len(prefix) and all(
-            a == p or (i == 0 and Path(a).name == p)
-            for i, (a, p) in enumerate(zip(argv, prefix, strict=False))
+def _inside(value: str, cwd: Path | None) -> bool:
+    """Does the path `value` stay inside the workspace (relative, no `..` out of it)?"""
+    if os.path.isabs(value):
+        if cwd is None:
+            return False
+        root = os.path.realpath(cwd)
+        return os.path.commonpath([root, os.path.realpath(value)]) == root
+    norm = os.path.normpath(value)
+    return not (norm == ".." or norm.startswith("../"))
+
+
+def _option_values(args: Sequence[str], longs: Iterable[str], shorts: Iterable[str]) -> Iterator[str]:
+    """The values given to the options `longs` (`--x=v`, `--x v`) and `shorts` (`-x v`, `-xv`)."""
+    longs, shorts = tuple(longs), tuple(shorts)
+    for i, arg in enumerate(args):
+        nxt = args[i + 1] if i + 1 < len(args) else ""
+        for name in longs:
+            if arg == name:
+                yield nxt
+            elif arg.startswith(name + "="):
+                yield arg[len(name) + 1 :]
+        for name in shorts:
+            if arg == name:
+                yield nxt
+            elif arg.startswith(name) and not arg.startswith("--"):
+                yield arg[len(name) :]
+
+
+def _has_option(args: Sequence[str], names: Iterable[str]) -> str | None:
+    for arg in args:
+        for name in names:
+            if arg == name or arg.startswith(name + "="):  # go takes `-exec=prog` too
+                return name
+    return None
+
+
+_PYTHONS = re.compile(r"python(?:3(?:\.\d+)?)?")
+
+
+def _tool(argv: Sequence[str]) -> tuple[str, list[str]]:
+    """The program that really runs and its arguments: `python -m pytest X` is pytest X."""
+    name = Path(argv[0]).name
+    if _PYTHONS.fullmatch(name) and len(argv) >= 3 and argv[1] == "-m":
+        return argv[2], list(argv[3:])
+    return name, list(argv[1:])
+
+
+def _risky_option(argv: Sequence[str], matched: Sequence[str], cwd: Path | None) -> str | None:
+    """An option of an allowed program that executes or writes something arbitrary."""
+    name, args = _tool(argv)
+    if name in ("make", "gmake"):
+        if _has_option(args, ("--eval", "-E")) or any(a.startswith("-E") for a in args):
+            return "evaluates make code given on the command line (--eval)"
+        for value in _option_values(args, ("--file", "--makefile", "--directory"), ("-f", "-C")):
+            if not _inside(value, cwd):
+                return f"reads a makefile outside the workspace ({value})"
+        for arg in args:
+            var = arg.split("=", 1)[0].split(":", 1)[0].strip()
+            if "=" in arg and var in ("SHELL", ".SHELLFLAGS", "MAKEFLAGS", "MAKEFILES"):
+                return f"overrides make's {var}"
+    elif name == "git":
+        if _has_option(args, ("-c", "--config-env", "--exec-path")):
+            return "sets git configuration or helpers on the command line"
+        if _has_option(args, ("--output",)):
+            return "writes to a file of its choosing (git --output)"
+    elif name == "find":
+        bad = _has_option(args, ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0"))
+        bad = bad or _has_option(args, ("-fprintf", "-fls"))
+        if bad:
+            return f"runs or writes something for each file (find {bad})"
+    elif name in ("npm", "pnpm", "yarn"):
+        verb = next((a for a in args if not a.startswith("-")), "")
+        if verb in ("run", "run-script", "exec", "x", "dlx") and len(matched) < 3:
+            return f"runs a {name} script the allowlist does not name ({shlex.join(argv[:3])})"
+    elif name == "pytest":
+        for value in _option_values(args, (), ("-p",)):
+            if not value.startswith("no:"):
+                return f"loads a plugin given on the command line (-p {value})"
+        for value in _option_values(
+            args, ("--basetemp", "--junitxml", "--junit-xml", "--log-file", "--resultlog"), ()
         ):
-            return True
-    return False
+            if not _inside(value, cwd):
+                return f"writes or deletes outside the workspace ({value})"
+    elif name == "go":
+        if _has_option(args, ("-exec", "--exec", "-toolexec", "--toolexec")):
+            return "runs the tests through a program of its choosing (go -exec)"
+        for value in _option_values(args, (), ("-o",)):
+            if not _inside(value, cwd):
+                return f"writes outside the workspace ({value})"
+    elif name == "just":
+        if _has_option(args, ("--shell", "--command", "-c", "--shell-arg")):
+            return "runs a command or shell given on the command line"
+        for value in _option_values(args, ("--justfile", "--working-directory"), ("-f", "-d")):
+            if not _inside(value, cwd):
+                return f"reads a justfile outside the workspace ({value})"
+    elif name == "cargo" and (_has_option(args, ("--config",)) or any(a.startswith("-Z") for a in args)):
+        return "sets cargo configuration on the command line"
+    return None
+
+
+# --- the allowlist ---------------------------------------------------------------------------
+
+
+def _search_path() -> str:
+    """PATH without relative entries: `.` on PATH would let the workspace shadow any program."""
+    entries = os.environ.get("PATH", os.defpath).split(os.pathsep)
+    return os.pathsep.join(p for p in entries if os.path.isabs(p))
+
+
+def resolve(program: str, cwd: Path | None) -> str | None:
+    """The file `program` runs: looked up on PATH when it is a bare name, else relative to the
+    workspace. None when there is no such program."""
+    if "/" not in program:
+        return shutil.which(program, path=_search_path())
+    base = cwd if cwd is not None else Path.cwd()
+    path = os.path.join(base, program)
+    return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+
+
+def _same_program(given: str, allowed: str, cwd: Path | None) -> bool:
+    """Is `given` the program the allow entry `allowed` names? Bare names run from PATH and
+    match by name (both resolve the same way); a path matches only the same file."""
+    if "/" not in given:
+        return "/" not in allowed and given == allowed
+    if not os.path.isabs(given):
+        relative = not os.path.isabs(allowed) and "/" in allowed
+        return relative and os.path.normpath(given) == os.path.normpath(allowed)
+    target = resolve(allowed, cwd) if not os.path.isabs(allowed) else allowed
+    return target is not None and os.path.realpath(given) == os.path.realpath(target)
+
+
+def _allowed(argv: Sequence[str], allow: Iterable[str], cwd: Path | None) -> list[str] | None:
+    """The longest allow entry `argv` starts with, as words; None when no entry fits."""
+    best: list[str] | None = None
+    for entry in allow:
+        if entry.startswith(SHELL_PREFIX):
+            continue
+        try:
+            prefix = shlex.split(entry)
+        except ValueError:
+            continue
+        if not prefix or len(argv) < len(prefix):
+            continue
+        if not _same_program(argv[0], prefix[0], cwd):
+            continue
+        if all(a == p for a, p in zip(argv[1:], prefix[1:], strict=False)) and (
+            best is None or len(prefix) > len(best)
+        ):
+            best = prefix
+    return best
+
+
+def _shell_allowed(text: str, allow: Iterable[str]) -> bool:
+    return any(
+        entry.startswith(SHELL_PREFIX) and entry[len(SHELL_PREFIX) :].strip() == text for entry in allow
+    )
 
 
 @dataclass(frozen=True)
 class Check:
     command: str
     argv: tuple[str, ...] | None
-    """None: the command needs a shell (pipes, `&&`, redirects) and runs as `sh -c`."""
+    """None: the person allowed this exact command to run as `sh -c` (`sh: <command>`)."""
 
 
-def check(command: str, extra_allow: Iterable[str] = ()) -> Check:
-    """Refuse a verification command that is dangerous or not allowlisted, with the reason."""
-    allow = (*DEFAULT_ALLOW, *extra_allow)
+def check(command: str, extra_allow: Iterable[str] = (), *, cwd: Path | None = None) -> Check:
+    """Refuse a verification command that is dangerous, needs a shell nobody allowed, or is not
+    allowlisted, with the reason. `cwd` (the workspace) resolves `./script` and bounds paths."""
+    extra = [str(a) for a in extra_allow]
+    allow = (*DEFAULT_ALLOW, *extra)
     text = command.strip()
     if not text:
         raise CommandRefused("verification command is empty")
-    needs_shell = bool(_SHELL_OPS.search(text))
-    segments = [s.strip() for s in _SEGMENTS.split(text)] if needs_shell else [text]
-    for segment in segments:
-        try:
-            argv = shlex.split(segment)
-        except ValueError as exc:
-            raise CommandRefused(f"verification command {command!r} cannot be parsed: {exc}") from None
-        argv = [a for a in argv if not re.fullmatch(r"\d?[<>]{1,2}.*", a)]
-        reason = _danger(argv, text)
-        if reason:
-            raise CommandRefused(f"verification command {command!r} refused: it {reason}")
-        if argv and not _allowed(argv, allow):
-            raise CommandRefused(
-                f"verification command {command!r} refused: {' '.join(argv[:2])!r} is not in the "
-                "allowlist (test, build and lint commands such as pytest, npm test, cargo test, "
-                "make, ruff, mypy); add it to `verify_allow` in the state file if you trust it"
-            )
-    return Check(text, None if needs_shell else tuple(shlex.split(text)))
-
-
-# --- secrets -------------------------------------------------------------------------------
-
-_SECRETS = [
-    re.compile(r"\b(sk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,})"),
-    re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
-    re.compile(r"\b(AKIA[0-9A-Z]{16})\b"),
-    re.compile(r"\b(xox[abprs]-[A-Za-z0-9-]{10,})"),
-    re.compile(r"\b(AIza[0-9A-Za-z_-]{35})"),
-    re.compile(
-        r"(?i)\b((?:api[_-]?key|secret|token|password|passwd|authorization)\s*[:=]\s*)(\"?)([^\s\"']{8,})"
-    ),
-    re.compile(r"(?i)\b(bearer\s+)([A-Za-z0-9._~+/-]{16,}=*)"),
-]
-
-
-def redact(text: str) -> str:
-    """Replace what looks like an API key, token or password with `[REDACTED]`."""
-    for pattern in _SECRETS:
-        if pattern.groups >= 3:
-            text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}[REDACTED]", text)
-        elif pattern.groups == 2:
-            text = pattern.sub(lambda m: f"{m.group(1)}[REDACTED]", text)
-        else:
-            text = pattern.sub("[REDACTED]", text)
-    return text
+    reason = _danger(["sh"], text)  # the whole-text dangers (curl | sh, fork bombs) first
+    if reason:
+        raise CommandRefused(f"verification command {command!r} refused: it {reason}")
+    syntax = shell_syntax(text)
+    if syntax is not None:
+        if _shell_allowed(text, extra):
+            return Check(text, None)
+        raise CommandRefused(
+            f"verification command {command!r} refused: it contains {syntax}, which needs a shell; "
+            f"loopdeck runs commands without one. If you trust this exact command, allow it with "
+            f"--verify-allow {shlex.quote(SHELL_PREFIX + ' ' + text)}"
+        )
+    try:
+        argv = shlex.split(text)
+    except ValueError as exc:
+        raise CommandRefused(f"verification command {command!r} cannot be parsed: {exc}") from None
+    reason = _danger(argv, text)
+    if reason:
+        raise CommandRefused(f"verification command {command!r} refused: it {reason}")
+    matched = _allowed(argv, allow, cwd)
+    if matched is None:
+        raise CommandRefused(
+            f"verification command {command!r} refused: {' '.join(argv[:2])!r} is not in the "
+            "allowlist (test, build and lint commands such as pytest, npm test, cargo test, "
+            "make, ruff, mypy; a program is matched by where it is, not by its name); add it to "
+            "`verify_allow` in the state file if you trust it"
+        )
+    risky = _risky_option(argv, matched, cwd)
+    if risky:
+        raise CommandRefused(f"verification command {command!r} refused: it {risky}")
+    return Check(text, tuple(argv))
 
 
 # --- running -------------------------------------------------------------------------------
@@ -183,35 +406,83 @@ class Outcome:
     tail: str
     """The last lines of stdout and stderr together, redacted."""
     timed_out: bool = False
+    interrupted: bool = False
+    """The runner was told to stop (SIGINT/SIGTERM) and ended the command early."""
 
     @property
     def passed(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out
+        return self.exit_code == 0 and not self.timed_out and not self.interrupted
 
 
-def run(item: Check, cwd: Path, timeout: float = 600.0, last_lines: int = 50) -> Outcome:
+def run(
+    item: Check,
+    cwd: Path,
+    timeout: float = 600.0,
+    last_lines: int = 50,
+    *,
+    interrupted: Callable[[], bool] | None = None,
+    poll: float = 0.2,
+) -> Outcome:
+    """Run one checked command in its own process group, which dies with the runner (as the
+    agent does) and is killed whole on a timeout or when `interrupted()` turns true."""
     start = time.monotonic()
-    argv: Sequence[str] = item.argv if item.argv is not None else ["/bin/sh", "-c", item.command]
+    if item.argv is None:
+        argv: list[str] = ["/bin/sh", "-c", item.command]
+        executable: str | None = "/bin/sh"
+    else:
+        argv = list(item.argv)
+        executable = resolve(argv[0], cwd)
+        if executable is None:
+            return Outcome(item.command, 127, 0.0, f"cannot start: {argv[0]!r} not found on PATH")
     try:
         proc = subprocess.Popen(
             argv,
+            executable=executable,
             cwd=cwd,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
     except OSError as exc:
         return Outcome(item.command, 127, time.monotonic() - start, f"cannot start: {exc.strerror}")
-    timed_out = False
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        kill_group(proc.pid)
-        out, _ = proc.communicate()
-    lines = out.decode("utf-8", "replace").splitlines()[-last_lines:]
-    tail = redact("\n".join(lines))
+    lines: deque[bytes] = deque(maxlen=max(1, last_lines))
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        pending = b""
+        while chunk := os.read(proc.stdout.fileno(), 65536):
+            pending += chunk
+            *done, pending = pending.split(b"\n")
+            lines.extend(line[-64 * 1024 :] for line in done)
+            pending = pending[-64 * 1024 :]
+        if pending:
+            lines.append(pending)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    timed_out = stopped = False
+    while proc.poll() is None:
+        if time.monotonic() - start > timeout:
+            timed_out = True
+            break
+        if interrupted is not None and interrupted():
+            stopped = True
+            break
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(poll)
+    kill_group(proc.pid)  # whatever it left running in its group goes with it
+    proc.wait()
+    reader.join(timeout=5)
+    with contextlib.suppress(OSError):
+        if proc.stdout is not None:
+            proc.stdout.close()
+    tail = redact(b"\n".join(lines).decode("utf-8", "replace"))
     if timed_out:
         tail += f"\n(timed out after {timeout:g} s)"
-    return Outcome(item.command, proc.returncode, round(time.monotonic() - start, 3), tail, timed_out)
+    if stopped:
+        tail += "\n(interrupted: the runner was told to stop)"
+    return Outcome(
+        item.command, proc.returncode, round(time.monotonic() - start, 3), tail, timed_out, stopped
+    )

@@ -118,10 +118,10 @@ def test_unreadable_task_file_is_unavailable(tmp_path: Path, setup, expected: st
 def test_unreadable_permissions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "TODO.md").write_text("- [ ] a\n")
 
-    def denied(self: Path) -> bytes:
+    def denied(path: Path, limit: int | None = None) -> bytes:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(Path, "read_bytes", denied)  # CI runs as root, who reads anything
+    monkeypatch.setattr(task_file, "read_regular", denied)  # CI runs as root, who reads anything
     assert "cannot be read (Permission denied)" in (task_file.check(tmp_path, "TODO.md", NOW).error or "")
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from loop import cli
 from loop.errors import LoopdeckError
 from loop.paths import Workspace, find_workspace
+from loop.safeopen import open_append
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -76,8 +77,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from tui.app import LoopdeckApp
 
     log = root / ".claude" / "loopdeck" / "runner.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as out:
+    with open_append(log) as out:
         runner = subprocess.Popen(
             argv,
             cwd=root,

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from loop.safeopen import read_regular
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
 
 NAME = "claude_tasks"
@@ -65,7 +66,7 @@ def read_list(folder: Path, now: str) -> SourceReport:
             if path.stat().st_size > MAX_TASK_BYTES:
                 warnings.append(f"{path.name}: too large for a task, passed over")
                 continue
-            task = json.loads(path.read_bytes())
+            task = json.loads(read_regular(path, MAX_TASK_BYTES + 1))
         except FileNotFoundError:
             continue  # deleted while we listed: that is what "deleted" looks like
         except (OSError, ValueError) as exc:

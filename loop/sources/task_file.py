@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loop.safeopen import read_regular
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
 
 NAME = "task_file"
@@ -176,7 +177,7 @@ def check(workspace_root: Path, path_text: str | None, now: str) -> SourceReport
                 detail=str(path),
                 path=str(path),
             )
-        data = path.read_bytes()
+        data = read_regular(path, MAX_BYTES + 1)  # a FIFO or device is unreadable, never a hang
     except FileNotFoundError:
         return unavailable(NAME, f"{path}: no such file", now, detail=str(path), path=str(path))
     except IsADirectoryError:
@@ -221,7 +222,7 @@ def mark_current(path: Path, mark: str = "-") -> TaskItem | None:
     Returns the item changed, or None when nothing is open. Writes atomically, so the agent
     editing the same file never sees it half-written.
     """
-    import os
+    from loop.frontmatter import atomic_write
 
     text = path.read_text(encoding="utf-8")
     result = parse(text)
@@ -235,7 +236,6 @@ def mark_current(path: Path, mark: str = "-") -> TaskItem | None:
         return None
     index = match.start(1)
     lines[line_no - 1] = line[:index] + mark + line[index + 1 :]
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text("".join(lines), encoding="utf-8")
-    os.replace(tmp, path)
+    # a fresh, unguessable temp name opened O_EXCL|O_NOFOLLOW: the agent cannot aim it elsewhere
+    atomic_write(path, "".join(lines).encode("utf-8"))
     return TaskItem(title=match.group(2).strip(), status=_STATUS.get(mark, mark), line=line_no)

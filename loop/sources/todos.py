@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from loop.safeopen import open_regular
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
 
 NAME = "todos"
@@ -122,7 +123,7 @@ def scan(path: Path, start: int = 0, aligned: bool = True) -> Scan:
     `aligned`: a line starts at `start` (the end of the last look), so a call on the first line
     needs no read before `start` to find where its line begins."""
     counter = [0]
-    with path.open("rb") as f:
+    with open_regular(path) as f:  # a FIFO or device transcript is unreadable, not a hang
         size = f.seek(0, os.SEEK_END)
         tail_start = max(start, size - BLOCK)
         f.seek(tail_start)
