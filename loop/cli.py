@@ -308,12 +308,18 @@ def cmd_hook(args: argparse.Namespace) -> int:
     return hook.main()
 
 
+def cmd_hook_prompt(args: argparse.Namespace) -> int:
+    from loop import hook_prompt
+
+    return hook_prompt.main()
+
+
 def cmd_install(args: argparse.Namespace) -> int:
     from loop import install
 
     ws = Workspace(Path(args.workspace).resolve()) if args.workspace else Workspace(Path.cwd())
     if args.uninstall:
-        report = install.uninstall(ws, local=args.local)
+        report = install.uninstall(ws, local=not args.shared)
         print(
             f"loopdeck: removed the Stop hook from {report.settings}"
             if report.changed
@@ -322,7 +328,7 @@ def cmd_install(args: argparse.Namespace) -> int:
         for path in report.removed:
             print(f"loopdeck: removed {path}")
     else:
-        report = install.install(ws, keep_block_cap=args.keep_block_cap, local=args.local)
+        report = install.install(ws, keep_block_cap=args.keep_block_cap, local=not args.shared)
         state = "updated" if report.changed else "already up to date"
         print(f"loopdeck: Stop hook in {report.settings} {state}")
         for path in report.written:
@@ -462,6 +468,10 @@ def build_parser() -> argparse.ArgumentParser:
     events = hook.add_subparsers(dest="event", metavar="EVENT", required=True)
     stop_hook = events.add_parser("stop", help="the Stop hook: JSON on stdin, decision on stdout")
     stop_hook.set_defaults(func=cmd_hook)
+    prompt_hook = events.add_parser(
+        "prompt", help="the UserPromptSubmit hook: runs the slash commands (JSON on stdin, no shell)"
+    )
+    prompt_hook.set_defaults(func=cmd_hook_prompt)
 
     inst = verbs.add_parser("install", help="put the Stop hook and slash commands into .claude/")
     inst.add_argument("--uninstall", action="store_true", help="take them back out")
@@ -471,7 +481,12 @@ def build_parser() -> argparse.ArgumentParser:
     inst.add_argument(
         "--local",
         action="store_true",
-        help="use .claude/settings.local.json (not committed) instead of settings.json",
+        help="use .claude/settings.local.json (not committed; the default)",
+    )
+    inst.add_argument(
+        "--shared",
+        action="store_true",
+        help="use the team's .claude/settings.json instead of settings.local.json",
     )
     inst.set_defaults(func=cmd_install)
 
