@@ -23,7 +23,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-DEFAULT_AGENT = "claude -p --output-format json"
+DEFAULT_AGENT = "claude -p --output-format json --permission-mode acceptEdits --allowedTools Bash"
+"""Print mode with no permission mode denies Bash, Edit and Write and still exits 0 (the denials
+are only in the result's `permission_denials`): the agent could do none of its work. acceptEdits
+lets it edit inside the workspace and `--allowedTools Bash` run commands, without
+`bypassPermissions`, which Claude Code refuses as root unless IS_SANDBOX=1."""
+DEFAULT_AGENT_ENV = {"CLAUDE_CODE_ENABLE_TODO_TOOLS": "1"}
+"""Claude Code 2.1.332 offers its newer models the Task tools only with this set."""
+RUNNER_ENV = {"LOOPDECK_DRIVER": "runner"}
+"""Marks the runner's agent, so a Stop hook installed in the same project leaves it alone."""
 TAIL_BYTES = 4 * 1024 * 1024
 GRACE_S = 5.0
 
@@ -107,6 +115,10 @@ def run(
     """Run the agent to the end, or until `timeout`, or until `interrupt()` names a reason."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
+    base = dict(os.environ if env is None else env)
+    if command == DEFAULT_AGENT:
+        base = {**DEFAULT_AGENT_ENV, **base}
+    env = {**base, **RUNNER_ENV}
     try:
         argv, uses_stdin = argv_for(command, prompt, log_path.with_suffix(".prompt.md"))
         proc = subprocess.Popen(
