@@ -439,3 +439,22 @@ def test_no_block_cap_warning_when_tool_rounds_reset_claude_codes_count(project:
     assert result.code == 0
     assert_completed(project)
     assert not [e for e in project.events() if e["kind"] == "warning" and "cap" in json.dumps(e["data"])]
+
+
+@pytest.mark.parametrize("final", ["stop", "complete"])
+def test_stop_and_complete_are_final_over_a_later_resume(project: Project, final: str) -> None:
+    todo = project.write("TODO.md", "- [ ] never done\n")
+    project.commit()
+    project.loopdeck("install")
+    project.loopdeck("start", "Do it", "--task-file", "TODO.md")
+    project.loopdeck(final, "--reason", "the person's call")
+    project.loopdeck("resume", "--reason", "too late")
+    project.api.script = steps(say("Noted."))
+    result = project.claude("hello")
+    assert result.code == 0
+    assert project.feedback() == []  # the stop let the agent go; the resume did not revive the loop
+    assert "- [ ] never done" in todo.read_text()
+    if final == "stop":
+        assert project.status()["status"] == "stopped"  # kept, not archived
+    else:
+        assert project.status().get("status") in (None, "completed") and project.archives()
