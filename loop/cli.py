@@ -54,6 +54,11 @@ def cmd_start(args: argparse.Namespace) -> int:
 
         for command in args.verify:
             verify.check(command)  # refused before the loop starts, with the reason
+    from loop import preflight
+
+    preflight.require(
+        ws.root, task_file=args.task_file, github_project=None if args.no_github else args.github_project
+    )
     store = StateStore(ws)
     journal = Journal(ws.journal)
     with store.locked():

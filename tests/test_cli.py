@@ -18,6 +18,7 @@ def test_status_without_a_loop(cli) -> None:
 
 
 def test_start_then_status_json(cli, ws: Workspace) -> None:
+    (ws.root / "TODO.md").write_text("- [ ] a\n")  # preflight: the task file must exist
     ran = cli(
         "start",
         "Build",

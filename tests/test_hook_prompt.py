@@ -50,6 +50,7 @@ def test_start_keeps_the_prompt_byte_exact_and_runs_nothing(
     ws: Workspace, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    (ws.root / "TODO.md").write_text("- [ ] a\n")
     out = hook_prompt.handle(payload(ws, f"/orchestrator-loop {NASTY} --task-file TODO.md --no-github"), {})
     assert out is not None and "decision" not in out
     assert "loop started" in out["hookSpecificOutput"]["additionalContext"]

@@ -243,7 +243,10 @@ def test_default_agent_path_with_a_fake_claude(
         env=env,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert log.read_text().splitlines()[0] == "-p --output-format json"
+    assert (
+        log.read_text().splitlines()[0]
+        == "-p --output-format json --permission-mode acceptEdits --allowedTools Bash"
+    )
     assert "Ended:       completed" in done.stdout
     first = (demo.private_dir / "iterations" / "0001.log").read_text()
     assert json.loads(first)["type"] == "result"
