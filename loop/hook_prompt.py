@@ -107,6 +107,39 @@ def ours(payload: Mapping[str, Any]) -> Invocation | None:
     return parse(text.lstrip()) if isinstance(text, str) else None
 
 
+def _adopt(root: Path, payload: Mapping[str, Any]) -> None:
+    """Bind a paused loop to the session that typed `/orchestrator-loop` to resume it.
+
+    The Stop hook ignores every session but the loop's own (so one loop never hijacks another
+    session in the same folder); a person resuming from a new session means this one, and
+    without the rebinding the queued resume would never be applied."""
+    session = payload.get("session_id")
+    if not isinstance(session, str) or not session:
+        return
+    from loop.journal import Journal
+    from loop.paths import Workspace
+    from loop.state import StateStore
+
+    ws = Workspace(root)
+    store = StateStore(ws)
+    if not store.exists():
+        return
+    with store.locked():
+        state = store.read()
+        if state is None or state.status != "paused" or state.session_id in (None, session):
+            return
+        previous = state.session_id
+        state.session_id = session
+        transcript = payload.get("transcript_path")
+        state.transcript_path = transcript if isinstance(transcript, str) and transcript else None
+        store.write(state)
+    Journal(ws.journal).append(
+        "session-bound",
+        state.iteration,
+        {"session_id": session, "previous": previous, "by": "/orchestrator-loop"},
+    )
+
+
 def handle(payload: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any] | None:
     """Act on one submitted prompt; the JSON to print, or None when the prompt is not ours."""
     invocation = ours(payload)
@@ -117,6 +150,7 @@ def handle(payload: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]
     base = ["-C", str(Path(root).resolve())]
     if invocation.command == START:
         if not invocation.prompt and not invocation.options:
+            _adopt(Path(root).resolve(), payload)
             argv = [*base, "resume", "--reason", "resumed from /orchestrator-loop"]
         else:
             argv = [*base, "start", *invocation.options, "--", invocation.prompt]

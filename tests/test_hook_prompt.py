@@ -94,3 +94,26 @@ def test_main_prints_one_json_object(ws: Workspace, capsys: pytest.CaptureFixtur
     assert hook_prompt.main(io.BytesIO(raw), {"CLAUDE_PROJECT_DIR": str(ws.root)}) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
+
+
+def test_resume_from_another_session_adopts_a_paused_loop(ws: Workspace) -> None:
+    env = {"CLAUDE_PROJECT_DIR": str(ws.root)}
+    hook_prompt.handle(payload(ws, "/orchestrator-loop work"), env)
+    store = StateStore(ws)
+    with store.locked():
+        state = store.read()
+        assert state is not None
+        state.session_id, state.status = "s0", "paused"
+        store.write(state)
+    other = {**payload(ws, "/orchestrator-loop"), "session_id": "s9", "transcript_path": "/t/s9.jsonl"}
+    assert hook_prompt.handle(other, env) is not None
+    state = store.read()
+    assert state is not None and state.session_id == "s9" and state.transcript_path == "/t/s9.jsonl"
+    running = {**payload(ws, "/orchestrator-loop"), "session_id": "s7"}
+    with store.locked():
+        state = store.read()
+        assert state is not None
+        state.status = "running"
+        store.write(state)
+    hook_prompt.handle(running, env)  # a running loop is never taken from its session
+    assert (store.read() or state).session_id == "s9"

@@ -243,6 +243,23 @@ def test_pause_then_resume_through_slash_commands(project: Project) -> None:
     assert_completed(project)
 
 
+def test_resume_from_a_new_session_adopts_the_paused_loop(project: Project) -> None:
+    todo = project.write("TODO.md", "- [ ] the only task\n")
+    project.commit()
+    project.loopdeck("install")
+    project.loopdeck("start", "Do the only task", "--task-file", "TODO.md")
+    project.api.script = worker(project)
+    paused = project.claude("/loop-pause")
+    assert project.status()["status"] == "paused"
+    resumed = project.claude("/orchestrator-loop")  # a new session, not --resume
+    assert resumed.code == 0, resumed.stderr
+    assert resumed.data["session_id"] != paused.data["session_id"]
+    bound = [e["data"]["session_id"] for e in project.events() if e["kind"] == "session-bound"]
+    assert bound == [paused.data["session_id"], resumed.data["session_id"]]
+    assert "- [x] the only task" in todo.read_text()
+    assert_completed(project)
+
+
 def test_cancel_through_the_slash_command(project: Project) -> None:
     todo = project.write("TODO.md", "- [ ] never done\n")
     project.commit()
