@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,15 @@ from tests.e2e import install_cli
 from tests.e2e.mockapi import MockAPI
 
 CLAUDE_TIMEOUT = 90.0
+HOOK_PROMPTS = (
+    "ORCHESTRATOR CONTINUATION",
+    "ORCHESTRATOR ESCALATION",
+    r"VERIFICATION LOOP \d+ of",
+    "VERIFICATION FAILED",
+    "TASK CHECK FAILED",
+    "A PERSON ANSWERED",
+)
+"""The openings of the prompts loopdeck's Stop hook sends (loop/prompts.py)."""
 BIN = Path(sys.executable).parent
 """The virtual environment's bin: `loopdeck`, `python` (with pytest) for the project's hooks."""
 
@@ -157,5 +167,14 @@ class Project:
         return loop if isinstance(loop, dict) else {}
 
     def feedback(self) -> list[str]:
-        """The Stop hook's block reasons as the model received them, in order."""
-        return [t for t in self.api.user_texts() if "Stop hook feedback" in t]
+        """The Stop hook's block reasons as the model received them, in order: the main requests
+        whose last user message holds one of loopdeck's prompts (found by loopdeck's own opening
+        lines, not by how Claude Code wraps them). A request before the model's first answer holds
+        the prompt the conversation started with (the runner's prompts open the same way): it
+        never counts."""
+        texts = [
+            r.last_user_text()
+            for r in self.api.main_requests()
+            if any(m.get("role") == "assistant" for m in r.messages)
+        ]
+        return [t for t in texts if any(re.search(rf"(?m)^{h}", t) for h in HOOK_PROMPTS)]
