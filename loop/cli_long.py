@@ -67,6 +67,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             state.extra["verify_allow"] = list(args.verify_allow)
         return state
 
+    from loop import preflight  # before anything is written
+
+    task_file = existing.task_file if existing is not None else args.task_file
+    project = existing.github_project_id if existing is not None and existing.check_github else None
+    if existing is not None or prompt:  # else "no loop" is the one thing to say
+        preflight.require(ws.root, agent=options.agent, task_file=task_file, github_project=project)
     if existing is not None and (args.verify or args.verify_allow or args.max_iterations is not None):
         store = StateStore(ws)
         with store.locked():
@@ -79,12 +85,6 @@ def cmd_run(args: argparse.Namespace) -> int:
                 if args.max_iterations is not None:
                     state.max_iterations = args.max_iterations
                 store.write(state)
-    from loop import preflight
-
-    task_file = existing.task_file if existing is not None else args.task_file
-    project = existing.github_project_id if existing is not None and existing.check_github else None
-    if existing is not None or prompt:  # else "no loop" is the one thing to say
-        preflight.require(ws.root, agent=options.agent, task_file=task_file, github_project=project)
     return Runner(ws, options).run(create)
 
 
