@@ -53,6 +53,11 @@ def cmd_start(args: argparse.Namespace) -> int:
 
         for command in args.verify:
             verify.check(command)  # refused before the loop starts, with the reason
+    from loop import preflight
+
+    preflight.require(
+        ws.root, task_file=args.task_file, github_project=None if args.no_github else args.github_project
+    )
     store = StateStore(ws)
     journal = Journal(ws.journal)
     with store.locked():
@@ -117,6 +122,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                 f"{summary.get('iterations', '?')} iterations, archived in {last}"
             )
         return 0
+    from loop.summary import cost_line
+
     limit = f"/{loop.max_iterations}" if loop.max_iterations else " (no limit)"
     driver = loop.driver or "none yet"
     if loop.pid is not None:
@@ -125,6 +132,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         ("loop", f"{loop.kind}  {loop.state_file}"),
         ("status", f"{loop.status} (driver: {driver})"),
         *([("waiting for", _waiting(loop.waiting_for))] if loop.waiting_for else []),
+        *(
+            [("cost", cost_line(loop.usage, loop.limits))]
+            if loop.usage or (loop.limits or {}).get("max_cost_micro_usd")
+            else []
+        ),
+        *([("limits", _limits(loop.limits))] if loop.limits else []),
+        *([("notify", ", ".join(loop.notify))] if loop.notify else []),
         ("iteration", f"{loop.iteration}{limit}"),
         (
             "verification",
@@ -139,6 +153,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     for name, value in rows:
         print(f"{name:<13}{value}")
     return 0
+
+
+def _limits(limits: dict[str, int]) -> str:
+    words = {"stuck_after": "stuck after {} turns", "same_error_after": "same error {} times"}
+    return ", ".join(words[k].format(v) for k, v in limits.items() if k in words) or "defaults"
 
 
 def _waiting(waiting: dict[str, Any]) -> str:
@@ -340,12 +359,18 @@ def cmd_hook(args: argparse.Namespace) -> int:
     return hook.main()
 
 
+def cmd_hook_prompt(args: argparse.Namespace) -> int:
+    from loop import hook_prompt
+
+    return hook_prompt.main()
+
+
 def cmd_install(args: argparse.Namespace) -> int:
     from loop import install
 
     ws = Workspace(Path(args.workspace).resolve()) if args.workspace else Workspace(Path.cwd())
     if args.uninstall:
-        report = install.uninstall(ws, local=args.local)
+        report = install.uninstall(ws, local=not args.shared)
         print(
             f"loopdeck: removed the Stop hook from {report.settings}"
             if report.changed
@@ -354,7 +379,7 @@ def cmd_install(args: argparse.Namespace) -> int:
         for path in report.removed:
             print(f"loopdeck: removed {path}")
     else:
-        report = install.install(ws, keep_block_cap=args.keep_block_cap, local=args.local)
+        report = install.install(ws, keep_block_cap=args.keep_block_cap, local=not args.shared)
         state = "updated" if report.changed else "already up to date"
         print(f"loopdeck: Stop hook in {report.settings} {state}")
         for path in report.written:
@@ -507,6 +532,10 @@ def build_parser() -> argparse.ArgumentParser:
     events = hook.add_subparsers(dest="event", metavar="EVENT", required=True)
     stop_hook = events.add_parser("stop", help="the Stop hook: JSON on stdin, decision on stdout")
     stop_hook.set_defaults(func=cmd_hook)
+    prompt_hook = events.add_parser(
+        "prompt", help="the UserPromptSubmit hook: runs the slash commands (JSON on stdin, no shell)"
+    )
+    prompt_hook.set_defaults(func=cmd_hook_prompt)
 
     inst = verbs.add_parser("install", help="put the Stop hook and slash commands into .claude/")
     inst.add_argument("--uninstall", action="store_true", help="take them back out")
@@ -516,7 +545,12 @@ def build_parser() -> argparse.ArgumentParser:
     inst.add_argument(
         "--local",
         action="store_true",
-        help="use .claude/settings.local.json (not committed) instead of settings.json",
+        help="use .claude/settings.local.json (not committed; the default)",
+    )
+    inst.add_argument(
+        "--shared",
+        action="store_true",
+        help="use the team's .claude/settings.json instead of settings.local.json",
     )
     inst.set_defaults(func=cmd_install)
 

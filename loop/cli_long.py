@@ -71,7 +71,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             state.extra["verify_allow"] = list(args.verify_allow)
         return state
 
+    from loop import preflight  # before anything is written
     from loop.cli import limits_from
+
+    task_file = existing.task_file if existing is not None else args.task_file
+    project = existing.github_project_id if existing is not None and existing.check_github else None
+    if existing is not None or prompt:  # else "no loop" is the one thing to say
+        preflight.require(ws.root, agent=options.agent, task_file=task_file, github_project=project)
 
     limits = limits_from(args)
     settings = Settings(

@@ -189,7 +189,7 @@ def decide(
             "allow",
             settled,
             system_message=f"loopdeck: {message}",
-            events=[*settled_events, ("warning", {"message": message}), ("allowed", {"reason": "block cap"})],
+            events=[*settled_events, ("allowed", {"reason": message})],
             applied=result.applied,
             effects=result.effects,
         )
@@ -224,6 +224,15 @@ def _rules(
         state.extra["last_question"] = asked
         events.append(("question", {"question": asked}))
         _wait(state, result, now, "question", f"the agent asks: {asked}", question=asked)
+        return result
+    if turn is not None and turn.denied:
+        tools = ", ".join(turn.denied)
+        events.append(("permission-denied", {"tools": list(turn.denied)}))
+        reason = f"the agent was not allowed to use {tools}" + (
+            f"; {turn.denied_hint}" if turn.denied_hint else ""
+        )
+        events.append(("escalation", {"kind": "permission-denied", "reason": reason}))
+        _wait(state, result, now, "escalation", reason, escalation="permission-denied")
         return result
     if turn is not None and turn.interrupted is None:
         if turn.failure is not None:
@@ -426,6 +435,23 @@ def configure(state: LoopState, settings: Settings, now: datetime) -> Result:
                 state.status = "running"
     if changed:
         result.events.append(("configured", changed))
+    return result
+
+
+def adopt(state: LoopState, session_id: str, transcript_path: str | None, now: datetime) -> Result:
+    """A person resumes a paused loop from a new Claude Code session (`/orchestrator-loop` with
+    no prompt): the loop moves to that session, or its Stops would be ignored as another's.
+    Only a paused loop is moved; a running one stays with the session that runs it."""
+    if state.status != "paused" or state.session_id in (None, session_id):
+        return Result("allow", None)
+    state = state.copy()
+    previous = state.session_id
+    state.session_id = session_id
+    state.transcript_path = transcript_path or None
+    result = Result("allow", state)
+    result.events.append(
+        ("session-bound", {"session_id": session_id, "previous": previous, "by": "/orchestrator-loop"})
+    )
     return result
 
 

@@ -65,6 +65,7 @@ KINDS: dict[str, Callable[[Event], str]] = {
         f"Usage limit: {e.data.get('reason', '')}; waiting until {e.data.get('until', '?')}"
     ),
     "limit-lifted": lambda e: "Usage limit over: back to work",
+    "permission-denied": lambda e: f"The agent was refused: {', '.join(e.data.get('tools', []))}",
     "said": lambda e: f"Note for the agent: {e.data.get('note', '')}",
     "configured": lambda e: "Settings changed: " + ", ".join(f"{k} {v}" for k, v in e.data.items()),
     "restored": lambda e: (

@@ -108,8 +108,8 @@ def _str(value: object) -> str | None:
 
 def handle(payload: Mapping[str, Any], env: Mapping[str, str], now: datetime) -> dict[str, Any] | None:
     """Decide one Stop; returns the JSON to print, or None to allow silently."""
-    if env.get(RUNNER_ENV):
-        return None  # an agent the runner started: its turn ends, the runner decides what next
+    if all(env.get(key) == value for key, value in RUNNER_ENV.items()):
+        return None  # the runner's own agent: the runner drives this loop, not the hook
     ws = _workspace(payload, env)
     store = StateStore(ws, lock_timeout=LOCK_TIMEOUT)
     if not store.exists():

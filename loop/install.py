@@ -1,14 +1,28 @@
-"""`loopdeck install`: put the Stop hook and the slash commands into a project's `.claude/`.
+"""`loopdeck install`: put loopdeck's hooks and slash commands into a project's `.claude/`.
 
-Claude Code runs hooks without the user's virtual environment on PATH, so the hook command
-names this loopdeck by its absolute path. The settings file is merged, never replaced: every
-other key stays, the old file is backed up, and a file that is not valid JSON is refused with
-its line and column rather than "fixed". Running it twice changes nothing the second time.
+What goes where follows Claude Code's own split between shared and personal settings. The hook
+commands name this loopdeck by its absolute path (Claude Code runs hooks without the user's
+virtual environment on PATH), a path that exists only on this machine, so by default they go
+into `.claude/settings.local.json` (personal, not committed) rather than the team's
+`.claude/settings.json`; `shared=True` writes the team file instead. Claude Code runs the hooks
+of every settings file (they are merged, not replaced) and the more local file wins for `env`.
+The slash command files in `.claude/commands/` hold no path and run no shell, so they can be
+committed: the `UserPromptSubmit` hook (`loopdeck hook prompt`) does their work.
+
+Precise and reversible: a settings file is merged, never replaced (every other key stays, a file
+that is not valid JSON is refused with its line and column). Every change is backed up under a
+name no later run reuses, and what was added is recorded in `.claude/loopdeck/install.json`, so
+`--uninstall` takes out exactly that: the hook entries whose command is the one loopdeck wrote
+(recognised by that exact command, never by a substring), and the `env` values it set, putting
+back any value the user had before. Running it twice changes nothing the second time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
 import shlex
 import shutil
 import sys
@@ -22,11 +36,26 @@ from loop.paths import Workspace
 from loop.safeopen import write_bytes
 from loop.timeutil import utcnow
 
-HOOK_MARK = "hook stop"
 BLOCK_CAP = "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP"
+TODO_TOOLS = "CLAUDE_CODE_ENABLE_TODO_TOOLS"
+"""Claude Code 2.1.332 offers the Task tools (TaskCreate/TaskUpdate) to its newer models only
+with this set; the `claude_tasks` source counts what they write."""
 MARKER = "<!-- written by loopdeck install; `loopdeck install --uninstall` removes it -->"
 HOOK_TIMEOUT = 600
-"""Claude Code's default: verification commands run inside the hook when the agent signals completion."""
+"""Claude Code's default: verification commands run inside the Stop hook on a completion signal."""
+PROMPT_TIMEOUT = 60
+HOOKS = {"Stop": ("hook stop", HOOK_TIMEOUT), "UserPromptSubmit": ("hook prompt", PROMPT_TIMEOUT)}
+SHARED = "settings.json"
+LOCAL = "settings.local.json"
+MANIFEST = "install.json"
+
+_OURS = re.compile(
+    r"\A(?:'[^']*/loopdeck'|[^\s']*/loopdeck|\S+ -m loop\.cli)"
+    r" hook (?:stop|prompt)\Z"
+)
+"""The exact shape of a command loopdeck writes: `<abs path>/loopdeck hook stop|prompt` (or the
+`python -m loop.cli` form). Nothing else is taken for ours, so another tool's `… hook stop` is
+left alone even without the install record."""
 
 
 def loopdeck_command() -> str:
@@ -40,63 +69,51 @@ def loopdeck_command() -> str:
     return f"{shlex.quote(sys.executable)} -m loop.cli"
 
 
-def _is_ours(hook: Any) -> bool:
-    if not isinstance(hook, dict):
-        return False
-    command = hook.get("command")
-    return isinstance(command, str) and HOOK_MARK in command and "loop" in command
-
-
-def commands(exe: str) -> dict[str, str]:
+def commands() -> dict[str, str]:
+    """The slash command files. They run no shell: `loopdeck hook prompt` sees the typed text
+    (`/orchestrator-loop …`) before the model does and acts on it; the body only tells the model
+    what happened (loopdeck's own words arrive as the hook's additional context)."""
     return {
         "orchestrator-loop.md": f"""---
-description: Start a loopdeck loop that keeps working until every task source is empty and verified
-argument-hint: PROMPT [--max-iterations N] [--completion-promise TEXT] [--task-file PATH]
-allowed-tools: Bash({exe} start:*)
+description: Start a loopdeck loop (no arguments: resume it); it works until every task source is empty
+argument-hint: PROMPT [--max-iterations N] [--completion-promise TEXT] [--task-file PATH] [--verify CMD]
 ---
 {MARKER}
 
-```!
-{exe} start $ARGUMENTS
-```
+loopdeck's prompt hook has acted on this command: its report is in the context above. If it
+started a loop, the task is the text quoted here, which is the user's request, verbatim:
 
-The orchestrator loop has started for the task above. Work on it now. When you try to stop,
-loopdeck's Stop hook checks every task source and sends you back to work while anything is
-pending, then runs verification loops. Signal completion only when it is completely true.
+<task>
+$ARGUMENTS
+</task>
+
+Work on it now. When you try to stop, loopdeck's Stop hook checks every task source and sends
+you back to work while anything is pending, then runs verification loops. Signal completion only
+when it is completely true.
 """,
         "loop-status.md": f"""---
 description: Show the loopdeck loop's state and its task sources
-allowed-tools: Bash({exe} status:*)
 ---
 {MARKER}
 
-```!
-{exe} status
-```
+loopdeck's prompt hook put the loop's status in the context above. Report it to the user in a
+few lines, then stop.
 """,
         "loop-pause.md": f"""---
-description: Pause the loopdeck loop (it is kept; `loopdeck resume` continues it)
-allowed-tools: Bash({exe} pause:*)
+description: Pause the loopdeck loop (it is kept; /orchestrator-loop with no arguments resumes it)
 ---
 {MARKER}
 
-```!
-{exe} pause --reason "paused from /loop-pause"
-```
-
-The loop is paused: you may stop after this turn.
+loopdeck's prompt hook has queued a pause: the loop is paused at your next stop. Say so in one
+line and stop.
 """,
         "loop-cancel.md": f"""---
 description: Stop the loopdeck loop (it is kept, status stopped)
-allowed-tools: Bash({exe} stop:*)
 ---
 {MARKER}
 
-```!
-{exe} stop --reason "cancelled from /loop-cancel"
-```
-
-The loop is stopped: you may stop after this turn.
+loopdeck's prompt hook has queued a stop: the loop ends at your next stop. Say so in one line
+and stop.
 """,
     }
 
@@ -106,8 +123,11 @@ class Report:
     settings: Path
     changed: bool = False
     backup: Path | None = None
+    backups: list[Path] = field(default_factory=list)
     written: list[Path] = field(default_factory=list)
     removed: list[Path] = field(default_factory=list)
+    moved_from: Path | None = None
+    """The other settings file loopdeck's own entries were taken out of (so they run once)."""
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -140,51 +160,165 @@ def _expect(container: dict[str, Any], key: str, kind: type, path: Path, where: 
     return value
 
 
-def _save(path: Path, data: dict[str, Any], report: Report) -> None:
+def _backup(path: Path) -> Path:
+    """Copy `path` to a backup name no other run uses (created exclusively, never overwritten)."""
+    stamp = utcnow().strftime("%Y%m%dT%H%M%S%f")
+    for n in range(1000):
+        candidate = path.with_name(f"{path.name}.bak-{stamp}" + (f"-{n}" if n else ""))
+        try:
+            with candidate.open("xb") as out, path.open("rb") as src:
+                shutil.copyfileobj(src, out)
+        except FileExistsError:
+            continue
+        shutil.copystat(path, candidate)
+        return candidate
+    raise FileProblem(path, "cannot find a free backup name")
+
+
+def _save(path: Path, data: dict[str, Any], report: Report) -> bool:
     new = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     try:
         old = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         old = None
     if old == new:
-        return
+        return False
     if old is not None:
-        report.backup = path.with_name(f"{path.name}.bak-{utcnow().strftime('%Y%m%dT%H%M%S')}")
-        shutil.copy2(path, report.backup)
+        backup = _backup(path)
+        report.backups.append(backup)
+        report.backup = report.backup or backup
     atomic_write(path, new.encode("utf-8"))  # never through a symlink, never outside .claude/
     report.changed = True
+    return True
+
+
+# --- the install record ----------------------------------------------------------------------
+
+
+def _manifest_path(ws: Workspace) -> Path:
+    return ws.private_dir / MANIFEST
+
+
+def _read_manifest(ws: Workspace) -> dict[str, Any]:
+    path = _manifest_path(ws)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return {"files": {}}
+    if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
+        return {"files": {}}
+    return data
+
+
+def _write_manifest(ws: Workspace, manifest: dict[str, Any]) -> None:
+    path = _manifest_path(ws)
+    if not manifest["files"]:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _is_ours(hook: Any, recorded: set[str]) -> bool:
+    if not isinstance(hook, dict) or hook.get("type", "command") != "command":
+        return False
+    command = hook.get("command")
+    return isinstance(command, str) and (command in recorded or _OURS.match(command) is not None)
+
+
+def _recorded_commands(entry: dict[str, Any]) -> set[str]:
+    hooks = entry.get("hooks")
+    if not isinstance(hooks, dict):
+        return set()
+    return {
+        c for commands in hooks.values() if isinstance(commands, list) for c in commands if isinstance(c, str)
+    }
+
+
+# --- install and uninstall -------------------------------------------------------------------
 
 
 def install(
-    ws: Workspace, *, keep_block_cap: bool = False, local: bool = False, exe: str | None = None
+    ws: Workspace,
+    *,
+    keep_block_cap: bool = False,
+    local: bool = True,
+    exe: str | None = None,
 ) -> Report:
+    """Merge loopdeck's hooks and env into the settings (local by default) and write the commands."""
     exe = exe or loopdeck_command()
-    path = ws.claude_dir / ("settings.local.json" if local else "settings.json")
+    name = LOCAL if local else SHARED
+    path = ws.claude_dir / name
     report = Report(path)
     data = _load(path)
+    manifest = _read_manifest(ws)
+    entry: dict[str, Any] = manifest["files"].get(name) or {"hooks": {}, "env": {}, "created": []}
+    recorded = _recorded_commands(entry)
+    created: list[str] = list(entry.get("created") or [])
+    if "hooks" not in data:
+        created.append("hooks")
     hooks = _expect(data, "hooks", dict, path, '"hooks"')
-    stop = _expect(hooks, "Stop", list, path, '"hooks.Stop"')
-    command = f"{exe} hook stop"
-    ours = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT}
-    found = False
-    for group in stop:
-        inner = group.get("hooks") if isinstance(group, dict) else None
-        if not isinstance(inner, list):
-            continue
-        for index, hook in enumerate(inner):
-            if _is_ours(hook) and not found:
-                inner[index] = {**hook, **ours}
-                found = True
-    if not found:
-        stop.append({"hooks": [ours]})
-    if not keep_block_cap:
-        env = _expect(data, "env", dict, path, '"env"')
-        env[BLOCK_CAP] = "0"
+    planned: list[tuple[list[Any], str, dict[str, Any]]] = []
+    for event, (verb, timeout) in HOOKS.items():
+        if event not in hooks:
+            created.append(f"hooks.{event}")
+        planned.append(
+            (
+                _expect(hooks, event, list, path, f'"hooks.{event}"'),
+                event,
+                {
+                    "type": "command",
+                    "command": f"{exe} {verb}",
+                    "timeout": timeout,
+                },
+            )
+        )
+    wanted_env = {TODO_TOOLS: "1"} if keep_block_cap else {BLOCK_CAP: "0", TODO_TOOLS: "1"}
+    if "env" not in data:
+        created.append("env")
+    env = _expect(data, "env", dict, path, '"env"')
+    # Every check passed: from here on the data is only changed.
+    new_hooks: dict[str, list[str]] = {}
+    for groups, event, ours in planned:
+        found = False
+        for group in groups:
+            inner = group.get("hooks") if isinstance(group, dict) else None
+            if not isinstance(inner, list):
+                continue
+            for index, hook in enumerate(inner):
+                if _is_ours(hook, recorded) and not found:
+                    inner[index] = {**hook, **ours}
+                    found = True
+        if not found:
+            groups.append({"hooks": [ours]})
+        new_hooks[event] = [ours["command"]]
+    env_record: dict[str, Any] = dict(entry.get("env") or {})
+    for key, value in wanted_env.items():
+        if key not in env_record:
+            env_record[key] = {"set": value, "before": env.get(key)}
+        env[key] = value
     _save(path, data, report)
+    entry = {
+        "hooks": new_hooks,
+        "env": env_record,
+        "created": sorted(set(created)),
+        "original": entry.get("original") or (str(report.backup) if report.backup else None),
+    }
+    manifest["files"][name] = entry
+    # The same hooks in the other file would run twice per Stop: take loopdeck's own out of it.
+    other = SHARED if local else LOCAL
+    if (ws.claude_dir / other).exists():
+        moved = _remove(ws, other, manifest, report)
+        if moved:
+            report.moved_from = ws.claude_dir / other
+    _write_manifest(ws, manifest)
     folder = ws.claude_dir / "commands"
     folder.mkdir(parents=True, exist_ok=True)
-    for name, text in commands(exe).items():
-        target = folder / name
+    for file_name, text in commands().items():
+        target = folder / file_name
         if target.exists() and MARKER not in target.read_text(encoding="utf-8", errors="replace"):
             raise FileProblem(target, "exists and was not written by loopdeck; move it away first")
         if not target.exists() or target.read_text(encoding="utf-8") != text:
@@ -193,36 +327,61 @@ def install(
     return report
 
 
-def uninstall(ws: Workspace, *, local: bool = False) -> Report:
-    path = ws.claude_dir / ("settings.local.json" if local else "settings.json")
-    report = Report(path)
+def _remove(ws: Workspace, name: str, manifest: dict[str, Any], report: Report) -> bool:
+    """Take loopdeck's entries out of one settings file; True when the file changed."""
+    path = ws.claude_dir / name
+    entry = manifest["files"].pop(name, None) or {}
+    recorded = _recorded_commands(entry)
+    created = set(entry.get("created") or [])
     data = _load(path)
     hooks = data.get("hooks")
-    if isinstance(hooks, dict) and isinstance(hooks.get("Stop"), list):
-        kept_groups = []
-        for group in hooks["Stop"]:
-            inner = group.get("hooks") if isinstance(group, dict) else None
-            if isinstance(inner, list):
-                rest = [h for h in inner if not _is_ours(h)]
-                if not rest and inner:
-                    continue
-                group = {**group, "hooks": rest}
-            kept_groups.append(group)
-        if kept_groups:
-            hooks["Stop"] = kept_groups
-        else:
-            del hooks["Stop"]
-        if not hooks:
+    if isinstance(hooks, dict):
+        for event in list(hooks):
+            groups = hooks[event]
+            if not isinstance(groups, list):
+                continue
+            kept = []
+            for group in groups:
+                inner = group.get("hooks") if isinstance(group, dict) else None
+                if isinstance(inner, list):
+                    rest = [h for h in inner if not _is_ours(h, recorded)]
+                    if not rest and len(rest) != len(inner):
+                        continue  # a group that held only ours goes with it
+                    group = {**group, "hooks": rest}
+                kept.append(group)
+            hooks[event] = kept
+            if not kept and f"hooks.{event}" in created:
+                del hooks[event]
+        if not hooks and "hooks" in created:
             del data["hooks"]
     env = data.get("env")
-    if isinstance(env, dict) and env.get(BLOCK_CAP) == "0":
-        del env[BLOCK_CAP]
-        if not env:
+    records = entry.get("env")
+    if isinstance(env, dict) and isinstance(records, dict):
+        for key, record in records.items():
+            if not isinstance(record, dict) or env.get(key) != record.get("set"):
+                continue  # changed since: the user's now
+            before = record.get("before")
+            if before is None:
+                del env[key]
+            else:
+                env[key] = before
+        if not env and "env" in created:
             del data["env"]
-    if path.exists():
-        _save(path, data, report)
+    if not path.exists():
+        return False
+    return _save(path, data, report)
+
+
+def uninstall(ws: Workspace, *, local: bool = True) -> Report:
+    """Take out what `install` added, from both settings files, and the command files it wrote."""
+    manifest = _read_manifest(ws)
+    report = Report(ws.claude_dir / (LOCAL if local else SHARED))
+    for name in (LOCAL, SHARED):
+        if (ws.claude_dir / name).exists():
+            _remove(ws, name, manifest, report)
+    _write_manifest(ws, manifest)
     folder = ws.claude_dir / "commands"
-    for name in commands("loopdeck"):
+    for name in commands():
         target = folder / name
         if target.exists() and MARKER in target.read_text(encoding="utf-8", errors="replace"):
             target.unlink()

@@ -21,9 +21,9 @@ DRIVERS = ("hook", "runner")
 NULL = "null"
 """The state file spells "not set" as the string `"null"` (completion_promise, task_file)."""
 
-RUNNER_ENV = "LOOPDECK_RUNNER"
-"""Set by `loopdeck run` in the environment of the agents it starts: their Stops are the
-runner's turns, and a Stop hook installed in the same project must leave them alone."""
+RUNNER_ENV = {"LOOPDECK_DRIVER": "runner"}
+"""In the environment of the agents `loopdeck run` starts: their Stops are the runner's turns,
+and a Stop hook installed in the same project must leave them alone."""
 
 WAITING_KINDS = ("pause", "question", "escalation", "usage-limit")
 """Why a paused loop waits: a person paused it, the agent asked something, or the loop escalated
@@ -354,6 +354,11 @@ class Turn:
     """The agent hit a usage or rate limit: what it said. Not a failure: the loop waits."""
     resets_at: str | None = None
     """When that limit resets (ISO 8601), when the agent said; else the engine backs off."""
+    denied: tuple[str, ...] = ()
+    """Tools the agent was refused for lack of permission (it may still exit 0): it cannot do
+    the work it is asked, and a person must allow them."""
+    denied_hint: str | None = None
+    """How to allow them, in the agent CLI's own terms."""
 
 
 @dataclass(frozen=True)

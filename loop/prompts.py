@@ -21,6 +21,19 @@ SOURCE_LABELS = {
 }
 
 
+OPENINGS = (
+    "ORCHESTRATOR CONTINUATION",
+    "ORCHESTRATOR ESCALATION",
+    "VERIFICATION LOOP ",
+    "VERIFICATION FAILED",
+    "VERIFICATION REQUIRED",
+    "TASK CHECK FAILED",
+    "COMPLETION CLAIMED",
+    "A PERSON ANSWERED",
+    "A PERSON WATCHING",
+)
+"""How each prompt the Stop hook sends opens: what a reader (or a test) can recognise it by."""
+
 # --- prompts -------------------------------------------------------------------------------
 
 VERIFICATION_CHECKLIST = """\

@@ -26,10 +26,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from loop import agent, control, engine, limits, verify, writer
+from loop import agent, claude_result, control, engine, limits, verify, writer
 from loop.errors import LoopdeckError
 from loop.journal import Event, Journal, render_line
-from loop.model import RUNNER_ENV, Aggregate, LoopState, Result, Settings, StopInput, Turn
+from loop.model import Aggregate, LoopState, Result, Settings, StopInput, Turn
 from loop.paths import Workspace
 from loop.sources.aggregate import SourceConfig, check_all
 from loop.state import StateStore
@@ -84,6 +84,32 @@ def workspace_mark(root: Path) -> str:
             if seen >= MAX_MARK_FILES:
                 return digest.hexdigest()
     return digest.hexdigest()
+
+
+def _usage(said: claude_result.ClaudeResult) -> dict[str, int] | None:
+    """What the agent reported using, as the state sums it (cost in millionths of a dollar)."""
+    usage: dict[str, int] = {}
+    if said.total_cost_usd is not None:
+        usage["cost_micro_usd"] = round(said.total_cost_usd * 1_000_000)
+    for key in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
+        value = said.usage.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            usage[key] = value
+    return usage or None
+
+
+def _added(a: dict[str, int] | None, b: dict[str, int] | None) -> dict[str, int] | None:
+    if not a or not b:
+        return a or b
+    return {key: a.get(key, 0) + b.get(key, 0) for key in {*a, *b}}
+
+
+def _failure_text(run: agent.Run, said: claude_result.ClaudeResult | None) -> str:
+    if said is not None and said.failed:
+        detail = "; ".join(said.errors) or (said.text or "").strip() or said.subtype
+        status = f" (HTTP {said.api_error_status})" if said.api_error_status else ""
+        return f"exit {run.exit_code}, {said.subtype}{status}: {detail[-300:]}"
+    return f"exit {run.exit_code}: {agent.final_text(run.tail).strip().splitlines()[-1:] or ''}"
 
 
 def error_signature(text: str) -> str:
@@ -228,6 +254,8 @@ class Runner:
         logs = self.ws.private_dir / "iterations"
         attempts = 1 + max(0, self.options.retries)
         run: agent.Run | None = None
+        said: claude_result.ClaudeResult | None = None
+        usage: dict[str, int] | None = None
         why = ""
         for attempt in range(1, attempts + 1):
             log = logs / (f"{n:04d}.log" if attempt == 1 else f"{n:04d}.retry{attempt - 1}.log")
@@ -240,16 +268,28 @@ class Runner:
                 self.pending_interrupt,
                 poll=self.options.poll,
             )
-            if run.ok or run.interrupted:
+            if run.interrupted:
                 break
-            limited = limits.usage_limit(agent.final_text(run.tail), None, self.now())
-            if limited is not None:
-                # Not a failure: no retry spent; the engine makes the loop wait for the reset.
-                return Turn(limited=limited[0], resets_at=limited[1]), None, None, False
+            said = claude_result.parse(run.tail)  # None: the agent does not speak claude's JSON
+            if said is not None:
+                usage = _added(usage, _usage(said))  # a retried turn costs every attempt
+            if not run.ok or (said is not None and said.failed):
+                words = "\n".join([*(said.errors if said else ()), said.text or ""]) if said else None
+                limited = limits.usage_limit(
+                    words or agent.final_text(run.tail),
+                    said.api_error_status if said else None,
+                    self.now(),
+                )
+                if limited is not None:
+                    # Not a failure: no retry spent; the engine makes the loop wait for the reset.
+                    turn = Turn(limited=limited[0], resets_at=limited[1], usage=usage)
+                    return turn, None, None, False
+            if run.ok and not (said is not None and said.failed):
+                break
             why = run.error or (
                 f"timed out after {self.options.iteration_timeout:g} s"
                 if run.timed_out
-                else f"exit {run.exit_code}: {agent.final_text(run.tail).strip().splitlines()[-1:] or ''}"
+                else _failure_text(run, said)
             )
             self.tally.agent_failures.append(f"iteration {n}: {why}")
             self.event(
@@ -267,16 +307,23 @@ class Runner:
         if run.interrupted:
             self.event("agent-interrupted", n, {"reason": run.interrupted})
             return Turn(interrupted=run.interrupted), None, None, False
-        if not run.ok:
+        if not run.ok or (said is not None and said.failed):
             failed = self.tally.agent_failures[-1] if self.tally.agent_failures else why
-            return Turn(failure=failed, error=error_signature(failed)), None, None, False
+            return Turn(failure=failed, error=error_signature(failed), usage=usage), None, None, False
         text = agent.final_text(run.tail)
+        denied = tuple(said.denied_tools) if said is not None else ()
         failure = self.run_checks(n) if self.checks else None
         if failure is None and self.options.commit:
             self.commit(n)
         duration = round(time.monotonic() - self.tally.started, 1)
         self.event("iteration-completed", n, {"duration_s": run.duration_s, "elapsed_s": duration})
-        turn = Turn(error=error_signature(failure) if failure else None, mark=self.mark())
+        turn = Turn(
+            error=error_signature(failure) if failure else None,
+            mark=self.mark(),
+            usage=usage,
+            denied=denied,
+            denied_hint=claude_result.allow_hint(list(denied)) if denied else None,
+        )
         return turn, text, failure, bool(self.checks) and failure is None
 
     def run_checks(self, n: int) -> str | None:
@@ -348,17 +395,11 @@ class Runner:
 
     def run(self, create: Callable[[], LoopState] | None = None) -> int:
         handlers = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-        previous = os.environ.get(RUNNER_ENV)
-        os.environ[RUNNER_ENV] = str(os.getpid())  # the agents' own Stop hooks stay out of it
         try:
             return self._run(create)
         finally:
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
-            if previous is None:
-                os.environ.pop(RUNNER_ENV, None)
-            else:
-                os.environ[RUNNER_ENV] = previous
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self.signal = signum
@@ -440,14 +481,16 @@ class Runner:
 
             folder = latest(self.ws)
         elif state is not None:
-            folder = writer.archive_ending(self.ws, state, how, self.summary_data(how, reason, counts))
+            folder = writer.archive_ending(self.ws, state, how, self.summary_data(how, reason, counts, state))
         for line in summary_lines(how, reason, self.tally, counts, folder, state):
             self.out(line)
         if how in ("completed", "stopped"):
             return EXIT_DONE
         return EXIT_FAILED
 
-    def summary_data(self, how: str, reason: str, counts: Aggregate | None) -> dict[str, Any]:
+    def summary_data(
+        self, how: str, reason: str, counts: Aggregate | None, state: LoopState | None
+    ) -> dict[str, Any]:
         return {
             "outcome": how,
             "reason": reason,
@@ -456,6 +499,7 @@ class Runner:
             "verification_failures": self.tally.verify_failures,
             "commits": self.tally.commits,
             "pending_at_end": counts.pending_total if counts else None,
+            "usage": dict(state.usage) if state is not None else None,
             "duration_s": round(time.monotonic() - self.tally.started, 1),
         }
 

@@ -43,6 +43,10 @@ class LoopView:
     prompt: str = ""
     waiting_for: dict[str, Any] | None = None
     """Why a paused loop waits for a person (kind, reason, since), as the engine recorded it."""
+    usage: dict[str, int] | None = None
+    """What the agent reported it used (cost in millionths of a dollar, tokens)."""
+    limits: dict[str, int] | None = None
+    notify: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, workspace: Workspace, state: LoopState) -> LoopView:
@@ -65,6 +69,9 @@ class LoopView:
             escalated=state.escalated,
             prompt=state.prompt,
             waiting_for=dict(state.waiting_for) if state.waiting_for else None,
+            usage=dict(state.usage) or None,
+            limits=dict(state.limits) or None,
+            notify=tuple(state.notify),
         )
 
     @property
@@ -163,8 +170,12 @@ def _loop_json(view: LoopView) -> dict[str, Any]:
         "current_task",
         "escalated",
         "waiting_for",
+        "usage",
+        "limits",
+        "notify",
     )
     obj = {key: getattr(view, key) for key in keys}
+    obj["notify"] = list(view.notify)
     if obj["completion_promise"] in ("", "null"):
         obj["completion_promise"] = None  # JSON says "none" as null, not as a placeholder string
     return obj

@@ -22,6 +22,20 @@ class Tally:
     commits: list[str] = field(default_factory=list)
 
 
+def cost_line(usage: dict[str, int] | None, limits: dict[str, int] | None = None) -> str:
+    """`$1.23 (45,678 tokens) of a $5.00 budget`, from what the agent reported."""
+    usage = usage or {}
+    cost = usage.get("cost_micro_usd")
+    tokens = sum(v for k, v in usage.items() if k.endswith("_tokens"))
+    text = f"${cost / 1e6:.2f}" if cost is not None else "cost not reported"
+    if tokens:
+        text += f" ({tokens:,} tokens)"
+    budget = (limits or {}).get("max_cost_micro_usd")
+    if budget:
+        text += f" of a ${budget / 1e6:.2f} budget"
+    return text
+
+
 def progress_line(done: int, total: int, width: int = 10) -> str:
     """`Progress: [3 of 8] ▰▰▰▱▱▱▱▱▱▱ 37%` (seed 001)."""
     ratio = done / total if total else 1.0
@@ -66,6 +80,8 @@ def summary_lines(
         lines.append(f"Verification failed {tally.verify_failures} time(s) along the way")
     if tally.commits:
         lines.append(f"Commits:     {len(tally.commits)} ({tally.commits[-1][:8]} last)")
+    if state is not None and state.usage:
+        lines.append(f"Cost:        {cost_line(state.usage, state.limits)}")
     if folder is not None:
         lines.append(f"Archive:     {folder}")
     lines.append(f"Next:        {next_step}")

@@ -18,6 +18,7 @@ def test_status_without_a_loop(cli) -> None:
 
 
 def test_start_then_status_json(cli, ws: Workspace) -> None:
+    (ws.root / "TODO.md").write_text("- [ ] a\n")  # preflight: the task file must exist
     ran = cli(
         "start",
         "Build",
@@ -59,6 +60,9 @@ def test_start_then_status_json(cli, ws: Workspace) -> None:
         "current_task": None,
         "escalated": False,
         "waiting_for": None,
+        "usage": None,
+        "limits": None,
+        "notify": [],
     }
     assert "iteration    0/5" in cli("status").out
     cli("start", "again", "--force")
@@ -170,3 +174,30 @@ def test_real_process_finds_workspace_from_a_subfolder(ws: Workspace) -> None:
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout)["workspace"] == str(ws.root)
     assert run_loopdeck(cwd=sub).returncode == 0  # no verb: status
+
+
+def test_limits_and_targets_are_kept_and_shown(cli, ws: Workspace) -> None:
+    ran = cli(
+        "start",
+        "x",
+        "--max-cost",
+        "2.5",
+        "--stuck-after",
+        "4",
+        "--same-error-after",
+        "5",
+        "--notify",
+        "desktop",
+        "--notify",
+        "https://hooks.example.invalid/x",
+    )
+    assert ran.code == 0, ran.err
+    state = StateStore(ws).read()
+    assert state is not None
+    assert state.limits == {"max_cost_micro_usd": 2_500_000, "stuck_after": 4, "same_error_after": 5}
+    assert state.notify == ["desktop", "https://hooks.example.invalid/x"]
+    text = cli("status").out
+    assert "cost         cost not reported of a $2.50 budget" in text
+    assert "limits       stuck after 4 turns, same error 5 times" in text
+    assert "notify       desktop, https://hooks.example.invalid/x" in text
+    assert cli("start", "y", "--force", "--max-cost", "0").code == 1

@@ -1,38 +1,55 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from loop.errors import FileProblem
-from loop.install import BLOCK_CAP, MARKER, install, uninstall
+from loop.install import BLOCK_CAP, MARKER, TODO_TOOLS, install, uninstall
 from loop.paths import Workspace
 
 EXE = "/opt/tools/bin/loopdeck"
+STOP = {"type": "command", "command": f"{EXE} hook stop", "timeout": 600}
+PROMPT = {"type": "command", "command": f"{EXE} hook prompt", "timeout": 60}
 
 
-def settings(ws: Workspace) -> Any:
+def local(ws: Workspace) -> Any:
+    return json.loads((ws.claude_dir / "settings.local.json").read_text())
+
+
+def shared(ws: Workspace) -> Any:
     return json.loads((ws.claude_dir / "settings.json").read_text())
 
 
-def test_creates_settings_and_commands(ws: Workspace) -> None:
+def test_creates_local_settings_and_commands(ws: Workspace) -> None:
     report = install(ws, exe=EXE)
     assert report.changed and report.backup is None
-    data = settings(ws)
-    assert data["hooks"]["Stop"] == [
-        {"hooks": [{"type": "command", "command": f"{EXE} hook stop", "timeout": 600}]}
-    ]
-    assert data["env"] == {BLOCK_CAP: "0"}
+    assert report.settings == ws.claude_dir / "settings.local.json"
+    assert not (ws.claude_dir / "settings.json").exists()  # the team's file is not touched
+    data = local(ws)
+    assert data["hooks"] == {"Stop": [{"hooks": [STOP]}], "UserPromptSubmit": [{"hooks": [PROMPT]}]}
+    assert data["env"] == {BLOCK_CAP: "0", TODO_TOOLS: "1"}
     names = sorted(p.name for p in (ws.claude_dir / "commands").iterdir())
     assert names == ["loop-cancel.md", "loop-pause.md", "loop-status.md", "orchestrator-loop.md"]
-    start = (ws.claude_dir / "commands" / "orchestrator-loop.md").read_text()
-    assert f"{EXE} start $ARGUMENTS" in start and start.startswith("---\ndescription:")
-    assert "```!" in start
+    for path in (ws.claude_dir / "commands").iterdir():
+        text = path.read_text()
+        assert text.startswith("---\ndescription:") and MARKER in text
+        assert "```!" not in text and "allowed-tools" not in text  # no shell reads the user's words
+        assert EXE not in text  # nothing machine-specific in files a team commits
+
+
+def test_shared_writes_the_team_file(ws: Workspace) -> None:
+    install(ws, exe=EXE, local=False)
+    assert shared(ws)["hooks"]["Stop"] == [{"hooks": [STOP]}]
+    assert not (ws.claude_dir / "settings.local.json").exists()
+    uninstall(ws)
+    assert not (ws.claude_dir / "settings.json").read_text().strip("{}\n ")
 
 
 def test_merges_keeps_keys_idempotent_and_backs_up(ws: Workspace) -> None:
-    path = ws.claude_dir / "settings.json"
+    path = ws.claude_dir / "settings.local.json"
     original: dict[str, Any] = {
         "model": "opus",
         "permissions": {"allow": ["Bash(ls:*)"]},
@@ -45,9 +62,9 @@ def test_merges_keeps_keys_idempotent_and_backs_up(ws: Workspace) -> None:
     path.write_text(json.dumps(original))
     first = install(ws, exe=EXE)
     assert first.backup is not None and json.loads(first.backup.read_text()) == original
-    data = settings(ws)
+    data = local(ws)
     assert data["model"] == "opus" and data["permissions"] == original["permissions"]
-    assert data["env"] == {"FOO": "1", BLOCK_CAP: "0"}
+    assert data["env"] == {"FOO": "1", BLOCK_CAP: "0", TODO_TOOLS: "1"}
     assert data["hooks"]["PreToolUse"] == original["hooks"]["PreToolUse"]
     assert len(data["hooks"]["Stop"]) == 2
     before = path.read_text()
@@ -55,16 +72,78 @@ def test_merges_keeps_keys_idempotent_and_backs_up(ws: Workspace) -> None:
     assert not second.changed and second.backup is None and second.written == []
     assert path.read_text() == before
     moved = install(ws, exe="/new/place/loopdeck")  # a reinstall updates the path in place
-    assert len(settings(ws)["hooks"]["Stop"]) == 2
-    assert settings(ws)["hooks"]["Stop"][1]["hooks"][0]["command"] == "/new/place/loopdeck hook stop"
-    assert moved.changed
+    assert len(local(ws)["hooks"]["Stop"]) == 2
+    assert local(ws)["hooks"]["Stop"][1]["hooks"][0]["command"] == "/new/place/loopdeck hook stop"
+    assert moved.changed and moved.backup is not None
+    uninstall(ws)
+    assert local(ws) == original
 
 
-def test_keep_block_cap_and_local(ws: Workspace) -> None:
-    install(ws, exe=EXE, keep_block_cap=True, local=True)
-    data = json.loads((ws.claude_dir / "settings.local.json").read_text())
-    assert "env" not in data
-    assert not (ws.claude_dir / "settings.json").exists()
+def test_backups_are_unique_and_the_original_recoverable(ws: Workspace) -> None:
+    path = ws.claude_dir / "settings.local.json"
+    path.write_text('{"model": "opus"}')
+    backups = []
+    for n in range(4):  # well within one second: names by the second would collide
+        report = install(ws, exe=f"/place{n}/loopdeck")
+        assert report.backup is not None
+        backups.append(report.backup)
+    assert len(set(backups)) == 4 and all(b.exists() for b in backups)
+    assert json.loads(backups[0].read_text()) == {"model": "opus"}
+    record = json.loads((ws.private_dir / "install.json").read_text())
+    assert record["files"]["settings.local.json"]["original"] == str(backups[0])
+
+
+def test_another_tools_stop_hook_is_never_taken_for_ours(ws: Workspace) -> None:
+    path = ws.claude_dir / "settings.local.json"
+    theirs = [
+        {"type": "command", "command": "/opt/ralph-loop/bin/ralph hook stop"},
+        {"type": "command", "command": "python3 scripts/loop_guard.py hook stop"},
+        {"type": "command", "command": "/usr/bin/my-loopdeck-wrapper hook stop --loop"},
+    ]
+    original = {"hooks": {"Stop": [{"hooks": list(theirs)}]}}
+    path.write_text(json.dumps(original))
+    install(ws, exe=EXE)
+    stop = local(ws)["hooks"]["Stop"]
+    assert stop[0]["hooks"] == theirs and stop[1] == {"hooks": [STOP]}
+    uninstall(ws)
+    assert local(ws) == original
+
+
+def test_uninstall_puts_back_the_users_env(ws: Workspace) -> None:
+    path = ws.claude_dir / "settings.local.json"
+    original = {"env": {BLOCK_CAP: "20", TODO_TOOLS: "1", "KEEP": "x"}, "hooks": {}}
+    path.write_text(json.dumps(original))
+    install(ws, exe=EXE)
+    assert local(ws)["env"][BLOCK_CAP] == "0"
+    install(ws, exe=EXE)  # a second install must not record our own value as the user's
+    uninstall(ws)
+    assert local(ws) == original  # "20" back, the user's TODO_TOOLS and empty "hooks" left
+
+
+def test_a_value_changed_after_install_is_the_users(ws: Workspace) -> None:
+    install(ws, exe=EXE)
+    data = local(ws)
+    data["env"][BLOCK_CAP] = "5"
+    (ws.claude_dir / "settings.local.json").write_text(json.dumps(data))
+    uninstall(ws)
+    assert local(ws) == {"env": {BLOCK_CAP: "5"}}
+
+
+def test_an_old_install_in_the_team_file_moves_to_the_local_one(ws: Workspace) -> None:
+    team = {
+        "model": "opus",
+        "hooks": {
+            "Stop": [
+                {"hooks": [{"type": "command", "command": "'/old/bin/loopdeck' hook stop", "timeout": 600}]}
+            ]
+        },
+    }
+    (ws.claude_dir / "settings.json").write_text(json.dumps(team))
+    report = install(ws, exe=EXE)
+    assert report.moved_from == ws.claude_dir / "settings.json"
+    assert shared(ws) == {"model": "opus", "hooks": {"Stop": []}}  # runs once, from the local file
+    assert local(ws)["hooks"]["Stop"] == [{"hooks": [STOP]}]
+    assert len(report.backups) == 1 and json.loads(report.backups[0].read_text()) == team
 
 
 @pytest.mark.parametrize(
@@ -74,11 +153,12 @@ def test_keep_block_cap_and_local(ws: Workspace) -> None:
         ("[1, 2]", "expected an object"),
         ('{"hooks": []}', '"hooks" is a list, expected a dict'),
         ('{"hooks": {"Stop": {}}}', '"hooks.Stop" is a dict, expected a list'),
+        ('{"hooks": {"UserPromptSubmit": 3}}', '"hooks.UserPromptSubmit" is a int'),
         ('{"env": "x"}', '"env" is a str'),
     ],
 )
 def test_refuses_bad_settings_and_writes_nothing(ws: Workspace, text: str, problem: str) -> None:
-    path = ws.claude_dir / "settings.json"
+    path = ws.claude_dir / "settings.local.json"
     path.write_text(text)
     with pytest.raises(FileProblem) as info:
         install(ws, exe=EXE)
@@ -88,7 +168,7 @@ def test_refuses_bad_settings_and_writes_nothing(ws: Workspace, text: str, probl
 
 
 def test_invalid_json_names_line(ws: Workspace) -> None:
-    (ws.claude_dir / "settings.json").write_text('{\n  "a": 1,\n  "b": \n}\n')
+    (ws.claude_dir / "settings.local.json").write_text('{\n  "a": 1,\n  "b": \n}\n')
     with pytest.raises(FileProblem) as info:
         install(ws, exe=EXE)
     assert info.value.line == 4
@@ -103,25 +183,46 @@ def test_will_not_overwrite_someone_elses_command(ws: Workspace) -> None:
 
 
 def test_uninstall_takes_it_all_back(ws: Workspace) -> None:
-    path = ws.claude_dir / "settings.json"
+    path = ws.claude_dir / "settings.local.json"
     original = {"model": "opus", "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "other"}]}]}}
     path.write_text(json.dumps(original))
     install(ws, exe=EXE)
     (ws.claude_dir / "commands" / "mine.md").write_text("keep me")
     report = uninstall(ws)
-    assert settings(ws) == original
+    assert local(ws) == original
     assert len(report.removed) == 4
     assert [p.name for p in (ws.claude_dir / "commands").iterdir()] == ["mine.md"]
+    assert not (ws.private_dir / "install.json").exists()
     assert not uninstall(ws).changed
 
 
 def test_cli_install(cli, ws: Workspace) -> None:
     ran = cli("install")
     assert ran.code == 0 and "Stop hook" in ran.out
-    command = settings(ws)["hooks"]["Stop"][0]["hooks"][0]["command"]
+    command = local(ws)["hooks"]["Stop"][0]["hooks"][0]["command"]
     assert command.endswith(" hook stop") and ("/" in command.split()[0])
+    assert local(ws)["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"].endswith(" hook prompt")
     assert MARKER in (ws.claude_dir / "commands" / "loop-pause.md").read_text()
     assert cli("install", "--uninstall").code == 0
-    (ws.claude_dir / "settings.json").write_text("{oops")
+    assert cli("install", "--shared").code == 0 and "hooks" in shared(ws)
+    (ws.claude_dir / "settings.local.json").write_text("{oops")
     ran = cli("install")
     assert ran.code == 1 and "not valid JSON" in ran.err
+
+
+def test_hook_commands_written_are_recognised_as_ours(ws: Workspace, tmp_path: Path) -> None:
+    """What `loopdeck_command()` produces (a quoted path, python -m) is found again without the record."""
+    from loop.install import _is_ours
+
+    for command in [
+        "'/a b/loopdeck' hook stop",
+        "/x/.venv/bin/loopdeck hook prompt",
+        "/usr/bin/python3 -m loop.cli hook stop",
+    ]:
+        assert _is_ours({"type": "command", "command": command}, set())
+    for command in [
+        "/opt/ralph-loop/bin/ralph hook stop",
+        "loopdeck hook stop && rm -rf x",
+        "/x/loopdeck hook stop; echo",
+    ]:
+        assert not _is_ours({"type": "command", "command": command}, set())

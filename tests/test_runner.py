@@ -263,7 +263,10 @@ def test_default_agent_path_with_a_fake_claude(
         env=env,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert log.read_text().splitlines()[0] == "-p --output-format json"
+    assert (
+        log.read_text().splitlines()[0]
+        == "-p --output-format json --permission-mode acceptEdits --allowedTools Bash"
+    )
     assert "Ended:       completed" in done.stdout
     first = (demo.private_dir / "iterations" / "0001.log").read_text()
     assert json.loads(first)["type"] == "result"
@@ -373,3 +376,35 @@ def test_a_usage_limit_is_waited_out_without_spending_a_retry(demo: Workspace) -
     (limit,) = [e for e in Journal(demo.journal).tail(1000).events if e.kind == "usage-limit"]
     assert "usage limit reached" in limit.data["reason"]
     assert "waiting for the usage limit to reset" in done.stdout
+
+
+def test_the_budget_stops_the_loop_and_the_summary_shows_the_cost(demo: Workspace) -> None:
+    done = run_loopdeck(
+        "-C",
+        str(demo.root),
+        *run_args("--max-cost", "1.00", agent_cmd=agent("--json", "--cost", "0.40")),
+        cwd=demo.root,
+    )
+    assert done.returncode == 1 and "Ended:       escalated" in done.stdout, done.stdout
+    assert "reached the budget of $1.00" in done.stdout
+    assert "Cost:        $1.20 (360 tokens) of a $1.00 budget" in done.stdout
+    state = StateStore(demo).read()
+    assert state is not None and state.usage["cost_micro_usd"] == 1_200_000
+    assert kinds(demo).count("iteration-started") == 3  # not started again once spent
+    status = run_loopdeck("-C", str(demo.root), "status", "--json")
+    assert json.loads(status.stdout)["loop"]["waiting_for"]["escalation"] == "max-cost"
+
+
+DENYING_AGENT = (
+    f"{PY} -c \"import json; print(json.dumps({{'type': 'result', 'subtype': 'success', 'is_error': False, "
+    "'result': 'I could not edit the file.', 'permission_denials': [{'tool_name': 'Edit', 'tool_input': {}}, "
+    "{'tool_name': 'Bash', 'tool_input': {}}]}))\""
+)
+
+
+def test_permission_denials_escalate_naming_the_tools(demo: Workspace) -> None:
+    done = run_loopdeck("-C", str(demo.root), *run_args(agent_cmd=DENYING_AGENT), cwd=demo.root)
+    assert done.returncode == 1 and "Ended:       escalated" in done.stdout, done.stdout
+    assert "not allowed to use Edit, Bash" in done.stdout and "--allowedTools Edit Bash" in done.stdout
+    assert kinds(demo).count("iteration-started") == 1
+    assert "permission-denied" in kinds(demo)

@@ -81,8 +81,10 @@ def test_sources_from_state_and_status_json(cli, ws: Workspace, isolated_home: P
 
 
 def test_uncertain_when_an_enabled_source_fails(cli, ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    (ws.root / "missing.md").write_text("- [ ] a\n")
+    assert cli("start", "go", "--github-project", "5", "--task-file", "missing.md").code == 0
+    (ws.root / "missing.md").unlink()  # both sources fail after the start's preflight
     monkeypatch.setenv("FAKE_GH_MODE", "auth")
-    cli("start", "go", "--github-project", "5", "--task-file", "missing.md")
     data = json.loads(cli("sources", "--json").out)
     assert data["uncertain"] is True
     table = cli("sources").out

@@ -1,0 +1,459 @@
+"""loopdeck with the real Claude Code CLI, end to end, against the project's mock Messages API.
+
+Each test builds a git project in tmp_path, installs loopdeck into it as a user would, and runs
+the pinned `claude` binary (tests/e2e/install_cli.py) with a scripted model that works through
+the real tools (Edit, Bash, TaskCreate, TaskUpdate). The assertions are on loopdeck's behaviour:
+the files, the journal, the archive, and the hook's words as they reached the model in the mock's
+request log; never on Claude Code's own wording.
+
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.harness import Project, claude_binary
+from tests.e2e.mockapi import MockAPI, Request, Script, Turn, call, say, steps, tool_results
+
+CLAUDE, WHY = claude_binary()
+if CLAUDE is None:
+    pytest.skip(WHY, allow_module_level=True)
+
+pytestmark = pytest.mark.e2e
+
+COMPLETE = "ALL_TASKS_COMPLETE"
+NASTY = 'Fix it\'s "quoted" (paren); $(touch pwned1) `touch pwned2` \\ $HOME\nand the second line'
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Iterator[Project]:
+    assert CLAUDE is not None
+    with MockAPI(log_file=tmp_path / "requests.jsonl") as api:
+        yield Project(tmp_path, CLAUDE, api)
+        assert api.errors == [], api.errors
+
+
+def tick_next(todo: Path) -> Turn | None:
+    """An Edit that ticks the first open box of the checklist, or None when none is left."""
+    for line in todo.read_text(encoding="utf-8").splitlines():
+        if line.startswith("- [ ] "):
+            return call("Edit", file_path=str(todo), old_string=line, new_string="- [x] " + line[6:])
+    return None
+
+
+def worker(project: Project, todo: str = "TODO.md") -> Script:
+    """A diligent model: one checklist box per turn, a short review when asked, nothing else."""
+
+    def script(request: Request) -> Turn:
+        text = request.last_user_text()
+        if list(tool_results(request)):
+            return say("Ticked one task.")
+        if "<command-name>/loop-" in text:
+            return say("Noted.")
+        if "VERIFICATION LOOP" in text:
+            return say("Reviewed: nothing to fix.")
+        return tick_next(project.root / todo) or say(COMPLETE)
+
+    return script
+
+
+def verification_numbers(feedback: list[str]) -> list[int]:
+    return [int(m.group(1)) for f in feedback for m in [re.search(r"VERIFICATION LOOP (\d+) of", f)] if m]
+
+
+def assert_completed(project: Project) -> None:
+    kinds = project.kinds()
+    assert "completed" in kinds, kinds
+    archives = project.archives()
+    assert len(archives) == 1 and (archives[0] / "state.md").exists(), archives
+    assert project.status().get("status") in (None, "completed"), project.status()
+
+
+# --- (1) a hook loop through its tasks, its review loops and completion -----------------------
+
+
+def test_hook_loop_goes_through_tasks_reviews_and_completes(project: Project) -> None:
+    todo = project.write(
+        "TODO.md", "# Tasks\n\n- [ ] write the parser\n- [ ] write the printer\n- [ ] write the docs\n"
+    )
+    project.commit()
+    project.loopdeck("install")
+    project.loopdeck("start", "Work through TODO.md", "--task-file", "TODO.md")
+    project.api.script = worker(project)
+    result = project.claude("Work through TODO.md")
+    assert result.code == 0, result.stderr
+    assert "- [ ]" not in todo.read_text() and todo.read_text().count("- [x]") == 3
+    feedback = project.feedback()
+    continuation = [f for f in feedback if "ORCHESTRATOR CONTINUATION" in f]
+    assert len(continuation) == 2
+    assert "write the printer" in continuation[0] and "write the docs" in continuation[0]
+    assert "write the parser" not in continuation[0]
+    assert verification_numbers(feedback) == [1, 2, 3, 4]
+    assert len(feedback) == 6  # nothing after the last review: the loop let the agent stop
+    assert_completed(project)
+    assert project.kinds().count("blocked") == 6
+    bound = [e for e in project.events() if e["kind"] == "session-bound"]
+    assert bound and bound[0]["data"]["session_id"] == result.data["session_id"]
+
+
+# --- (2) a completion signal with tasks still open -------------------------------------------
+
+
+def test_completion_signal_with_open_tasks_blocks_and_lists_them(project: Project) -> None:
+    project.write("TODO.md", "- [ ] alpha task\n- [ ] beta task\n")
+    project.commit()
+    project.loopdeck("install")
+    project.loopdeck("start", "Do the tasks", "--task-file", "TODO.md")
+    inner = worker(project)
+    first = [True]
+
+    def script(request: Request) -> Turn:
+        if first[0]:
+            first[0] = False
+            return say(f"Everything is done.\n{COMPLETE}")
+        return inner(request)
+
+    project.api.script = script
+    result = project.claude("Do the tasks")
+    assert result.code == 0
+    feedback = project.feedback()
+    assert feedback, "the premature signal must be blocked"
+    assert "alpha task" in feedback[0] and "beta task" in feedback[0]
+    assert_completed(project)
+    assert "- [ ]" not in (project.root / "TODO.md").read_text()
+
+
+# --- (3) --verify failing, then fixed ---------------------------------------------------------
+
+
+VERIFY_TEST = "def test_answer():\n    assert 41 + 1 == 43\n"
+
+
+def verify_script(project: Project) -> Script:
+    """Tick the task, claim completion; on a failed verification fix the test, claim again."""
+    inner = worker(project)
+
+    def script(request: Request) -> Turn:
+        text = request.last_user_text()
+        if "VERIFICATION FAILED" in text and "43" in (project.root / "test_answer.py").read_text():
+            return call(
+                "Edit", file_path=str(project.root / "test_answer.py"), old_string="== 43", new_string="== 42"
+            )
+        if list(tool_results(request)) or "VERIFICATION LOOP" in text:
+            return say(f"Done and checked.\n{COMPLETE}")
+        return inner(request)
+
+    return script
+
+
+def test_verify_fails_then_passes(project: Project) -> None:
+    project.write("TODO.md", "- [ ] make the answer right\n")
+    project.write("test_answer.py", VERIFY_TEST)
+    project.commit()
+    project.loopdeck("install")
+    project.loopdeck(
+        "start",
+        "Make the tests pass",
+        "--task-file",
+        "TODO.md",
+        "--verify",
+        "python -m pytest -q -p no:cacheprovider",
+    )
+    project.api.script = verify_script(project)
+    result = project.claude("Make the tests pass")
+    assert result.code == 0, result.stderr
+    kinds = project.kinds()
+    assert "verification-failed" in kinds and "verification-passed" in kinds
+    assert kinds.index("verification-failed") < kinds.index("verification-passed")
+    failed = [f for f in project.feedback() if "VERIFICATION FAILED" in f]
+    assert failed and "python -m pytest" in failed[0]
+    assert "== 42" in (project.root / "test_answer.py").read_text()
+    assert_completed(project)
+
+
+def test_verify_must_pass_before_completion_after_review_loops(project: Project) -> None:
+    """The model never claims completion: the review loops end the loop, and only a passing
+    verification may let it complete."""
+    project.write("TODO.md", "- [ ] make the answer right\n")
+    project.write("test_answer.py", VERIFY_TEST)
+    project.commit()
+    project.loopdeck("install")
+    project.loopdeck(
+        "start",
+        "Make the tests pass",
+        "--task-file",
+        "TODO.md",
+        "--verify",
+        "python -m pytest -q -p no:cacheprovider",
+    )
+    inner = worker(project)
+
+    def script(request: Request) -> Turn:
+        if (
+            "VERIFICATION FAILED" in request.last_user_text()
+            and "43" in (project.root / "test_answer.py").read_text()
+        ):
+            return call(
+                "Edit", file_path=str(project.root / "test_answer.py"), old_string="== 43", new_string="== 42"
+            )
+        return inner(request)
+
+    project.api.script = script
+    result = project.claude("Make the tests pass")
+    assert result.code == 0
+    kinds = project.kinds()
+    assert "verification-failed" in kinds
+    assert "completed" in kinds and "verification-passed" in kinds[: kinds.index("completed")]
+    assert "== 42" in (project.root / "test_answer.py").read_text()
+
+
+# --- (4) pause, resume and cancel through the slash commands ---------------------------------
+
+
+def test_pause_then_resume_through_slash_commands(project: Project) -> None:
+    todo = project.write("TODO.md", "- [ ] the only task\n")
+    project.commit()
+    project.loopdeck("install")
+    project.loopdeck("start", "Do the only task", "--task-file", "TODO.md")
+    project.api.script = worker(project)
+    paused = project.claude("/loop-pause")
+    assert paused.code == 0, paused.stderr
+    assert project.status()["status"] == "paused"
+    assert "paused" in project.kinds() and project.feedback() == []
+    assert "- [ ] the only task" in todo.read_text()
+    resumed = project.claude("/orchestrator-loop", "--resume", paused.data["session_id"])
+    assert resumed.code == 0, resumed.stderr
+    assert "resumed" in project.kinds()
+    assert "- [x] the only task" in todo.read_text()
+    assert verification_numbers(project.feedback()) == [1, 2, 3, 4]
+    assert_completed(project)
+
+
+def test_resume_from_a_new_session_adopts_the_paused_loop(project: Project) -> None:
+    todo = project.write("TODO.md", "- [ ] the only task\n")
+    project.commit()
+    project.loopdeck("install")
+    project.loopdeck("start", "Do the only task", "--task-file", "TODO.md")
+    project.api.script = worker(project)
+    paused = project.claude("/loop-pause")
+    assert project.status()["status"] == "paused"
+    resumed = project.claude("/orchestrator-loop")  # a new session, not --resume
+    assert resumed.code == 0, resumed.stderr
+    assert resumed.data["session_id"] != paused.data["session_id"]
+    bound = [e["data"]["session_id"] for e in project.events() if e["kind"] == "session-bound"]
+    assert bound == [paused.data["session_id"], resumed.data["session_id"]]
+    assert "- [x] the only task" in todo.read_text()
+    assert_completed(project)
+
+
+def test_cancel_through_the_slash_command(project: Project) -> None:
+    todo = project.write("TODO.md", "- [ ] never done\n")
+    project.commit()
+    project.loopdeck("install")
+    project.loopdeck("start", "Do it", "--task-file", "TODO.md")
+    project.api.script = worker(project)
+    cancelled = project.claude("/loop-cancel")
+    assert cancelled.code == 0, cancelled.stderr
+    assert project.feedback() == []
+    assert "- [ ] never done" in todo.read_text()
+    status = project.status()
+    assert status.get("status") in (None, "stopped"), status
+    assert "completed" not in project.kinds()
+
+
+# --- (5) a prompt full of shell characters through /orchestrator-loop ------------------------
+
+
+def test_orchestrator_loop_keeps_the_prompt_byte_exact_and_runs_nothing(
+    project: Project, tmp_path: Path
+) -> None:
+    project.write("TODO.md", "- [ ] one thing\n")
+    project.commit()
+    project.loopdeck("install")
+    project.api.script = worker(project)
+    result = project.claude(f"/orchestrator-loop {NASTY} --task-file TODO.md --max-iterations 20")
+    assert result.code == 0, result.stderr
+    started = [e for e in project.events() if e["kind"] == "loop-started"]
+    assert started and started[0]["data"]["max_iterations"] == 20
+    feedback = project.feedback()
+    assert feedback and all(NASTY in f for f in feedback)  # every prompt quotes it verbatim
+    archived = (project.archives()[0] / "state.md").read_text(encoding="utf-8")
+    assert archived.rstrip("\n").endswith(NASTY)
+    assert not list(tmp_path.rglob("pwned*"))
+    assert_completed(project)
+
+
+def test_orchestrator_loop_refused_never_reaches_the_model(project: Project) -> None:
+    project.loopdeck("install")
+    project.loopdeck("start", "The first loop")
+    before = len(project.api.main_requests())
+    result = project.claude("/orchestrator-loop a second loop")
+    assert result.code == 0
+    assert len(project.api.main_requests()) == before  # the prompt hook blocked it
+    assert (project.state_text() or "").rstrip().endswith("The first loop")  # untouched
+    assert project.kinds().count("loop-started") == 1
+
+
+# --- (6, 7) the runner with its default agent, the real claude -------------------------------
+
+
+def run_with_runner(project: Project) -> None:
+    todo = project.write("TODO.md", "- [ ] first\n- [ ] second\n")
+    project.commit()
+    project.api.script = worker(project)
+    done = project.loopdeck(
+        "run", "Work through TODO.md", "--task-file", "TODO.md", "--headless", timeout=240, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert todo.read_text().count("- [x]") == 2
+    assert_completed(project)
+    from loop.claude_result import parse
+
+    logs = sorted((project.root / ".claude" / "loopdeck" / "iterations").glob("*.log"))
+    assert logs
+    for log in logs:
+        outcome = parse(log.read_text(encoding="utf-8"))
+        assert outcome is not None and outcome.denied_tools == [] and not outcome.is_error, log.read_text()[
+            -2000:
+        ]
+
+
+def test_runner_with_the_default_agent(project: Project) -> None:
+    run_with_runner(project)
+    assert project.feedback() == []
+
+
+def test_runner_is_not_driven_by_an_installed_hook(project: Project) -> None:
+    project.loopdeck("install")
+    run_with_runner(project)
+    assert project.feedback() == []  # the hook never blocked the runner's agent
+    assert "session-bound" not in project.kinds()
+
+
+# --- (8) Claude Tasks, created and completed by the model -------------------------------------
+
+
+def test_claude_tasks_created_and_completed(project: Project) -> None:
+    project.commit()
+    project.loopdeck("install")
+    project.loopdeck("start", "Plan the work as tasks, then do it")
+    project.api.script = steps(
+        call("TaskCreate", subject="Write the greeting", description="hello.txt", activeForm="Writing"),
+        call("TaskCreate", subject="Write the farewell", description="bye.txt", activeForm="Writing"),
+        say("Planned two tasks."),
+        call("TaskUpdate", taskId="1", status="completed"),
+        call("TaskUpdate", taskId="2", status="completed"),
+        say("Both tasks are done."),
+        then=say("Reviewed: nothing to fix."),
+    )
+    result = project.claude("Plan the work as tasks, then do it")
+    assert result.code == 0, result.stderr
+    session = result.data["session_id"]
+    files = sorted((project.home / ".claude" / "tasks" / session).glob("*.json"))
+    assert [json.loads(f.read_text())["status"] for f in files] == ["completed", "completed"]
+    feedback = project.feedback()
+    assert (
+        "Claude Tasks" in feedback[0]
+        and "Write the greeting" in feedback[0]
+        and "Write the farewell" in feedback[0]
+    )
+    assert verification_numbers(feedback) == [1, 2, 3, 4]
+    assert_completed(project)
+
+
+# --- (9) the block cap, kept and lifted --------------------------------------------------------
+
+
+def stubborn(project: Project, idle: int) -> Script:
+    """A model that says it is still working `idle` times, then does the one task."""
+    count = [0]
+    inner = worker(project)
+
+    def script(request: Request) -> Turn:
+        if count[0] < idle and not list(tool_results(request)):
+            count[0] += 1
+            return say("Still working on it.")
+        return inner(request)
+
+    return script
+
+
+def test_block_cap_lifted_by_install(project: Project) -> None:
+    project.write("TODO.md", "- [ ] the task\n")
+    project.commit()
+    project.loopdeck("install")
+    project.loopdeck("start", "Do the task", "--task-file", "TODO.md")
+    project.api.script = stubborn(project, 11)
+    result = project.claude("Do the task")
+    assert result.code == 0
+    assert (
+        len([f for f in project.feedback() if "ORCHESTRATOR CONTINUATION" in f]) >= 10
+    )  # past Claude Code's 8
+    assert_completed(project)
+
+
+def test_block_cap_kept_ends_the_turn_and_the_loop_survives(project: Project) -> None:
+    project.write("TODO.md", "- [ ] the task\n")
+    project.commit()
+    project.loopdeck("install", "--keep-block-cap")
+    project.loopdeck("start", "Do the task", "--task-file", "TODO.md")
+    project.api.script = stubborn(project, 100)
+    result = project.claude("Do the task")
+    assert result.code == 0
+    assert len(project.feedback()) == 8  # Claude Code delivers 8 blocks and overrides the 9th
+    assert project.status()["status"] == "running"
+    # The next prompt continues the same loop.
+    project.api.script = worker(project)
+    again = project.claude("continue", "--resume", result.data["session_id"])
+    assert again.code == 0
+    assert_completed(project)
+
+
+def test_block_cap_warning_and_count_are_exact(project: Project) -> None:
+    project.write("TODO.md", "- [ ] the task\n")
+    project.commit()
+    project.loopdeck("install", "--keep-block-cap")
+    project.loopdeck("start", "Do the task", "--task-file", "TODO.md")
+    project.api.script = stubborn(project, 100)
+    project.claude("Do the task")
+    events = project.events()
+    blocked = [e for e in events if e["kind"] == "blocked"]
+    warnings = [e for e in events if e["kind"] == "warning" and "cap" in json.dumps(e["data"])]
+    assert len(blocked) == 8  # the 9th, overridden by Claude Code, is not an iteration
+    assert len(warnings) == 1 and warnings[0]["iteration"] == blocked[-1]["iteration"]
+
+
+def test_no_block_cap_warning_when_tool_rounds_reset_claude_codes_count(project: Project) -> None:
+    project.write("TODO.md", "".join(f"- [ ] task {n}\n" for n in range(10)))
+    project.commit()
+    project.loopdeck("install", "--keep-block-cap")
+    project.loopdeck("start", "Do the tasks", "--task-file", "TODO.md")
+    project.api.script = worker(project)
+    result = project.claude("Do the tasks")
+    assert result.code == 0
+    assert_completed(project)
+    assert not [e for e in project.events() if e["kind"] == "warning" and "cap" in json.dumps(e["data"])]
+
+
+@pytest.mark.parametrize("final", ["stop", "complete"])
+def test_stop_and_complete_are_final_over_a_later_resume(project: Project, final: str) -> None:
+    todo = project.write("TODO.md", "- [ ] never done\n")
+    project.commit()
+    project.loopdeck("install")
+    project.loopdeck("start", "Do it", "--task-file", "TODO.md")
+    project.loopdeck(final, "--reason", "the person's call")
+    project.loopdeck("resume", "--reason", "too late")
+    project.api.script = steps(say("Noted."))
+    result = project.claude("hello")
+    assert result.code == 0
+    assert project.feedback() == []  # the stop let the agent go; the resume did not revive the loop
+    assert "- [ ] never done" in todo.read_text()
+    if final == "stop":
+        assert project.status()["status"] == "stopped"  # kept, not archived
+    else:
+        assert project.status().get("status") in (None, "completed") and project.archives()

@@ -1,0 +1,119 @@
+"""`loopdeck hook prompt`: the slash commands reach loopdeck as data, never through a shell."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from loop import hook_prompt
+from loop.hook_prompt import Invocation, parse
+from loop.paths import Workspace
+from loop.state import StateStore
+
+NASTY = 'it\'s "quoted" (paren); $(touch pwned) `touch pwned2` \\ $HOME\nsecond line'
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("/orchestrator-loop Build it", Invocation("orchestrator-loop", "Build it", [])),
+        (
+            f"/orchestrator-loop {NASTY} --task-file TODO.md --max-iterations 5",
+            Invocation("orchestrator-loop", NASTY, ["--task-file", "TODO.md", "--max-iterations", "5"]),
+        ),
+        (
+            '/orchestrator-loop Fix --verify "python -m pytest -q" --no-github',
+            Invocation("orchestrator-loop", "Fix", ["--verify", "python -m pytest -q", "--no-github"]),
+        ),
+        ("/orchestrator-loop", Invocation("orchestrator-loop", "", [])),
+        ("/orchestrator-loop\nline one\nline two", Invocation("orchestrator-loop", "line one\nline two", [])),
+        ("/loop-pause", Invocation("loop-pause")),
+        ("/loop-cancel now", Invocation("loop-cancel")),
+        ("/orchestrator-loopy x", None),
+        ("please /orchestrator-loop x", None),
+        ("/other", None),
+        ("", None),
+    ],
+)
+def test_parse(text: str, expected: Invocation | None) -> None:
+    assert parse(text) == expected
+
+
+def payload(ws: Workspace, prompt: str) -> dict[str, object]:
+    return {"session_id": "s1", "cwd": str(ws.root), "hook_event_name": "UserPromptSubmit", "prompt": prompt}
+
+
+def test_start_keeps_the_prompt_byte_exact_and_runs_nothing(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (ws.root / "TODO.md").write_text("- [ ] a\n")
+    out = hook_prompt.handle(payload(ws, f"/orchestrator-loop {NASTY} --task-file TODO.md --no-github"), {})
+    assert out is not None and "decision" not in out
+    assert "loop started" in out["hookSpecificOutput"]["additionalContext"]
+    state = StateStore(ws).read()
+    assert state is not None and state.prompt == NASTY and state.task_file == "TODO.md"
+    assert not (tmp_path / "pwned").exists() and not (ws.root / "pwned").exists()
+    assert not (tmp_path / "pwned2").exists() and not (ws.root / "pwned2").exists()
+
+
+def test_refusal_blocks_the_prompt(ws: Workspace) -> None:
+    assert hook_prompt.handle(payload(ws, "/orchestrator-loop first"), {}) is not None
+    out = hook_prompt.handle(payload(ws, "/orchestrator-loop second"), {})
+    assert out is not None and out["decision"] == "block" and "already" in out["reason"]
+    bad = hook_prompt.handle(payload(ws, "/orchestrator-loop x --max-iterations many"), {})
+    assert bad is not None and bad["decision"] == "block"
+
+
+def test_pause_resume_cancel_are_queued(ws: Workspace) -> None:
+    from loop import control
+
+    hook_prompt.handle(payload(ws, "/orchestrator-loop work"), {"CLAUDE_PROJECT_DIR": str(ws.root)})
+    for text in ("/loop-pause", "/orchestrator-loop", "/loop-cancel"):
+        out = hook_prompt.handle(payload(ws, text), {"CLAUDE_PROJECT_DIR": str(ws.root)})
+        assert out is not None and "decision" not in out, out
+    commands, _bad, _end = control.read_since(ws.control, 0)
+    assert [c.kind for c in commands] == ["pause", "resume", "stop"]
+    status = hook_prompt.handle(payload(ws, "/loop-status"), {"CLAUDE_PROJECT_DIR": str(ws.root)})
+    assert status is not None and "additionalContext" in status["hookSpecificOutput"]
+
+
+def test_other_prompts_and_bad_input_get_no_answer(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
+    assert hook_prompt.handle(payload(ws, "just do the thing"), {}) is None
+    for raw in (b"not json", b"[1]", json.dumps(payload(ws, "hello")).encode()):
+        assert hook_prompt.main(io.BytesIO(raw), {}) == 0
+    assert capsys.readouterr().out == ""
+    assert not ws.state.exists()
+
+
+def test_main_prints_one_json_object(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
+    raw = json.dumps(payload(ws, "/orchestrator-loop go")).encode()
+    assert hook_prompt.main(io.BytesIO(raw), {"CLAUDE_PROJECT_DIR": str(ws.root)}) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
+
+
+def test_resume_from_another_session_adopts_a_paused_loop(ws: Workspace) -> None:
+    env = {"CLAUDE_PROJECT_DIR": str(ws.root)}
+    hook_prompt.handle(payload(ws, "/orchestrator-loop work"), env)
+    store = StateStore(ws)
+    with store.locked():
+        state = store.read()
+        assert state is not None
+        state.session_id, state.status = "s0", "paused"
+        store.write(state)
+    other = {**payload(ws, "/orchestrator-loop"), "session_id": "s9", "transcript_path": "/t/s9.jsonl"}
+    assert hook_prompt.handle(other, env) is not None
+    state = store.read()
+    assert state is not None and state.session_id == "s9" and state.transcript_path == "/t/s9.jsonl"
+    running = {**payload(ws, "/orchestrator-loop"), "session_id": "s7"}
+    with store.locked():
+        state = store.read()
+        assert state is not None
+        state.status = "running"
+        store.write(state)
+    hook_prompt.handle(running, env)  # a running loop is never taken from its session
+    assert (store.read() or state).session_id == "s9"
