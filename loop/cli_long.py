@@ -40,6 +40,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         commit=bool(pick("commit", True if args.commit else None, False)),
         headless=args.headless,
     )
+    try:
+        agent.check_template(options.agent)  # refused before the loop starts, not per attempt
+    except agent.AgentCommandRefused as exc:
+        raise LoopdeckError(str(exc)) from None
     prompt = " ".join(args.prompt).strip()
     if existing is not None and prompt and prompt != existing.prompt:
         print(
