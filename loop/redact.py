@@ -6,7 +6,8 @@ lives, and people paste them into issues. So every file and stream loopdeck writ
 through `redact` first.
 
 The Stop hook imports this module on every agent turn: it needs `re` only, and its patterns
-are compiled on first use, not at import.
+are compiled on first use, not at import. Every repetition in them is bounded, so that no
+output (a megabyte of `a_a_a_…`) can make a pattern backtrack quadratically.
 """
 
 from __future__ import annotations
@@ -19,47 +20,63 @@ MASK = "[REDACTED]"
 
 _NAME_WORDS = r"(?:KEY|SECRET|TOKEN|PASSWORD|PASSWD|PASSPHRASE|CREDENTIALS?)"
 
-# (pattern, replacement); a replacement keeps the label and drops the secret.
-_SOURCES: tuple[tuple[str, str], ...] = (
+# (substrings one of which the text must hold, lowercased; pattern; replacement). The cheap
+# `in` test skips a pattern's pass over text that cannot hold its secret; a replacement keeps
+# the label and drops the secret. Quantifiers are bounded, and possessive (`+`) where what
+# follows cannot be part of the run, so nothing backtracks.
+_SOURCES: tuple[tuple[tuple[str, ...], str, str], ...] = (
     # PEM private keys, the whole body (to the end of the text when the END line is cut off)
     (
-        r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
+        ("private key",),
+        r"-----BEGIN ([A-Z0-9 ]{0,32})PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]{0,32}PRIVATE KEY-----|\Z)",
         r"-----BEGIN \1PRIVATE KEY-----" + MASK + r"-----END \1PRIVATE KEY-----",
     ),
     # credentials in URLs: scheme://user:password@host
-    (r"(?i)\b([a-z][a-z0-9+.-]*://[^\s/:@\"']+):[^\s/@\"']+@", r"\1:" + MASK + "@"),
+    (("://",), r"(://[^\s/:@\"']{1,256}+):[^\s/@\"']{1,512}+@", r"\1:" + MASK + "@"),
     # Authorization headers, whatever the scheme
     (
-        r"(?i)\b((?:proxy-)?authorization\"?\s*[:=]\s*\"?)(?:(basic|bearer|token|digest)\s+)?[^\s\"',]+",
+        ("authorization",),
+        r"(?i)\b((?:proxy-)?authorization\"?[ \t]{0,8}+[:=][ \t]{0,8}+\"?)"
+        r"(?:(basic|bearer|token|digest)[ \t]{1,8}+)?[^\s\"',]+",
         r"\1\2 " + MASK,
     ),
-    (r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/-]{16,}=*", r"\1" + MASK),
+    (("bearer",), r"(?i)\b(bearer[ \t]{1,16}+)[A-Za-z0-9._~+/-]{16,4096}+=*", r"\1" + MASK),
     # vendor key and token forms
-    (r"(?<![A-Za-z0-9])sk-ant-[A-Za-z0-9_-]{4,}", MASK),
-    (r"(?<![A-Za-z0-9])sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{16,}", MASK),
-    (r"(?<![A-Za-z0-9])(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{8,}", MASK),
-    (r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})", MASK),
-    (r"(?<![A-Za-z0-9])glpat-[A-Za-z0-9_-]{16,}", MASK),
-    (r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{16,}", MASK),
-    (r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,}", MASK),
-    (r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Z])", MASK),
-    (r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}", MASK),
-    (r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*", MASK),
-    # NAME=value and NAME: value where NAME says it is a secret (OPENAI_API_KEY, DB_PASSWORD…)
+    (("sk-ant-",), r"(?<![A-Za-z0-9])sk-ant-[A-Za-z0-9_-]{4,512}+", MASK),
+    (("sk-",), r"(?<![A-Za-z0-9])sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{16,512}+", MASK),
+    (("_live_", "_test_"), r"(?<![A-Za-z0-9])(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{8,512}+", MASK),
     (
-        r"(?i)(?<![A-Za-z0-9])([A-Za-z0-9_.-]*" + _NAME_WORDS + r"[A-Za-z0-9_.-]*\\?[\"']?[ \t]*[:=][ \t]*"
+        ("gh", "github_pat_"),
+        r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{20,512}+|github_pat_[A-Za-z0-9_]{20,512}+)",
+        MASK,
+    ),
+    (("glpat-",), r"(?<![A-Za-z0-9])glpat-[A-Za-z0-9_-]{16,512}+", MASK),
+    (("hf_",), r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{16,512}+", MASK),
+    (("xox",), r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,512}+", MASK),
+    (("akia", "asia"), r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Z])", MASK),
+    (("aiza",), r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}", MASK),
+    (
+        ("eyj",),
+        r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{4,4096}+\.eyJ[A-Za-z0-9_-]{4,8192}+\.[A-Za-z0-9_-]{0,4096}+",
+        MASK,
+    ),
+    # NAME=value and NAME: value where NAME says it is a secret (OPENAI_API_KEY, DB_PASSWORD…);
+    # the match starts at the telling word, so the scan stays linear whatever precedes it
+    (
+        ("key", "secret", "token", "passw", "passphrase", "credential"),
+        r"(?i)(" + _NAME_WORDS + r"[A-Za-z0-9_.-]{0,64}+\\?[\"']?[ \t]{0,8}+[:=][ \t]{0,8}+"
         r"(?:\\?[\"'])?)(?!\[REDACTED\]|(?:\d{1,9}|true|false|null|none)(?![^\s\"'\\,;&<>{}()\[\]]))"
-        r"[^\s\"'\\,;&<>{}()\[\]]+",
+        r"[^\s\"'\\,;&<>{}()\[\]]++",
         r"\1" + MASK,
     ),
 )
 
-_COMPILED: list[tuple[re.Pattern[str], str]] = []
+_COMPILED: list[tuple[tuple[str, ...], re.Pattern[str], str]] = []
 
 
-def _patterns() -> list[tuple[re.Pattern[str], str]]:
+def _patterns() -> list[tuple[tuple[str, ...], re.Pattern[str], str]]:
     if not _COMPILED:
-        _COMPILED.extend((re.compile(src, re.DOTALL), repl) for src, repl in _SOURCES)
+        _COMPILED.extend((needles, re.compile(src, re.DOTALL), repl) for needles, src, repl in _SOURCES)
     return _COMPILED
 
 
@@ -67,8 +84,10 @@ def redact(text: str) -> str:
     """`text` with every API key, token, password and private key replaced by `[REDACTED]`."""
     if not text:
         return text
-    for pattern, repl in _patterns():
-        text = pattern.sub(repl, text)
+    low = text.lower()
+    for needles, pattern, repl in _patterns():
+        if any(needle in low for needle in needles):
+            text = pattern.sub(repl, text)
     return text
 
 

@@ -397,9 +397,11 @@ class StateStore:
 
     def read_backup(self) -> LoopState | None:
         try:
-            data = self.workspace.backup.read_bytes()
+            data = read_regular(self.workspace.backup, MAX_STATE_BYTES + 1)
         except FileNotFoundError:
             return None
+        except OSError as exc:
+            raise StateError(self.workspace.backup, f"cannot be read: {exc.strerror}") from None
         return parse(data, self.workspace.backup)
 
     @contextlib.contextmanager
@@ -455,7 +457,7 @@ class StateStore:
                 raise StateError(self.workspace.backup, "no backup to restore")
             if self.path.exists():
                 self._move_aside()
-            atomic_write(self.path, self.workspace.backup.read_bytes(), durable=True)
+            atomic_write(self.path, read_regular(self.workspace.backup, MAX_STATE_BYTES + 1), durable=True)
             return backup
 
     def _keep_previous(self, replace_corrupt: bool) -> None:

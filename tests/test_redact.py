@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -155,3 +157,13 @@ def test_redact_module_imports_nothing_heavy(tmp_path: Path) -> None:
     code = "import sys, loop.redact; print(' '.join(sorted(m for m in sys.modules if m.startswith('loop'))))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["loop", "loop.redact"]
+
+
+@pytest.mark.parametrize(
+    "unit", ["a_", "x.", "key", "KEY_", "sk-", "eyJa.", "https://a", "bearer ", "ghp_", "a:b@"]
+)
+def test_redaction_stays_linear_on_hostile_output(unit: str) -> None:
+    text = unit * (300_000 // len(unit))
+    start = time.monotonic()
+    redact(text)
+    assert time.monotonic() - start < 10  # quadratic backtracking took minutes here

@@ -190,3 +190,14 @@ def test_a_fifo_journal_or_queue_is_an_error_not_a_hang(ws: Workspace) -> None:
         _within(10, lambda: Journal(ws.journal).tail(5))
     with pytest.raises(OSError, match="FIFO"):
         _within(10, lambda: control.read_since(ws.control, 0))
+
+
+def test_run_refuses_a_shell_template_before_the_loop_starts(ws: Workspace) -> None:
+    from tests.conftest import run_loopdeck
+
+    done = run_loopdeck(
+        "-C", str(ws.root), "run", EVIL, "--agent", "sh -c 'echo {prompt}'", "--no-github", "--headless"
+    )
+    assert done.returncode == 1 and "inside the code" in done.stderr, done.stderr
+    assert not ws.state.exists()
+    assert not (ws.root / "y").exists()
