@@ -52,7 +52,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         from loop import verify
 
         for command in args.verify:
-            verify.check(command)  # refused before the loop starts, with the reason
+            verify.check(command, cwd=ws.root)  # refused before the loop starts, with the reason
     from loop import preflight
 
     preflight.require(

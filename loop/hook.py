@@ -65,7 +65,7 @@ def _last_text(payload: Mapping[str, Any]) -> str | None:
 
     try:
         return last_assistant_text(Path(transcript).expanduser())
-    except FileNotFoundError:
+    except OSError:  # missing, a FIFO, a folder: the agent's words are unknown, the sources decide
         return None
 
 
@@ -172,7 +172,9 @@ def _verify(ws: Workspace, state: LoopState, journal: Journal) -> str | None:
     for command in state.verify:
         journal.append("verification-started", state.iteration, {"command": command})
         try:
-            item = verify.check(command, [str(a) for a in allow] if isinstance(allow, list) else [])
+            item = verify.check(
+                command, [str(a) for a in allow] if isinstance(allow, list) else [], cwd=ws.root
+            )
         except verify.CommandRefused as exc:
             failures.append(str(exc))
             journal.append(

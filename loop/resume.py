@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from loop import control
 from loop.paths import Workspace
+from loop.safeopen import open_append
 from loop.snapshot import Snapshot
 
 
@@ -56,7 +57,7 @@ def start_runner(ws: Workspace) -> int:
     an escalation waits for them). Returns its pid."""
     log = ws.private_dir / "runner.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as out:
+    with open_append(log) as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "loop.cli", "-C", str(ws.root), "run"],
             cwd=ws.root,

@@ -168,7 +168,7 @@ class Runner:
             if not isinstance(allow, list):
                 raise LoopdeckError(f"{self.ws.state}: verify_allow must be a list of commands")
             # Refused before anything is saved: a bad --verify must not poison later runs.
-            self.checks = [verify.check(cmd, [str(a) for a in allow]) for cmd in commands]
+            self.checks = [verify.check(cmd, [str(a) for a in allow], cwd=self.ws.root) for cmd in commands]
             if not fresh and state.driver == "runner" and state.pid and state.pid != os.getpid():
                 from loop.proc import alive
 
@@ -330,7 +330,11 @@ class Runner:
         failures = []
         for item in self.checks:
             self.event("verification-started", n, {"command": item.command})
-            outcome = verify.run(item, self.ws.root, self.options.verify_timeout)
+            outcome = verify.run(
+                item, self.ws.root, self.options.verify_timeout, interrupted=lambda: self.signal is not None
+            )
+            if outcome.interrupted:
+                break  # a signal: the loop stops or pauses now, not after the checks
             data = {
                 "command": item.command,
                 "exit_code": outcome.exit_code,

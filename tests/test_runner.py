@@ -408,3 +408,16 @@ def test_permission_denials_escalate_naming_the_tools(demo: Workspace) -> None:
     assert "not allowed to use Edit, Bash" in done.stdout and "--allowedTools Edit Bash" in done.stdout
     assert kinds(demo).count("iteration-started") == 1
     assert "permission-denied" in kinds(demo)
+
+
+def test_a_signal_interrupts_verification_promptly_and_leaves_no_process(demo: Workspace) -> None:
+    (demo.root / "slow_check.py").write_text("import time\ntime.sleep(120)\n")
+    check = f"{PY} slow_check.py"
+    runner = start_runner(demo, *run_args("--verify", check, "--verify-allow", check))
+    wait_for(lambda: demo.journal.exists() and "verification-started" in kinds(demo))
+    started = time.monotonic()
+    runner.send_signal(signal.SIGTERM)
+    runner.communicate(timeout=30)
+    assert runner.returncode == 143
+    assert time.monotonic() - started < 20  # not the check's 120 s
+    wait_for(lambda: processes_in(demo.root) == [], timeout=10)
