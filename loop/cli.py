@@ -285,6 +285,12 @@ def add_limit_options(verb: argparse.ArgumentParser) -> None:
     )
 
 
+def notify_check(target: str) -> str | None:
+    from loop.notify import check_target
+
+    return check_target(target)
+
+
 def limits_from(args: argparse.Namespace) -> dict[str, int]:
     """The limit options given, as the state records them (cost in millionths of a dollar)."""
     limits: dict[str, int] = {}
@@ -298,6 +304,10 @@ def limits_from(args: argparse.Namespace) -> dict[str, int]:
             if value < 1:
                 raise LoopdeckError(f"--{name.replace('_', '-')} must be 1 or more")
             limits[name] = value
+    for target in getattr(args, "notify", None) or []:
+        problem = notify_check(target)
+        if problem:
+            raise LoopdeckError(problem)
     return limits
 
 

@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from loop import control, engine
+from loop import control, engine, notify
 from loop.archive import archive
 from loop.journal import Event, Journal
 from loop.model import LoopState, Result
@@ -56,6 +56,10 @@ def carry_out(
         event = journal.append(kind, iteration, data, now=now)
         if echo:
             echo(event)
+    targets = (new or before).notify
+    if targets:
+        due = notify.messages(result.events, ws.root.name, iteration)
+        notify.send_detached(ws.root, targets, due)
 
 
 def _effects(ws: Workspace, store: StateStore, new: LoopState, result: Result) -> None:
