@@ -366,7 +366,7 @@ def _verbs() -> Any:
 def cmd_hook(args: argparse.Namespace) -> int:
     from loop import hook
 
-    return hook.main()
+    return hook.main(event=args.event)
 
 
 def cmd_hook_prompt(args: argparse.Namespace) -> int:
@@ -542,6 +542,10 @@ def build_parser() -> argparse.ArgumentParser:
     events = hook.add_subparsers(dest="event", metavar="EVENT", required=True)
     stop_hook = events.add_parser("stop", help="the Stop hook: JSON on stdin, decision on stdout")
     stop_hook.set_defaults(func=cmd_hook)
+    failure_hook = events.add_parser(
+        "stop-failure", help="the StopFailure hook: a turn ended on an API error (usage limits)"
+    )
+    failure_hook.set_defaults(func=cmd_hook)
     prompt_hook = events.add_parser(
         "prompt", help="the UserPromptSubmit hook: runs the slash commands (JSON on stdin, no shell)"
     )

@@ -438,6 +438,16 @@ def configure(state: LoopState, settings: Settings, now: datetime) -> Result:
     return result
 
 
+def usage_limited(state: LoopState, reason: str, resets_at: str | None, now: datetime) -> Result:
+    """Claude Code ended a turn on a usage or rate limit (its StopFailure hook): the loop waits
+    for the reset. A hook loop cannot restart its own session, so the wait is recorded (and a
+    person told); the next Stop, once someone continues the session, goes on normally."""
+    if not state.active:
+        return Result("allow", None)
+    state = state.copy()
+    return _limited(Result("allow", state), state, Turn(limited=reason, resets_at=resets_at), now)
+
+
 def adopt(state: LoopState, session_id: str, transcript_path: str | None, now: datetime) -> Result:
     """A person resumes a paused loop from a new Claude Code session (`/orchestrator-loop` with
     no prompt): the loop moves to that session, or its Stops would be ignored as another's.

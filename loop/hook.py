@@ -106,7 +106,15 @@ def _str(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def handle(payload: Mapping[str, Any], env: Mapping[str, str], now: datetime) -> dict[str, Any] | None:
+QUESTION_WAIT_S = 240.0
+"""How long a Stop whose agent asked a question waits for the answer (from the monitor or
+`loopdeck answer`) before it lets the session stop, paused: well inside the hook timeout that
+`loopdeck install` sets. `LOOPDECK_QUESTION_WAIT` (seconds, 0 = no wait) changes it."""
+
+
+def handle(
+    payload: Mapping[str, Any], env: Mapping[str, str], now: datetime, wait: bool = True
+) -> dict[str, Any] | None:
     """Decide one Stop; returns the JSON to print, or None to allow silently."""
     if all(env.get(key) == value for key, value in RUNNER_ENV.items()):
         return None  # the runner's own agent: the runner drives this loop, not the hook
@@ -142,11 +150,91 @@ def handle(payload: Mapping[str, Any], env: Mapping[str, str], now: datetime) ->
             stop = dataclasses.replace(stop, verification_failure=failure, verified=failure is None)
         result = engine.decide(state, stop, commands, sources, now)
         writer.carry_out(ws, store, journal, state, result, now, end, bad)
+    after = result.state
+    if wait and after is not None and after.waiting_kind == "question" and _answer_came(ws, after, env):
+        # Claude Code keeps the turn open while the hook runs: the answer reaches the agent now,
+        # without anyone typing into the session.
+        from loop.timeutil import utcnow
+
+        return handle(payload, env, utcnow(), wait=False)
     if result.blocked:
         return {"decision": "block", "reason": result.reason, "systemMessage": result.system_message}
     if result.system_message:
         return {"systemMessage": result.system_message}
     return None
+
+
+def _answer_came(ws: Workspace, state: LoopState, env: Mapping[str, str]) -> bool:
+    """Wait (bounded) for a person's command after the agent asked a question: True when one
+    is queued (the answer, or a resume, stop…), False when the wait ran out."""
+    import time
+
+    try:
+        budget = float(env.get("LOOPDECK_QUESTION_WAIT", QUESTION_WAIT_S))
+    except ValueError:
+        budget = QUESTION_WAIT_S
+    deadline = time.monotonic() + max(0.0, min(budget, QUESTION_WAIT_S * 2))
+    while time.monotonic() < deadline:
+        if control.read_since(ws.control, state.control_offset)[0]:
+            return True
+        time.sleep(0.25)
+    return False
+
+
+def stop_failure(payload: Mapping[str, Any], env: Mapping[str, str], now: datetime) -> None:
+    """Claude Code's StopFailure hook: the turn ended on an API error. A usage or rate limit
+    makes the loop wait for its reset; anything else is journaled."""
+    if all(env.get(key) == value for key, value in RUNNER_ENV.items()):
+        return  # the runner reads its agent's result itself
+    ws = _workspace(payload, env)
+    store = StateStore(ws, lock_timeout=LOCK_TIMEOUT)
+    if not store.exists():
+        return
+    from loop.limits import usage_limit
+
+    words = "\n".join(_strings(payload))
+    status = next((v for v in _ints(payload) if 400 <= v <= 599), None)
+    journal = Journal(ws.journal)
+    with store.locked():
+        state = store.read()
+        session = _str(payload.get("session_id"))
+        if state is None or (session and state.session_id and session != state.session_id):
+            return
+        limited = usage_limit(words, status, now)
+        if limited is None:
+            journal.append(
+                "warning", state.iteration, {"message": f"the agent's turn failed: {words[-300:]}"}
+            )
+            return
+        result = engine.usage_limited(state, limited[0], limited[1], now)
+        writer.carry_out(ws, store, journal, state, result, now)
+
+
+def _strings(value: object, depth: int = 0) -> list[str]:
+    """Every string in the hook input but its paths and ids: the error's words, wherever the
+    version of Claude Code puts them."""
+    if depth > 6:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        skip = {"session_id", "transcript_path", "cwd", "prompt_id", "hook_event_name", "permission_mode"}
+        return [s for k, v in value.items() if k not in skip for s in _strings(v, depth + 1)]
+    if isinstance(value, list):
+        return [s for v in value[:50] for s in _strings(v, depth + 1)]
+    return []
+
+
+def _ints(value: object, depth: int = 0) -> list[int]:
+    if depth > 6:
+        return []
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [value]
+    if isinstance(value, Mapping):
+        return [i for v in value.values() for i in _ints(v, depth + 1)]
+    if isinstance(value, list):
+        return [i for v in value[:50] for i in _ints(v, depth + 1)]
+    return []
 
 
 def _count(ws: Workspace, state: LoopState, stop: engine.StopInput) -> Aggregate:
@@ -217,7 +305,11 @@ def fail_safe(error: BaseException, ws: Workspace | None) -> dict[str, Any]:
     return {"systemMessage": line[:900]}
 
 
-def main(stdin: Any = None, env: Mapping[str, str] | None = None, now: datetime | None = None) -> int:
+def main(
+    stdin: Any = None, env: Mapping[str, str] | None = None, now: datetime | None = None, event: str = "stop"
+) -> int:
+    """`loopdeck hook stop` (and `hook stop-failure`): always exit 0; stdout holds one JSON
+    object or nothing."""
     env = os.environ if env is None else env
     ws: Workspace | None = None
     out: dict[str, Any] | None
@@ -232,7 +324,11 @@ def main(stdin: Any = None, env: Mapping[str, str] | None = None, now: datetime 
         if not isinstance(payload, dict):
             raise ValueError(f"hook input is a JSON {type(payload).__name__}, expected an object")
         ws = _workspace(payload, env)
-        out = handle(payload, env, now or utcnow())
+        if event == "stop-failure":
+            stop_failure(payload, env, now or utcnow())
+            out = None
+        else:
+            out = handle(payload, env, now or utcnow())
     except BaseException as exc:  # the fail-safe exit is the point of this module
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             raise

@@ -44,14 +44,18 @@ MARKER = "<!-- written by loopdeck install; `loopdeck install --uninstall` remov
 HOOK_TIMEOUT = 600
 """Claude Code's default: verification commands run inside the Stop hook on a completion signal."""
 PROMPT_TIMEOUT = 60
-HOOKS = {"Stop": ("hook stop", HOOK_TIMEOUT), "UserPromptSubmit": ("hook prompt", PROMPT_TIMEOUT)}
+HOOKS = {
+    "Stop": ("hook stop", HOOK_TIMEOUT),
+    "StopFailure": ("hook stop-failure", PROMPT_TIMEOUT),
+    "UserPromptSubmit": ("hook prompt", PROMPT_TIMEOUT),
+}
 SHARED = "settings.json"
 LOCAL = "settings.local.json"
 MANIFEST = "install.json"
 
 _OURS = re.compile(
     r"\A(?:'[^']*/loopdeck'|[^\s']*/loopdeck|\S+ -m loop\.cli)"
-    r" hook (?:stop|prompt)\Z"
+    r" hook (?:stop|stop-failure|prompt)\Z"
 )
 """The exact shape of a command loopdeck writes: `<abs path>/loopdeck hook stop|prompt` (or the
 `python -m loop.cli` form). Nothing else is taken for ours, so another tool's `… hook stop` is

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -397,3 +398,70 @@ def test_an_echoed_promise_does_not_run_verification(ws: Workspace, env: dict[st
     assert out is not None and out["decision"] == "block"
     assert not (ws.root / "ran").exists()
     assert "verification-started" not in [e.kind for e in Journal(ws.journal).tail(50).events]
+
+
+def test_a_usage_limit_from_stop_failure_is_waited_for_then_the_next_stop_goes_on(
+    ws: Workspace, env: dict[str, str]
+) -> None:
+    (ws.root / "TODO.md").write_text("- [ ] a\n")
+    session = Session(ws, env)
+    session.loopdeck("start", "x", "--task-file", "TODO.md", "--no-github")
+    session.stop(active=False)
+    failure = {
+        "session_id": session.session_id,
+        "cwd": str(ws.root),
+        "hook_event_name": "StopFailure",
+        "error": {"type": "rate_limit_error", "message": "Claude AI usage limit reached|1795708800"},
+    }
+    done = session.run("hook", "stop-failure", input=json.dumps(failure))
+    assert done.returncode == 0 and done.stdout == ""
+    state = session.state()
+    assert (
+        state.waiting_for["kind"] == "usage-limit"
+        and state.waiting_for["until"] == "2026-11-26T16:00:00+00:00"
+    )
+    out = session.stop(active=False)  # someone continued the session: back to work
+    assert out is not None and out["decision"] == "block"
+    assert session.state().waiting_for is None and "limit-lifted" in session.kinds()
+
+
+def test_stop_failure_that_is_no_limit_is_journaled(ws: Workspace, env: dict[str, str]) -> None:
+    session = Session(ws, env)
+    session.loopdeck("start", "x", "--no-github")
+    bad = {"session_id": "sess-1", "cwd": str(ws.root), "error": {"message": "overloaded_error"}}
+    assert session.run("hook", "stop-failure", input=json.dumps(bad)).returncode == 0
+    assert session.state().waiting_for is None
+    assert any("overloaded_error" in str(e.data) for e in Journal(ws.journal).tail(20).events)
+
+
+def test_a_question_waits_for_the_answer_inside_the_stop(ws: Workspace, env: dict[str, str]) -> None:
+    import threading
+
+    from loop import control
+
+    (ws.root / "TODO.md").write_text("- [ ] a\n")
+    session = Session(ws, {**env, "LOOPDECK_QUESTION_WAIT": "60"})
+    session.loopdeck("start", "x", "--task-file", "TODO.md", "--no-github")
+
+    def answer_when_asked() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if "question" in session.kinds():
+                control.send(ws, "answer", source="test", reason="Use SQLite")
+                return
+            time.sleep(0.05)
+
+    helper = threading.Thread(target=answer_when_asked)
+    helper.start()
+    out = session.stop("Before I go on: <question>SQLite or Postgres?</question>", active=False)
+    helper.join()
+    assert out is not None and out["decision"] == "block"
+    assert out["reason"].startswith("A PERSON ANSWERED YOUR QUESTION:\nUse SQLite")
+
+
+def test_an_unanswered_question_lets_the_session_stop_paused(ws: Workspace, env: dict[str, str]) -> None:
+    session = Session(ws, {**env, "LOOPDECK_QUESTION_WAIT": "0"})
+    session.loopdeck("start", "x", "--no-github")
+    out = session.stop("<question>Which one?</question>", active=False)
+    assert out is not None and "decision" not in out and "waiting for a person" in out["systemMessage"]
+    assert session.state().status == "paused" and session.state().waiting_for["question"] == "Which one?"

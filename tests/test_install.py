@@ -13,6 +13,7 @@ from loop.paths import Workspace
 EXE = "/opt/tools/bin/loopdeck"
 STOP = {"type": "command", "command": f"{EXE} hook stop", "timeout": 600}
 PROMPT = {"type": "command", "command": f"{EXE} hook prompt", "timeout": 60}
+FAILURE = {"type": "command", "command": f"{EXE} hook stop-failure", "timeout": 60}
 
 
 def local(ws: Workspace) -> Any:
@@ -29,7 +30,11 @@ def test_creates_local_settings_and_commands(ws: Workspace) -> None:
     assert report.settings == ws.claude_dir / "settings.local.json"
     assert not (ws.claude_dir / "settings.json").exists()  # the team's file is not touched
     data = local(ws)
-    assert data["hooks"] == {"Stop": [{"hooks": [STOP]}], "UserPromptSubmit": [{"hooks": [PROMPT]}]}
+    assert data["hooks"] == {
+        "Stop": [{"hooks": [STOP]}],
+        "StopFailure": [{"hooks": [FAILURE]}],
+        "UserPromptSubmit": [{"hooks": [PROMPT]}],
+    }
     assert data["env"] == {BLOCK_CAP: "0", TODO_TOOLS: "1"}
     names = sorted(p.name for p in (ws.claude_dir / "commands").iterdir())
     assert names == ["loop-cancel.md", "loop-pause.md", "loop-status.md", "orchestrator-loop.md"]
