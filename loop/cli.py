@@ -89,12 +89,16 @@ def cmd_start(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from loop import formats
     from loop.snapshot import read
 
     ws = _workspace(args)
     snap = read(ws)
+    neighbours = formats.detect(ws.root)
     if args.json:
-        print(json.dumps(snap.to_json(), indent=2, ensure_ascii=False))
+        obj = snap.to_json()
+        obj["loops"] = formats.loops_json(obj["loop"], neighbours)
+        print(json.dumps(obj, indent=2, ensure_ascii=False))
     if snap.error is not None:
         print(f"loopdeck: error: {snap.error.message}", file=sys.stderr)
         if ws.backup.exists():
@@ -102,9 +106,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 1
     if args.json:
         return 0
+    _print_neighbours(neighbours)
     loop = snap.loop
     if loop is None:
-        print(f"no loop in {ws.root}")
+        print(f"no loop in {ws.root}" if not neighbours else f"no loopdeck loop in {ws.root}")
         from loop.archive import latest
 
         last = latest(ws)
@@ -137,6 +142,25 @@ def cmd_status(args: argparse.Namespace) -> int:
     for name, value in rows:
         print(f"{name:<13}{value}")
     return 0
+
+
+def _print_neighbours(found: Sequence[Any]) -> None:
+    """Other tools' loops in the folder, one line each, before loopdeck's own."""
+    for item in found:
+        view = item.loop
+        if view is None:
+            print(f"{item.kind:<20}unreadable: {item.problem}")
+            continue
+        limit = f"/{view.max_iterations}" if view.max_iterations else ""
+        iteration = f"iteration {view.iteration}{limit}" if view.iteration is not None else ""
+        pending = f"{view.tasks_pending} pending" if view.tasks_pending is not None else ""
+        details = ", ".join(part for part in (iteration, pending) if part)
+        print(
+            f"{item.kind:<20}{view.status}{f' ({details})' if details else ''}"
+            f"  {view.state_file}  (read-only)"
+        )
+    if found:
+        print()
 
 
 def _waiting(waiting: dict[str, Any]) -> str:
