@@ -459,8 +459,31 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=lambda args: _verbs().cmd_run(args))
 
     tui = verbs.add_parser("tui", help="the monitor (also: loopdeck with no verb, on a terminal)")
-    tui.add_argument("dir", nargs="?", metavar="DIR", help="the workspace (default: here)")
+    tui.add_argument(
+        "dir", nargs="*", metavar="DIR", help="the workspace (default: here); several open the fleet view"
+    )
+    tui.add_argument("--scan", metavar="DIR", help="the fleet view of every loop found below DIR")
+    tui.add_argument(
+        "--depth",
+        type=int,
+        default=4,
+        metavar="N",
+        help="how many folder levels --scan looks down (default 4)",
+    )
     tui.set_defaults(func=None)
+
+    serve = verbs.add_parser("serve", help="the monitor in a web browser")
+    serve.add_argument("dir", nargs="*", metavar="DIR", help="the workspace(s), as for tui")
+    serve.add_argument("--scan", metavar="DIR", help="the fleet view of every loop found below DIR")
+    serve.add_argument("--depth", type=int, default=4, metavar="N", help="how deep --scan looks (default 4)")
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="the port (default 8000)")
+    serve.add_argument(
+        "--token",
+        metavar="T",
+        help="a secret the browser must present (?token=T); required for any host but 127.0.0.1",
+    )
+    serve.set_defaults(func=None)
 
     demo = verbs.add_parser(
         "demo", help="a throwaway workspace, a scripted agent, the runner and the monitor"
