@@ -87,3 +87,11 @@ def test_sources_cli_lists_it(ws: Workspace, cli: Callable[..., Ran]) -> None:
     data = json.loads(ran.out)
     [report] = [s for s in data["sources"] if s["name"] == "prd"]
     assert report["pending"] == 1
+
+
+def test_the_prompt_says_how_to_record_a_story(ws: Workspace) -> None:
+    from loop.prompts import recording_help
+
+    (ws.root / "prd.json").write_bytes(PRD)
+    result = check_all(SourceConfig(ws, check_github=False, check_tasks=False, check_todos=False), NOW)
+    assert '"passes"` to true' in recording_help(result)
