@@ -36,6 +36,7 @@ def scan(root: Path, depth: int = MAX_DEPTH) -> list[Path]:
     `node_modules` and virtual environments; archived loops (`.claude/loops/`) are not loops.
     """
     root = root.resolve()
+    ignored: dict[Path, frozenset[str]] = {}  # per scan: an edited .gitignore counts at the next one
     found: list[Path] = []
     queue: deque[tuple[Path, int]] = deque([(root, 0)])
     seen = 0
@@ -54,19 +55,17 @@ def scan(root: Path, depth: int = MAX_DEPTH) -> list[Path]:
             )
         except OSError:
             continue
+        skip = _ignored(folder, children, ignored)
         for name in children:
-            if name not in _ignored(folder, children):
+            if name not in skip:
                 queue.append((folder / name, level + 1))
     return sorted(found)
 
 
-_IGNORED: dict[Path, frozenset[str]] = {}
-
-
-def _ignored(folder: Path, names: list[str]) -> frozenset[str]:
+def _ignored(folder: Path, names: list[str], cache: dict[Path, frozenset[str]]) -> frozenset[str]:
     """The names among `names` that git ignores in `folder` (none outside a git work tree)."""
-    if folder in _IGNORED:
-        return _IGNORED[folder]
+    if folder in cache:
+        return cache[folder]
     result: frozenset[str] = frozenset()
     if names and _in_git(folder):
         try:
@@ -83,7 +82,7 @@ def _ignored(folder: Path, names: list[str]) -> frozenset[str]:
                 )
         except (OSError, subprocess.SubprocessError):
             pass
-    _IGNORED[folder] = result
+    cache[folder] = result
     return result
 
 

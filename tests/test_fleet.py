@@ -239,3 +239,15 @@ def test_tui_refuses_a_missing_folder(cli: Callable[..., Ran], tmp_path: Path) -
     assert ran.code == 1 and "not a folder" in ran.err
     ran = cli("tui", str(tmp_path), str(tmp_path / "nope"))
     assert ran.code == 1 and "is not a folder" in ran.err
+
+
+def test_cost_is_summed_when_the_agent_reports_it(tmp_path: Path) -> None:
+    from loop.journal import Journal
+
+    ws = screenshots.running(tmp_path / "p")
+    journal = Journal(ws.journal)
+    journal.append("iteration-completed", 13, {"duration_s": 40, "cost_usd": 0.42})
+    journal.append("iteration-completed", 14, {"duration_s": 40, "total_cost_usd": 1.1})
+    [row] = fleet.read_rows(ws.root)
+    assert row.cost_usd == 1.52
+    assert FleetScreen.cells(row, str(tmp_path), screenshots.NOW)[-1] == "$1.52"

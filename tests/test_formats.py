@@ -235,3 +235,11 @@ def test_loops_json_lists_ours_first(tmp_path: Path) -> None:
     loops = formats.loops_json({"kind": "orchestrator-loop"}, detect(tmp_path))
     assert [loop["kind"] for loop in loops] == ["orchestrator-loop", "ralph-loop"]
     assert loops[1]["iteration"] == 1
+
+
+def test_a_huge_line_within_the_limit_is_read(tmp_path: Path) -> None:
+    text = (FORMAT_FIXTURES / FILES["ralph-loop"]).read_text()
+    prompt = "Build it. " * 200_000  # a 2 MB prompt on one line
+    place(tmp_path, "ralph-loop", text.replace("Build a todo API", prompt).encode())
+    [item] = detect(tmp_path)
+    assert item.loop is not None and len(item.loop.prompt) == len(prompt.strip())

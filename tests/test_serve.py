@@ -47,7 +47,8 @@ def test_other_hosts_need_a_token(cli: Callable[..., Ran]) -> None:
     serve.check_binding("0.0.0.0", "a-long-secret")
 
 
-def test_no_user_text_reaches_the_shell(tmp_path: Path) -> None:
+def test_no_user_text_reaches_the_shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(serve.ENV, "")  # restored after the test
     odd = tmp_path / "a; rm -rf ~ $(reboot)"
     odd.mkdir()
     server = serve.make_server([str(odd)], None, 4, "127.0.0.1", 8765, None)
@@ -56,8 +57,10 @@ def test_no_user_text_reaches_the_shell(tmp_path: Path) -> None:
     assert json.loads(os.environ[serve.ENV])["dirs"] == [str(odd)]
 
 
-async def test_the_token_is_checked(tmp_path: Path) -> None:
+async def test_the_token_is_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from aiohttp.test_utils import TestClient, TestServer
+
+    monkeypatch.setenv(serve.ENV, "")
 
     server = serve.make_server([str(tmp_path)], None, 4, "0.0.0.0", 8765, "a-long-secret")
     app = await server._make_app()

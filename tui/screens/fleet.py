@@ -109,7 +109,7 @@ class FleetScreen(ModalScreen[None]):
         yield Static(id="fleet-bar", markup=False)
         table = FleetTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
         for label, width in COLUMNS:
-            table.add_column(label, width=width)
+            table.add_column(label, width=width, key=label)
         yield table
         yield Footer()
 
@@ -124,7 +124,7 @@ class FleetScreen(ModalScreen[None]):
         if not self.busy:
             self.start_read()
         if self.ticks % REDRAW_EVERY == 0:
-            self.redraw()
+            self.refresh_ages()
 
     def start_read(self) -> None:
         self.busy = True
@@ -204,6 +204,16 @@ class FleetScreen(ModalScreen[None]):
             + (f" · {waiting} need{'s' if waiting == 1 else ''} a person" if waiting else "")
         )
         self.refresh_bindings()
+
+    def refresh_ages(self) -> None:
+        """Only the "Last event" column moves with the clock: its cells alone are updated."""
+        table = self.query_one(DataTable)
+        now = self.clock()
+        for row in self.all_rows():
+            text = ago(row.last_event, now) if row.last_event else "-"
+            key = f"{row.folder}\0{row.kind}"
+            if key in table.rows and table.get_cell(key, "Last event") != text:
+                table.update_cell(key, "Last event", text)
 
     @staticmethod
     def cells(row: FleetRow, base: str, now: datetime) -> tuple[str, ...]:
