@@ -12,11 +12,13 @@ modal screens over it, so the monitor's steering keys never reach a loop that is
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 
 from textual.binding import Binding
+from textual.css.query import NoMatches
 
 from loop import formats
 from loop.formats import Found
@@ -73,10 +75,17 @@ class MonitorApp(LoopdeckApp):
             )
             self.push_screen(FLEET)
 
+    def clock_tick(self) -> None:
+        with contextlib.suppress(NoMatches):  # the timer may fire once more while the app closes
+            super().clock_tick()
+
     # --- one folder, several loops ---------------------------------------------------------
 
     def show_snapshot(self, snapshot: Snapshot) -> None:
-        super().show_snapshot(snapshot)
+        try:
+            super().show_snapshot(snapshot)
+        except NoMatches:
+            return  # a snapshot that arrives while the app closes finds no panels: nothing to show
         self.neighbours = formats.detect(self.workspace.root)
         self.refresh_bindings()
         only_neighbours = snapshot.loop is None and snapshot.error is None and self.neighbours
