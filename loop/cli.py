@@ -97,7 +97,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     neighbours = formats.detect(ws.root)
     if args.json:
         obj = snap.to_json()
-        obj["loops"] = formats.loops_json(obj["loop"], neighbours)
+        ours = obj["loop"]
+        if snap.error is not None:  # listed like an unreadable neighbour: kind, file, problem
+            ours = {
+                "kind": formats.OURS,
+                "state_file": str(ws.state),
+                "status": "unreadable",
+                "error": obj["error"],
+            }
+        obj["loops"] = formats.loops_json(ours, neighbours)
         print(json.dumps(obj, indent=2, ensure_ascii=False))
     if snap.error is not None:
         print(f"loopdeck: error: {snap.error.message}", file=sys.stderr)

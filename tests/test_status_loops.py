@@ -48,3 +48,17 @@ def test_status_names_an_unreadable_neighbour(cli: Callable[..., Ran], ws: Works
 def test_empty_folder_has_no_loops(cli: Callable[..., Ran]) -> None:
     data = json.loads(cli("status", "--json").out)
     assert data["loops"] == []
+
+
+def test_a_corrupt_state_is_listed_as_unreadable(cli: Callable[..., Ran], ws: Workspace) -> None:
+    assert cli("start", "Build", "--no-github", "--no-tasks").code == 0
+    ws.state.write_text(ws.state.read_text().replace("iteration: 0", 'iteration: "zero"'))
+    shutil.copy(RALPH, ws.ralph_state)
+    ran = cli("status", "--json")
+    assert ran.code == 1
+    data = json.loads(ran.out)
+    assert [(loop["kind"], loop["status"]) for loop in data["loops"]] == [
+        ("orchestrator-loop", "unreadable"),
+        ("ralph-loop", "running"),
+    ]
+    assert data["loops"][0]["error"]["line"] is not None
