@@ -96,12 +96,24 @@ def cmd_start(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from loop import formats
     from loop.snapshot import read
 
     ws = _workspace(args)
     snap = read(ws)
+    neighbours = formats.detect(ws.root)
     if args.json:
-        print(json.dumps(snap.to_json(), indent=2, ensure_ascii=False))
+        obj = snap.to_json()
+        ours = obj["loop"]
+        if snap.error is not None:  # listed like an unreadable neighbour: kind, file, problem
+            ours = {
+                "kind": formats.OURS,
+                "state_file": str(ws.state),
+                "status": "unreadable",
+                "error": obj["error"],
+            }
+        obj["loops"] = formats.loops_json(ours, neighbours)
+        print(json.dumps(obj, indent=2, ensure_ascii=False))
     if snap.error is not None:
         print(f"loopdeck: error: {snap.error.message}", file=sys.stderr)
         if ws.backup.exists():
@@ -109,9 +121,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 1
     if args.json:
         return 0
+    _print_neighbours(neighbours)
     loop = snap.loop
     if loop is None:
-        print(f"no loop in {ws.root}")
+        print(f"no loop in {ws.root}" if not neighbours else f"no loopdeck loop in {ws.root}")
         from loop.archive import latest
 
         last = latest(ws)
@@ -158,6 +171,25 @@ def cmd_status(args: argparse.Namespace) -> int:
 def _limits(limits: dict[str, int]) -> str:
     words = {"stuck_after": "stuck after {} turns", "same_error_after": "same error {} times"}
     return ", ".join(words[k].format(v) for k, v in limits.items() if k in words) or "defaults"
+
+
+def _print_neighbours(found: Sequence[Any]) -> None:
+    """Other tools' loops in the folder, one line each, before loopdeck's own."""
+    for item in found:
+        view = item.loop
+        if view is None:
+            print(f"{item.kind:<20}unreadable: {item.problem}")
+            continue
+        limit = f"/{view.max_iterations}" if view.max_iterations else ""
+        iteration = f"iteration {view.iteration}{limit}" if view.iteration is not None else ""
+        pending = f"{view.tasks_pending} pending" if view.tasks_pending is not None else ""
+        details = ", ".join(part for part in (iteration, pending) if part)
+        print(
+            f"{item.kind:<20}{view.status}{f' ({details})' if details else ''}"
+            f"  {view.state_file}  (read-only)"
+        )
+    if found:
+        print()
 
 
 def _waiting(waiting: dict[str, Any]) -> str:
@@ -529,8 +561,31 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=lambda args: _verbs().cmd_run(args))
 
     tui = verbs.add_parser("tui", help="the monitor (also: loopdeck with no verb, on a terminal)")
-    tui.add_argument("dir", nargs="?", metavar="DIR", help="the workspace (default: here)")
+    tui.add_argument(
+        "dir", nargs="*", metavar="DIR", help="the workspace (default: here); several open the fleet view"
+    )
+    tui.add_argument("--scan", metavar="DIR", help="the fleet view of every loop found below DIR")
+    tui.add_argument(
+        "--depth",
+        type=int,
+        default=4,
+        metavar="N",
+        help="how many folder levels --scan looks down (default 4)",
+    )
     tui.set_defaults(func=None)
+
+    serve = verbs.add_parser("serve", help="the monitor in a web browser")
+    serve.add_argument("dir", nargs="*", metavar="DIR", help="the workspace(s), as for tui")
+    serve.add_argument("--scan", metavar="DIR", help="the fleet view of every loop found below DIR")
+    serve.add_argument("--depth", type=int, default=4, metavar="N", help="how deep --scan looks (default 4)")
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="the port (default 8000)")
+    serve.add_argument(
+        "--token",
+        metavar="T",
+        help="a secret the browser must present (?token=T); required for any host but 127.0.0.1",
+    )
+    serve.set_defaults(func=None)
 
     demo = verbs.add_parser(
         "demo", help="a throwaway workspace, a scripted agent, the runner and the monitor"

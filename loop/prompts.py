@@ -18,6 +18,7 @@ SOURCE_LABELS = {
     "claude_tasks": "Claude Tasks",
     "task_file": "Task file",
     "todos": "TODO list",
+    "prd": "PRD stories",
 }
 
 
@@ -92,6 +93,7 @@ RECORDING = {
     "claude_tasks": "when a Claude Task is done, set its status to completed (TaskUpdate)",
     "todos": "keep your TODO list current (TodoWrite): mark each item completed when it is done",
     "github": "when a GitHub project item is done, set its Status to Done",
+    "prd": 'when a story of the PRD is done and verified, set its `"passes"` to true',
 }
 """How the agent records progress in each source: the loop counts what the sources say, so
 work done but not recorded is work the loop will send the agent back to."""

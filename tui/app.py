@@ -237,7 +237,13 @@ class LoopdeckApp(App[None]):
         """Refresh the footer only when `check_action`'s answers change: a refresh recomposes
         the footer, and one per snapshot (several a second while a loop runs) grew the monitor
         by thousands of widgets an hour."""
-        answers = tuple(self.check_action(action, ()) for action in BINDING_ACTIONS)
+        actions = {
+            binding.action
+            for cls in type(self).__mro__
+            for binding in getattr(cls, "BINDINGS", ())
+            if isinstance(binding, Binding)
+        }  # a subclass's own keys count too
+        answers = tuple(self.check_action(action, ()) for action in sorted(actions))
         if answers != self.binding_answers:
             self.binding_answers = answers
             self.refresh_bindings()

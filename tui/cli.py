@@ -15,25 +15,60 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loop import cli
 from loop.errors import LoopdeckError
 from loop.paths import Workspace, find_workspace
 from loop.safeopen import open_append
 
+if TYPE_CHECKING:
+    from tui.monitor import MonitorApp
+
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return cli.main(argv, monitor={"tui": cmd_tui, "demo": cmd_demo})
+    return cli.main(argv, monitor={"tui": cmd_tui, "demo": cmd_demo, "serve": cmd_serve})
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
-    from tui.app import LoopdeckApp
+    monitor_app(args).run()
+    return 0
 
-    folder = args.dir or args.workspace
-    ws = Workspace(Path(folder).resolve()) if folder else find_workspace()
-    if not ws.root.is_dir():
-        raise LoopdeckError(f"{ws.root} is not a folder")
-    LoopdeckApp(ws).run()
+
+def monitor_app(args: argparse.Namespace) -> MonitorApp:
+    """The monitor the arguments ask for: one folder, several (the fleet), or a scan."""
+    from tui.monitor import MonitorApp
+
+    if args.scan:
+        root = Path(args.scan).resolve()
+        if not root.is_dir():
+            raise LoopdeckError(f"--scan {args.scan}: not a folder")
+        return MonitorApp([], scan_root=root, scan_depth=args.depth)
+    return MonitorApp(_folders(args))
+
+
+def _folders(args: argparse.Namespace) -> list[Workspace]:
+    folders = list(args.dir or ([args.workspace] if args.workspace else []))
+    if not folders:
+        return [find_workspace()]
+    workspaces = [Workspace(Path(folder).resolve()) for folder in folders]
+    for ws in workspaces:
+        if not ws.root.is_dir():
+            raise LoopdeckError(f"{ws.root} is not a folder")
+    return workspaces
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from tui import serve
+
+    dirs = [str(ws.root) for ws in _folders(args)] if not args.scan else []
+    scan = str(Path(args.scan).resolve()) if args.scan else None
+    if scan is not None and not Path(scan).is_dir():
+        raise LoopdeckError(f"--scan {args.scan}: not a folder")
+    server = serve.make_server(dirs, scan, args.depth, args.host, args.port, args.token)
+    where = f"http://{args.host}:{args.port}/" + ("?token=…" if args.token else "")
+    print(f"loopdeck: serving the monitor on {where} (Ctrl+C stops it; the loops go on)")
+    server.serve()
     return 0
 
 

@@ -8,6 +8,7 @@ task file written through loopdeck's own modules, so the pictures show what user
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -185,6 +186,57 @@ def completed(root: Path) -> Workspace:
     return ws
 
 
+RALPH = """---
+active: true
+iteration: 7
+session_id: 11111111-2222-3333-4444-555555555555
+max_iterations: 20
+completion_promise: "DONE"
+started_at: "2026-01-09T10:30:00Z"
+---
+
+Build the todo API described in TODO.md. Output <promise>DONE</promise> when every box is ticked
+and the tests pass.
+"""
+
+
+def ralph_loop(root: Path) -> Workspace:
+    """A folder where Anthropic's ralph-loop plugin runs: watched read-only."""
+    ws = _repo(root)
+    ws.ralph_state.write_text(RALPH)
+    _fix_time(ws.ralph_state, NOW - timedelta(seconds=95))
+    return ws
+
+
+def fleet(root: Path) -> Workspace:
+    """Five workspaces below one folder, in five different states (no loop files of its own:
+    `app_for` opens the fleet view on it)."""
+    running(root / "api")
+    escalation(root / "billing")
+    ralph_loop(root / "docs-site")
+    stopped = _repo(root / "mobile")
+    _state(stopped, iteration=9, status="stopped", driver="runner")
+    _events(stopped, 9)
+    web = _repo(root / "web")
+    session = {
+        "status": "paused",
+        "startedAt": "2026-01-09T09:00:00Z",
+        "lastUpdated": "2026-01-09T11:20:00Z",
+        "maxSessions": 12,
+        "currentSession": 4,
+        "completedItems": [{"title": "Login form"}, {"title": "Password reset"}],
+        "failedItems": [],
+        "queueSnapshot": ["SSO", "Audit log", "Rate limiting"],
+    }
+    (web.root / "docs").mkdir()
+    (web.root / "docs" / ".continuous-session-state.json").write_text(json.dumps(session, indent=2))
+    return Workspace(root)
+
+
+def _fix_time(path: Path, moment: datetime) -> None:
+    os.utime(path, (moment.timestamp(), moment.timestamp()))
+
+
 def _dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
@@ -198,15 +250,50 @@ SCENARIOS: dict[str, Callable[[Path], Workspace]] = {
     "resume": resume_prompt,
     "corrupt": corrupt,
     "completed": completed,
+    "ralph-loop": ralph_loop,
+    "fleet": fleet,
 }
 
 
 def app_for(ws: Workspace, *, watch: bool = False, git: bool = True, prompts: bool = True) -> object:
-    from tui.app import LoopdeckApp
+    """The monitor on a scenario's workspace; a folder with no loop files of its own (the fleet
+    scenario) gets the fleet view of the loops below it."""
+    from tui.monitor import MonitorApp
 
-    app = LoopdeckApp(ws, clock=lambda: NOW, watch=watch, git=git, prompts=prompts)
+    if ws.claude_dir.exists():
+        app = MonitorApp([ws], clock=lambda: NOW, watch=watch, git=git, prompts=prompts, fleet_poll=False)
+    else:
+        app = MonitorApp(
+            [],
+            scan_root=ws.root,
+            clock=lambda: NOW,
+            watch=watch,
+            git=False,
+            prompts=prompts,
+            fleet_poll=False,
+        )
     app.animation_level = "none"  # a progress bar caught mid-animation is not a picture of anything
     return app
+
+
+def ready(app: object) -> bool:
+    """Whether everything the first screen shows has arrived."""
+    from tui.app import LoopdeckApp
+    from tui.monitor import FLEET, MonitorApp
+    from tui.screens.fleet import FleetScreen
+    from tui.screens.neighbour import NeighbourScreen
+
+    assert isinstance(app, LoopdeckApp)
+    if not app.snapshots_shown or (app.use_git and app.git_status is None):
+        return False
+    if not isinstance(app, MonitorApp):
+        return True
+    if app.fleet_mode:
+        screen = app.get_screen(FLEET)
+        return isinstance(screen, FleetScreen) and screen.reads > 0 and app.screen is screen
+    if app.snapshot is not None and app.snapshot.loop is None and app.neighbours:
+        return isinstance(app.screen, NeighbourScreen)
+    return True
 
 
 async def settle(app: object) -> None:
@@ -224,7 +311,7 @@ async def settle(app: object) -> None:
     for _ in range(200):
         await asyncio.sleep(0.02)
         await finite_workers()
-        if app.snapshots_shown and (not app.use_git or app.git_status is not None):
+        if ready(app):
             break
     await asyncio.sleep(0.1)
     await finite_workers()

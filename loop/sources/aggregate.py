@@ -8,7 +8,7 @@ from typing import Any
 
 from loop.model import Aggregate, LoopState, combine
 from loop.paths import Workspace
-from loop.sources import claude_tasks, github, task_file, todos
+from loop.sources import claude_tasks, github, prd, task_file, todos
 from loop.sources.base import disabled
 
 __all__ = ["Aggregate", "SourceConfig", "check_all", "combine"]
@@ -61,9 +61,14 @@ def check_all(config: SourceConfig, now: str | None = None) -> Aggregate:
         claude_tasks.check(config.tasks_dir, config.session_id, stamp)
         if config.check_tasks
         else disabled(claude_tasks.NAME, "turned off (--no-tasks)", stamp),
-        task_file.check(config.workspace.root, config.task_file, stamp),
+        task_file.check(
+            config.workspace.root, None if prd.is_prd(config.task_file) else config.task_file, stamp
+        ),
         todos.check(config.transcript, stamp, cache_dir)
         if config.check_todos
         else disabled(todos.NAME, "turned off", stamp),
     ]
+    prd_file = prd.configured(config.workspace.root, config.task_file)
+    if prd_file is not None:
+        reports.append(prd.check(config.workspace.root, prd_file, stamp))
     return combine(reports, stamp)

@@ -1,0 +1,258 @@
+"""The fleet: one row per loop across many workspaces, who needs a person first.
+
+Rows come from `loop.fleet` (the same readers as `status`). The screen owns its clock: every
+second a worker `stat`s each workspace's loop files and reads again only the folders that
+changed, so fifty idle workspaces cost a few hundred `stat` calls a second. A loop that newly
+needs a person (paused, waiting, escalated, failed, unreadable) rings the bell once.
+
+A modal screen: the monitor's steering keys apply to one loop, never to a whole fleet.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Footer, Static
+
+from loop import fleet
+from loop.fleet import FleetRow
+from loop.timeutil import utcnow
+from tui.widgets.common import ago
+
+POLL_S = 1.0
+RESCAN_S = 60.0
+"""A `--scan` fleet looks for new loops this often (a walk of the tree, bounded in depth)."""
+REDRAW_EVERY = 5
+"""Ticks between redraws when nothing changed (the "last event" ages move)."""
+COLUMNS = (
+    ("Folder", 16),
+    ("Loop", 18),
+    ("Status", 20),
+    ("Iter.", 7),
+    ("Pending", 7),
+    ("Waiting for", 12),
+    ("Last event", 14),
+    ("Cost", 7),
+)
+"""(label, width): fixed widths, so a row arriving never shifts the columns."""
+
+
+class FleetTable(DataTable[str]):
+    """The fleet's rows; Enter (shown in the footer) opens the loop under the cursor."""
+
+    BINDINGS = [Binding("enter", "select_cursor", "Open", id="fleet.open")]
+
+
+class FleetScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    FleetScreen { background: $background; align: left top; }
+    FleetScreen #fleet-bar { height: 1; padding: 0 1; background: $panel; text-style: bold; }
+    FleetScreen #fleet-bar.-attention { background: $warning 50%; }
+    FleetScreen DataTable { height: 1fr; }
+    """
+    BINDINGS = [
+        Binding("q", "app.quit", "Quit", id="app.quit"),
+    ]
+
+    class Open(Message):
+        """A person chose a loop: the app shows its monitor."""
+
+        def __init__(self, folder: Path, kind: str) -> None:
+            super().__init__()
+            self.folder = folder
+            self.kind = kind
+
+    class RowsRead(Message):
+        def __init__(
+            self, folders: list[Path], rows: dict[Path, list[FleetRow]], stamps: dict[Path, object]
+        ) -> None:
+            super().__init__()
+            self.folders = folders
+            self.rows = rows
+            self.stamps = stamps
+
+    def __init__(
+        self,
+        folders: Sequence[Path] = (),
+        *,
+        scan_root: Path | None = None,
+        depth: int = fleet.MAX_DEPTH,
+        clock: Callable[[], datetime] = utcnow,
+        poll: bool = True,
+    ) -> None:
+        super().__init__()
+        self.folders = [f.resolve() for f in folders]
+        self.scan_root = scan_root.resolve() if scan_root else None
+        self.depth = depth
+        self.clock = clock
+        self.polling = poll
+        self.rows: dict[Path, list[FleetRow]] = {}
+        self.stamps: dict[Path, object] = {}
+        self.busy = False
+        self.scanned_at: float | None = None
+        self.needing: set[tuple[str, str]] | None = None
+        """Loops that need a person, as of the last read (None before the first read)."""
+        self.bells = 0
+        self.reads = 0
+        self.ticks = 0
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="fleet-bar", markup=False)
+        table = FleetTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
+        for label, width in COLUMNS:
+            table.add_column(label, width=width, key=label)
+        yield table
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(Static).update("loopdeck fleet · reading…")
+        self.start_read()
+        if self.polling:
+            self.set_interval(POLL_S, self.tick)
+
+    def tick(self) -> None:
+        self.ticks += 1
+        if not self.busy:
+            self.start_read()
+        if self.ticks % REDRAW_EVERY == 0:
+            self.refresh_ages()
+
+    def start_read(self) -> None:
+        self.busy = True
+        rescan = self.scan_root is not None and (
+            self.scanned_at is None or time.monotonic() - self.scanned_at > RESCAN_S
+        )
+        if rescan:
+            self.scanned_at = time.monotonic()
+        self.read_changed(list(self.folders), dict(self.stamps), rescan)
+
+    @work(thread=True, group="fleet", exit_on_error=False)
+    def read_changed(self, folders: list[Path], stamps: dict[Path, object], rescan: bool) -> None:
+        if rescan and self.scan_root is not None:
+            folders = fleet.scan(self.scan_root, self.depth)
+        rows: dict[Path, list[FleetRow]] = {}
+        new_stamps: dict[Path, object] = {}
+        for folder in folders:
+            stamp = fleet.stamp(folder)
+            new_stamps[folder] = stamp
+            if stamps.get(folder) != stamp:
+                rows[folder] = fleet.read_rows(folder)
+        self.post_message(self.RowsRead(folders, rows, new_stamps))
+
+    def on_fleet_screen_rows_read(self, message: RowsRead) -> None:
+        self.busy = False
+        self.reads += 1
+        self.folders = message.folders
+        self.stamps = message.stamps
+        self.rows.update(message.rows)
+        for gone in set(self.rows) - set(self.folders):
+            del self.rows[gone]
+        needing = {(r.folder, r.kind) for r in self.all_rows() if r.needs_person}
+        if self.needing is not None and needing - self.needing:
+            self.bells += 1
+            self.app.bell()
+        self.needing = needing
+        if message.rows or self.reads == 1:
+            self.redraw()
+
+    def on_unmount(self) -> None:
+        self.busy = False
+
+    # --- drawing ------------------------------------------------------------------------------
+
+    def all_rows(self) -> list[FleetRow]:
+        return fleet.sort_rows([row for rows in self.rows.values() for row in rows])
+
+    def base(self) -> str:
+        if self.scan_root is not None:
+            return str(self.scan_root)
+        if len(self.folders) > 1:
+            return os.path.commonpath([str(f) for f in self.folders])
+        return str(self.folders[0].parent) if self.folders else ""
+
+    def redraw(self) -> None:
+        table = self.query_one(DataTable)
+        rows = self.all_rows()
+        now = self.clock()
+        key = None
+        if table.row_count and table.cursor_row < table.row_count:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        table.clear()
+        base = self.base()
+        for row in rows:
+            table.add_row(*self.cells(row, base, now), key=f"{row.folder}\0{row.kind}")
+        if key is not None:
+            keys = [f"{r.folder}\0{r.kind}" for r in rows]
+            if key in keys:
+                table.move_cursor(row=keys.index(key), animate=False)
+        waiting = sum(1 for r in rows if r.needs_person)
+        bar = self.query_one("#fleet-bar", Static)
+        bar.set_class(waiting > 0, "-attention")
+        where = f" below {self.scan_root.name}/" if self.scan_root else ""
+        bar.update(
+            f"loopdeck fleet · {len(rows)} loop{'s' if len(rows) != 1 else ''} in "
+            f"{len(self.folders)} folder{'s' if len(self.folders) != 1 else ''}{where}"
+            + (f" · {waiting} need{'s' if waiting == 1 else ''} a person" if waiting else "")
+        )
+        self.refresh_bindings()
+
+    def refresh_ages(self) -> None:
+        """Only the "Last event" column moves with the clock: its cells alone are updated."""
+        table = self.query_one(DataTable)
+        now = self.clock()
+        for row in self.all_rows():
+            text = ago(row.last_event, now) if row.last_event else "-"
+            key = f"{row.folder}\0{row.kind}"
+            if key in table.rows and table.get_cell(key, "Last event") != text:
+                table.update_cell(key, "Last event", text)
+
+    @staticmethod
+    def cells(row: FleetRow, base: str, now: datetime) -> tuple[str, ...]:
+        folder = row.folder[len(base) :].lstrip("/") if base and row.folder.startswith(base) else row.folder
+        limit = f"/{row.max_iterations}" if row.max_iterations else ""
+        status = row.status + (" (read-only)" if row.read_only else "")
+        if row.needs_person:
+            status = "● " + status
+        return (
+            folder or ".",
+            row.kind,
+            status,
+            "-" if row.iteration is None else f"{row.iteration}{limit}",
+            "-" if row.pending is None else str(row.pending),
+            row.waiting_for or ("see the file" if row.problem else "-"),
+            ago(row.last_event, now) if row.last_event else "-",
+            "-" if row.cost_usd is None else f"${row.cost_usd:.2f}",
+        )
+
+    # --- keys ---------------------------------------------------------------------------------
+
+    def selected(self) -> tuple[Path, str] | None:
+        table = self.query_one(DataTable)
+        if not table.row_count:
+            return None
+        value = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value or ""
+        folder, _, kind = value.partition("\0")
+        return Path(folder), kind
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "open":
+            return self.is_mounted and self.query_one(DataTable).row_count > 0
+        return True
+
+    def action_open(self) -> None:
+        chosen = self.selected()
+        if chosen is not None:
+            self.post_message(self.Open(*chosen))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_open()
