@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
+from contextlib import suppress
 from datetime import datetime
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker, WorkerState
@@ -193,7 +195,9 @@ class LoopdeckApp(App[None]):
 
     def clock_tick(self) -> None:
         if self.snapshot is not None and self.snapshot.loop is not None:
-            self.main.query_one(IterationPanel).show(self.snapshot, self.clock())
+            # Closing, the panels' parts go before the timer does: then there is nothing to tick.
+            with suppress(NoMatches):
+                self.main.query_one(IterationPanel).show(self.snapshot, self.clock())
 
     @on(Worker.StateChanged)
     def worker_failed(self, event: Worker.StateChanged) -> None:
