@@ -169,9 +169,12 @@ def main() -> None:
             pid = term.proc.pid
             rss_start, cpu_start, t_start = rss_kb(pid), cpu_seconds(pid), time.monotonic()
             samples: list[float] = []
+            rss_timeline: list[tuple[float, int]] = []
             missed = 0
             mark = 0
             while time.monotonic() - t_start < args.seconds:
+                if not rss_timeline or time.monotonic() - t_start - rss_timeline[-1][0] >= args.seconds / 8:
+                    rss_timeline.append((time.monotonic() - t_start, rss_kb(pid)))
                 mark += 1
                 text = f"soak-marker-{mark:05d}"
                 driver.journal.append("warning", driver.steps, {"message": text})
@@ -195,6 +198,8 @@ def main() -> None:
         f"RSS start {rss_start / 1024:.1f} MB, end {rss_end / 1024:.1f} MB, "
         f"growth {(rss_end - rss_start) / 1024:+.1f} MB   target < 5 MB"
     )
+    timeline = ", ".join(f"{at:.0f} s {kb / 1024:.1f}" for at, kb in rss_timeline)
+    print(f"RSS along the run (MB): {timeline}, end {rss_end / 1024:.1f}")
     print(f"CPU {cpu:.1f} % of a core   target < 15 %")
     print(
         f"change → screen ({len(samples)} markers, {missed} missed): p50 {statistics.median(ordered):.0f} ms,"

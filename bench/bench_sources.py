@@ -1,6 +1,7 @@
 """Task sources: the TodoWrite lookup on big transcripts, and a 100,000-item checklist.
 
-Targets (issue 3): lookup < 30 ms at every size (latest TodoWrite near the end), repeated lookup
+Targets (issue 3): lookup < 30 ms at every size (latest TodoWrite near the end, or none at all:
+the first look reads at most 8 MB, issue 12), repeated lookup
 after 1 MB was appended < 10 ms, checklist < 150 ms (with and without `[~]`: an ordinary list
 must take the fast path too). Transcripts are built from the real sample
 transcript's lines (plus 200 KB tool results, as long sessions have) into bench/.data/.
@@ -83,6 +84,23 @@ def main() -> None:
         mb = path.stat().st_size / 2**20
         label = f"TodoWrite lookup, {mb:,.0f} MB ({found.bytes_read >> 10} KB read)"
         row(label, measure(lambda: todos.check(path, "now", None), 30), "< 30 ms")  # noqa: B023
+
+    with tempfile.TemporaryDirectory(dir=DATA) as tmp:
+        # A session that never called TodoWrite: the first look reads its last 8 MB only.
+        none = Path(tmp) / "no-todowrite.jsonl"
+        with none.open("wb") as f:  # sparse: a hole with a newline every MB, real lines at the end
+            for mb in range(1, 1024):
+                f.seek(mb << 20)
+                f.write(b"\n")
+            f.seek(1 << 30)
+            f.write(filler_block())
+        lookup = todos.Lookup(None)
+        assert lookup.latest(none).todos is None
+        row(
+            f"first look, 1 GB, no TodoWrite ({lookup.bytes_read >> 20} MB read)",
+            measure(lambda: todos.Lookup(None).latest(none), 10),
+            "< 30 ms",
+        )
 
     big = transcript(1 << 30)
     with tempfile.TemporaryDirectory(dir=DATA) as tmp:

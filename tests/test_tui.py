@@ -233,7 +233,9 @@ async def test_escalation_modal_other_choices(tmp_path: Path, key: str, expected
     monitor = app(ws, git=False)
     async with monitor.run_test(size=SIZE) as pilot:
         await screenshots.settle(monitor)
+        await until(pilot, lambda: isinstance(monitor.screen, EscalationScreen))  # a loaded machine is slow
         await pilot.press(key)
+        await until(pilot, lambda: not isinstance(monitor.screen, EscalationScreen))
     assert [c["kind"] for c in commands(ws)] == (expected if key != "p" else [])  # already paused
 
 
@@ -581,3 +583,17 @@ async def test_journal_panel_writes_only_new_events(tmp_path: Path, monkeypatch:
         # A new search: everything again, filtered.
         await pilot.press("slash", *"zzz")
         assert "no events matching 'zzz'" in journal_text(monitor)
+
+
+async def test_journal_panel_wraps_again_on_a_new_width(tmp_path: Path) -> None:
+    ws = make(tmp_path, "running")
+    monitor = app(ws, watch=False, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        panel = monitor.query_one(JournalPanel)
+        before = panel.redraws
+        await pilot.resize_terminal(SIZE[0] - 40, SIZE[1])
+        await until(pilot, lambda: panel.redraws == before + 1)
+        widest = max(len(line.rstrip()) for line in journal_text(monitor).splitlines())
+        assert widest <= SIZE[0] - 40
+        assert "Iteration 12 complete" in journal_text(monitor)

@@ -8,6 +8,7 @@ or truncated (the events it showed are no longer there) or when the search chang
 from __future__ import annotations
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Input, RichLog
@@ -68,6 +69,7 @@ class JournalPanel(Vertical):
         self.lines_written = 0
         """Counts for tests and benches: full redraws, and event lines written in all."""
         self.placeholder = False
+        self.width = 0
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="search the journal (Enter keeps it, Escape clears)", id="journal-search")
@@ -75,6 +77,14 @@ class JournalPanel(Vertical):
 
     def on_mount(self) -> None:
         self.border_title = "Journal"
+
+    def on_resize(self, event: events.Resize) -> None:
+        """A `RichLog` wraps a line when it is written: a new width wraps everything again."""
+        if event.size.width != self.width:
+            changed = self.width != 0
+            self.width = event.size.width
+            if changed and self.events:
+                self.redraw()
 
     def show_events(self, events: tuple[Event, ...]) -> None:
         if events == self.events:
