@@ -430,6 +430,24 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="no person watching: an escalation ends the run with a summary",
     )
+    run.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="run up to N workers (1-12) in parallel over a task graph (--graph or --task-list)",
+    )
+    run.add_argument(
+        "--graph", metavar="P", help="the task graph: a Claude Code Tasks folder, or a .json/.yaml file"
+    )
+    run.add_argument("--task-list", metavar="ID", help="the graph is the Claude Code task list ID")
+    run.add_argument(
+        "--audit", metavar="CMD", help="with --workers: a verification command approving each task (exit 0)"
+    )
+    run.add_argument(
+        "--audit-agent",
+        metavar="CMD",
+        help="with --workers: an agent command given the task and the worker's output (exit 0 approves)",
+    )
     run.add_argument("--no-tasks", action="store_true", help="do not check Claude Code Tasks")
     run.add_argument("--no-github", action="store_true", help="do not check GitHub Projects")
     run.set_defaults(func=lambda args: _verbs().cmd_run(args))

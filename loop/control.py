@@ -48,6 +48,7 @@ def send(
     reason: str | None = None,
     value: int | None = None,
     now: datetime | None = None,
+    target: str | None = None,
 ) -> Command:
     """Queue a command; one `O_APPEND` write, safe alongside any number of other senders."""
     if kind not in COMMANDS:
@@ -56,7 +57,7 @@ def send(
         raise LoopdeckError("set-max-iterations needs a whole number >= 0 (0 = no limit)")
     if kind == "answer" and not (reason or "").strip():
         raise LoopdeckError("answer needs the answer's text")
-    command = Command(new_id(), iso_ms(now or utcnow()), kind, source, reason or None, value)
+    command = Command(new_id(), iso_ms(now or utcnow()), kind, source, reason or None, value, target=target)
     line = json.dumps(command.to_json(), ensure_ascii=False) + "\n"
     workspace.claude_dir.mkdir(parents=True, exist_ok=True)
     fd = os.open(workspace.control, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -122,6 +123,7 @@ def _decode(line: bytes, offset: int, end: int) -> Command | BadLine:
     if kind == "set-max-iterations" and value is None:
         return BadLine(offset, "set-max-iterations without a 'value'")
     reason = obj.get("reason")
+    target = obj.get("target")
     return Command(
         id=cid,
         ts=str(obj.get("ts", "")),
@@ -130,6 +132,7 @@ def _decode(line: bytes, offset: int, end: int) -> Command | BadLine:
         reason=str(reason) if reason else None,
         value=value,
         end=end,
+        target=str(target) if isinstance(target, str) and target else None,
     )
 
 

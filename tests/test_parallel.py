@@ -1,0 +1,159 @@
+"""`run --workers N` end to end: a real graph folder, scripted workers as real processes, the
+journal as the witness of every lock taken and freed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loop.demo import graph as demo_graph
+from loop.demo import workspace
+from loop.demo.worker import AUDIT
+from loop.journal import Event, Journal
+from loop.paths import Workspace
+from tests.conftest import REPO
+
+PY = sys.executable
+
+TWELVE = (
+    ("1", "Model", (), ("src/model.py",)),
+    ("2", "Storage", ("1",), ("src/store.py",)),
+    ("3", "List endpoint", ("1",), ("src/api.py",)),
+    ("4", "Create endpoint", ("1",), ("src/api.py", "src/validate.py")),
+    ("5", "Delete endpoint", ("2",), ("src/api.py",)),
+    ("6", "Errors", ("2",), ("src/errors.py", "src/store.py")),
+    ("7", "README", (), ("README.md",)),
+    ("8", "Changelog", (), ("CHANGELOG.md", "README.md")),
+    ("9", "Smoke test", ("3", "4", "5"), ("tests/test_smoke.py",)),
+    ("10", "Config", (), ("src/config.py",)),
+    ("11", "Logging", ("10",), ("src/config.py", "src/log.py")),
+    ("12", "Release notes", ("8", "9", "11"), ("CHANGELOG.md",)),
+)
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-home"))
+    for key in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"):
+        monkeypatch.setenv(key, "t")
+    for key in ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.setenv(key, "t@example.invalid")
+    root = workspace.create(tmp_path / "repo", tasks=1)
+    (root / "audit.py").write_text(AUDIT)
+    return Workspace(root)
+
+
+def run(
+    ws: Workspace, graph: Path, *extra: str, worker: tuple[str, ...] = (), timeout: float = 90
+) -> subprocess.CompletedProcess[str]:
+    agent = " ".join([PY, "-m", "loop.demo.worker", *worker])
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [
+            PY,
+            "-m",
+            "loop.cli",
+            "-C",
+            str(ws.root),
+            "run",
+            "Build it",
+            "--workers",
+            "4",
+            "--graph",
+            str(graph),
+            "--agent",
+            agent,
+            "--headless",
+            *extra,
+        ],
+        cwd=ws.root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def events(ws: Workspace) -> list[Event]:
+    return Journal(ws.journal).read_from(0).events
+
+
+def assert_locks_exclusive(evs: list[Event]) -> None:
+    """Replay the journal: a worker takes its files when it starts and holds them until they
+    are freed; no file is ever held by two workers at once."""
+    held: dict[str, str] = {}
+    for e in evs:
+        if e.kind == "worker-started":
+            for f in e.data["files"]:
+                assert f not in held, f"{e.data['worker']} took {f} while {held.get(f)} held it"
+                held[f] = e.data["worker"]
+        elif e.kind == "locks-freed":
+            for f in e.data["files"]:
+                assert held.pop(f, None) == e.data["worker"]
+
+
+def test_twelve_tasks_four_workers_with_a_rejecting_audit(repo: Workspace) -> None:
+    graph = demo_graph.create(repo.root / "graph", TWELVE)
+    audit = f"{PY} audit.py"
+    done = run(
+        repo,
+        graph,
+        "--audit",
+        audit,
+        "--verify-allow",
+        audit,
+        worker=("--break-on", "4", "--sleep", "0.05", "0.2"),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    evs = events(repo)
+    assert_locks_exclusive(evs)
+    order = [e.data["task"] for e in evs if e.kind == "task-completed"]
+    assert sorted(order, key=int) == [t[0] for t in TWELVE]
+    finished_at = {t: i for i, t in enumerate(order)}
+    position = {id(e): i for i, e in enumerate(evs)}
+    starts = {e.data["task"]: position[id(e)] for e in evs if e.kind == "worker-started"}
+    completes = {e.data["task"]: position[id(e)] for e in evs if e.kind == "task-completed"}
+    for ident, _s, blocked_by, _f in TWELVE:
+        for b in blocked_by:
+            assert completes[b] < starts[ident], f"task {ident} started before {b} completed"
+    assert finished_at
+    rejected = [e.data["task"] for e in evs if e.kind == "audit-rejected"]
+    assert rejected == ["4"]
+    reruns = [e.data["task"] for e in evs if e.kind == "worker-turn"]
+    assert reruns == ["4"]
+    assert any(e.kind == "task-deferred" for e in evs)
+    max_active = 0
+    active: set[str] = set()
+    for e in evs:
+        if e.kind == "worker-started":
+            active.add(e.data["worker"])
+        elif e.kind == "locks-freed":
+            active.discard(e.data["worker"])
+        max_active = max(max_active, len(active))
+    assert max_active <= 4
+    for path in sorted(graph.glob("*.json")):
+        obj = json.loads(path.read_text())
+        assert obj["status"] == "completed", obj
+        assert "owner" not in obj, obj
+    assert not (repo.root / ".claude" / "orchestrator-loop.local.md").exists()  # archived
+
+
+def test_a_deadlocked_graph_escalates_after_three_cycles(repo: Workspace) -> None:
+    tasks = (
+        ("1", "Chicken", ("2",), ("a.py",)),
+        ("2", "Egg", ("1",), ("b.py",)),
+    )
+    graph = demo_graph.create(repo.root / "graph", tasks)
+    done = run(repo, graph, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    evs = events(repo)
+    escalations = [e for e in evs if e.kind == "escalation"]
+    assert len(escalations) == 1
+    assert escalations[0].data["kind"] == "deadlock"
+    assert "Task 1 waits for 2" in escalations[0].data["reason"]
+    assert not any(e.kind == "worker-started" for e in evs)
