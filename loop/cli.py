@@ -460,6 +460,9 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="a throwaway workspace, a scripted agent, the runner and the monitor"
     )
     demo.add_argument("--headless", action="store_true", help="no monitor: run to completion, print the log")
+    demo.add_argument(
+        "--workers", type=int, metavar="N", help="parallel workers (2-12) over a small task graph"
+    )
     demo.set_defaults(func=None)
 
     hook = verbs.add_parser("hook", help="Claude Code hooks (run by Claude Code, not by people)")

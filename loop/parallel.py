@@ -210,6 +210,8 @@ class ParallelRunner:
             for ended in self.pool.poll(self.options.iteration_timeout):
                 changed = True
                 self.on_ended(ended, outputs)
+            if changed:
+                stamp = graph.stamp(self.parallel.graph)  # our own updates are not news
             if self.pool.grew():
                 self.apply_if(scheduler.output_seen)
             now_stamp = graph.stamp(self.parallel.graph)
@@ -286,10 +288,10 @@ class ParallelRunner:
             files_mark(self.ws.root, worker.files),
             ended.duration_s,
         )
+        if approved and self.options.commit and not signals.question(text):
+            self.commit(worker)  # before the completion is written: the archive follows the commit
         tasks = self.read_graph()
         self.apply(lambda s: scheduler.turn_ended(s, tasks, end, self.now()))
-        if approved and self.options.commit:
-            self.commit(worker)
 
     def commit(self, worker: Worker) -> None:
         try:

@@ -341,8 +341,10 @@ def cycle(state: LoopState, tasks: Sequence[Task], now: datetime) -> Step:
             ("worker-started", {"worker": worker.name, "task": worker.task, "files": list(worker.files)})
         )
         step.start.append(worker)
+    before = set(step.board.deferred)
     for item in deferred:
-        step.events.append(("task-deferred", item.to_json()))
+        if item not in before:  # said once while it stays the same, not every cycle
+            step.events.append(("task-deferred", item.to_json()))
     open_tasks = [t for t in tasks if t.status != COMPLETED]
     working = [w for w in board.workers if w.status == "running"]
     spinning = not started and bool(open_tasks) and (bool(deferred) or not working)
@@ -430,6 +432,8 @@ def turn_ended(state: LoopState, tasks: Sequence[Task], end: TurnEnd, now: datet
     worker = board.worker(end.worker)
     if worker is None:
         return step
+    board = replace(board, defer_streak=0)  # a worker spoke: the loop is not spinning
+    step.board = board
     step.events.append(
         (
             "worker-ended",
@@ -450,7 +454,7 @@ def turn_ended(state: LoopState, tasks: Sequence[Task], end: TurnEnd, now: datet
         )
         return step
     if end.approved:
-        step.board = replace(board.without(worker.name), defer_streak=0)
+        step.board = board.without(worker.name)
         step.updates.append(Update(worker.task, COMPLETED, None))
         step.events.append(("audit-approved", {"worker": worker.name, "task": worker.task}))
         step.events.append(

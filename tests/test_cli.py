@@ -56,6 +56,9 @@ def test_start_then_status_json(cli, ws: Workspace) -> None:
         "driver": None,
         "pid": None,
         "alive": None,
+        "current_task": None,
+        "escalated": False,
+        "waiting_for": None,
     }
     assert "iteration    0/5" in cli("status").out
 

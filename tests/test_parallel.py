@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -157,3 +159,50 @@ def test_a_deadlocked_graph_escalates_after_three_cycles(repo: Workspace) -> Non
     assert escalations[0].data["kind"] == "deadlock"
     assert "Task 1 waits for 2" in escalations[0].data["reason"]
     assert not any(e.kind == "worker-started" for e in evs)
+
+
+def test_status_json_shows_workers_locks_and_the_streak(repo: Workspace) -> None:
+    from loop.snapshot import read
+
+    graph = demo_graph.create(
+        repo.root / "graph", (("1", "Hang", (), ("a.py",)), ("2", "Wait", (), ("a.py",)))
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    agent = " ".join([PY, "-m", "loop.demo.worker", "--hang-on", "1"])
+    proc = subprocess.Popen(
+        [
+            PY,
+            "-m",
+            "loop.cli",
+            "-C",
+            str(repo.root),
+            "run",
+            "--workers",
+            "2",
+            "--graph",
+            str(graph),
+            "--agent",
+            agent,
+        ],
+        cwd=repo.root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        section: dict[str, object] = {}
+        while time.monotonic() < deadline:
+            snap = read(repo, with_sources=False, with_events=False)
+            section = snap.to_json().get("parallel") or {}
+            if section.get("workers") and section.get("deferred"):
+                break
+            time.sleep(0.05)
+        assert section["locks"] == {"a.py": "worker-1"}
+        assert section["deferred"][0]["line"] == "Task 2 deferred — file conflict with worker-1 on a.py"  # type: ignore[index]
+        assert json.loads((graph / "1.json").read_text())["owner"] == "worker-1"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 143
+    assert "owner" not in json.loads((graph / "1.json").read_text())  # given back on the way out
+    assert json.loads((graph / "1.json").read_text())["status"] == "pending"
