@@ -205,12 +205,14 @@ def _steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int
         raise LoopdeckError(f"no loop in {ws.root}: nothing to {kind}")
     if not state.active:
         raise LoopdeckError(f"the loop in {ws.root} is {state.status}: nothing to {kind}")
-    command = control.send(ws, kind, source="cli", reason=args.reason, value=value)
+    target = getattr(args, "worker", None)
+    command = control.send(ws, kind, source="cli", reason=args.reason, value=value, target=target)
     journal = Journal(ws.journal)
     journal.append(
         "command-sent",
         state.iteration,
-        {"id": command.id, "command": kind, "source": "cli", "reason": args.reason, "value": value},
+        {"id": command.id, "command": kind, "source": "cli", "reason": args.reason, "value": value}
+        | ({"worker": target} if target else {}),
     )
     from loop.proc import alive
 
@@ -383,6 +385,12 @@ def build_parser() -> argparse.ArgumentParser:
         steer.add_argument("--reason", metavar="T", help="why (shown in the journal)")
         steer.add_argument(
             "--wait", type=float, metavar="S", help="wait up to S seconds for the driver to apply it"
+        )
+        steer.add_argument(
+            "--worker",
+            metavar="NAME",
+            help="with `run --workers`: act on this worker only (skip its task, stop it, resume it "
+            "with --reason as the answer to its question)",
         )
         steer.set_defaults(func=_steer_cmd(kind))
 

@@ -19,6 +19,7 @@ from loop.demo.worker import AUDIT
 from loop.journal import Event, Journal
 from loop.paths import Workspace
 from tests.conftest import REPO
+from tests.test_runner import processes_in
 
 PY = sys.executable
 
@@ -204,5 +205,44 @@ def test_status_json_shows_workers_locks_and_the_streak(repo: Workspace) -> None
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 143
+    deadline = time.monotonic() + 10  # the hung worker died with the runner
+    while processes_in(repo.root) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert processes_in(repo.root) == []
     assert "owner" not in json.loads((graph / "1.json").read_text())  # given back on the way out
     assert json.loads((graph / "1.json").read_text())["status"] == "pending"
+
+
+async def test_the_monitor_shows_workers_and_keys_act_on_the_selected_one(tmp_path: Path) -> None:
+    from textual.widgets import DataTable
+
+    from loop import scheduler
+    from loop.state import LoopState, StateStore
+    from tui.app import LoopdeckApp
+    from tui.widgets.workers import WorkersPanel
+
+    ws = Workspace(tmp_path / "project")
+    ws.claude_dir.mkdir(parents=True)
+    state = LoopState.new("Build it", driver="runner")
+    workers = (
+        scheduler.Worker("worker-1", "3", ("src/api.py",), "2026-01-09T10:00:00+00:00"),
+        scheduler.Worker("worker-2", "5", ("README.md",), "2026-01-09T10:00:00+00:00", turns=2),
+    )
+    state.extra["parallel"] = scheduler.Board(graph="g", capacity=4, workers=workers, serial=2).to_json()
+    StateStore(ws).write(state)
+    monitor = LoopdeckApp(ws, git=False, prompts=False)
+    async with monitor.run_test(size=(140, 50)) as pilot:
+        panel = monitor.query_one(WorkersPanel)
+        deadline = time.monotonic() + 10
+        while not panel.rows and time.monotonic() < deadline:
+            await pilot.pause(0.05)
+        assert panel.rows == ["worker-1", "worker-2"]
+        assert panel.has_class("-shown")
+        table = panel.query_one(DataTable)
+        table.focus()
+        table.move_cursor(row=1)
+        await pilot.pause()
+        await pilot.press("w")
+        await pilot.pause()
+    sent = [json.loads(line) for line in ws.control.read_text().splitlines()]
+    assert [(c["kind"], c.get("target")) for c in sent] == [("stop", "worker-2")]

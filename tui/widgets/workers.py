@@ -35,6 +35,7 @@ class WorkersPanel(Vertical):
     BINDINGS = [
         Binding("k", "skip_worker", "Skip its task", id="worker.skip"),
         Binding("w", "stop_worker", "Stop worker", id="worker.stop"),
+        Binding("a", "answer_worker", "Answer worker", id="worker.answer"),
     ]
 
     def __init__(self, workspace: Workspace | None = None, **kwargs: Any) -> None:
@@ -102,7 +103,28 @@ class WorkersPanel(Vertical):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("skip_worker", "stop_worker"):
             return self.selected() is not None and self.workspace is not None
+        if action == "answer_worker":
+            return self._selected_worker().get("status") == "question" and self.workspace is not None
         return True
+
+    def _selected_worker(self) -> dict[str, Any]:
+        name = self.selected()
+        for worker in (self.section or {}).get("workers") or []:
+            if isinstance(worker, dict) and worker.get("name") == name:
+                return worker
+        return {}
+
+    def action_answer_worker(self) -> None:
+        from tui.screens.text import QuestionScreen
+
+        worker = self._selected_worker()
+        name = str(worker.get("name", ""))
+
+        def answered(text: str | None) -> None:
+            if text:
+                self._send("resume", reason=text, name=name)
+
+        self.app.push_screen(QuestionScreen(str(worker.get("question") or "?")), answered)
 
     def action_skip_worker(self) -> None:
         self._send("skip")
@@ -110,12 +132,12 @@ class WorkersPanel(Vertical):
     def action_stop_worker(self) -> None:
         self._send("stop")
 
-    def _send(self, kind: str) -> None:
-        name = self.selected()
+    def _send(self, kind: str, reason: str | None = None, name: str | None = None) -> None:
+        name = name or self.selected()
         if name is None or self.workspace is None:
             return
         try:
-            command = control.send(self.workspace, kind, source="tui", target=name)
+            command = control.send(self.workspace, kind, source="tui", target=name, reason=reason)
         except (LoopdeckError, OSError) as exc:
             self.notify(f"{kind} not sent: {exc}", severity="error")
             return
