@@ -148,7 +148,10 @@ class ParallelRunner:
             argv, uses_stdin = agent.argv_for(
                 self.parallel.audit_agent, prompt, log.with_suffix(".prompt.md")
             )
-            self.pool.start(worker.name, "audit", argv, prompt if uses_stdin else None, self.ws.root, log)
+            env = {**os.environ, **worker_env(worker)}
+            self.pool.start(
+                worker.name, "audit", argv, prompt if uses_stdin else None, self.ws.root, log, env
+            )
             return True
         return False
 

@@ -144,6 +144,14 @@ def test_twelve_tasks_four_workers_with_a_rejecting_audit(repo: Workspace) -> No
         assert obj["status"] == "completed", obj
         assert "owner" not in obj, obj
     assert not (repo.root / ".claude" / "orchestrator-loop.local.md").exists()  # archived
+    prompts = sorted((repo.root / ".claude" / "loopdeck" / "workers").glob("*.stdin"))
+    assert len(prompts) == 13  # 12 tasks, one rework
+    for path in prompts:
+        text = path.read_text()
+        own = [t for t in TWELVE if f"Your task ({t[0]}): {t[1]}" in text]
+        assert len(own) == 1, text
+        others = [t for t in TWELVE if t is not own[0] and demo_graph.task_json(*t)["description"] in text]
+        assert others == [], f"{path.name} holds other tasks: {others}"
 
 
 def test_a_deadlocked_graph_escalates_after_three_cycles(repo: Workspace) -> None:
@@ -159,6 +167,7 @@ def test_a_deadlocked_graph_escalates_after_three_cycles(repo: Workspace) -> Non
     assert len(escalations) == 1
     assert escalations[0].data["kind"] == "deadlock"
     assert "Task 1 waits for 2" in escalations[0].data["reason"]
+    assert "in 3 cycles in a row" in escalations[0].data["reason"]
     assert not any(e.kind == "worker-started" for e in evs)
 
 
@@ -246,3 +255,24 @@ async def test_the_monitor_shows_workers_and_keys_act_on_the_selected_one(tmp_pa
         await pilot.pause()
     sent = [json.loads(line) for line in ws.control.read_text().splitlines()]
     assert [(c["kind"], c.get("target")) for c in sent] == [("stop", "worker-2")]
+
+
+def test_an_audit_agent_and_a_task_a_worker_adds_to_the_list(repo: Workspace, tmp_path: Path) -> None:
+    folder = demo_graph.create(
+        tmp_path / "claude-home" / "tasks" / "team",
+        (("1", "Model", (), ("m.py",)), ("2", "Api", ("1",), ("m.py",))),
+    )
+    audit_agent = f"{PY} audit.py"
+    done = run(
+        repo,
+        folder,
+        "--audit-agent",
+        audit_agent,
+        worker=("--break-on", "2", "--add-task-on", "1"),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    evs = events(repo)
+    assert [e.data["task"] for e in evs if e.kind == "audit-rejected"] == ["2"]
+    assert sorted(e.data["task"] for e in evs if e.kind == "task-completed") == ["1", "101", "2"]
+    assert json.loads((folder / "101.json").read_text())["status"] == "completed"
+    assert_locks_exclusive(evs)

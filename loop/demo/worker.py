@@ -60,6 +60,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--break-on", action="append", default=[], metavar="TASK")
     parser.add_argument("--ask-on", action="append", default=[], metavar="TASK")
     parser.add_argument("--hang-on", action="append", default=[], metavar="TASK")
+    parser.add_argument(
+        "--add-task-on",
+        action="append",
+        default=[],
+        metavar="TASK",
+        help="while on TASK, add a follow-up task to the Claude Code task list (CLAUDE_CODE_TASK_LIST_ID)",
+    )
     parser.add_argument("--seed", type=int)
     args = parser.parse_args(argv)
     prompt = Path(args.prompt_file).read_text() if args.prompt_file else sys.stdin.read()
@@ -86,8 +93,33 @@ def main(argv: list[str] | None = None) -> int:
         for name in files:  # a rework leaves no broken line behind
             path = root / name
             path.write_text(path.read_text().replace(f"task {task}: {subject} BROKEN\n", ""))
+    if task in args.add_task_on and _once(root, "added", task):
+        _add_follow_up(task)
     print(f"Done task {task}: {subject} ({', '.join(files) or 'no files'}).")
     return 0
+
+
+def _add_follow_up(task: str) -> None:
+    """What a Claude Code worker does with TaskCreate: a new task file in the shared list."""
+    from loop.sources.claude_tasks import claude_home
+
+    list_id = os.environ.get("CLAUDE_CODE_TASK_LIST_ID")
+    if not list_id:
+        return
+    folder = claude_home() / "tasks" / list_id
+    ident = f"{task}01"
+    obj = {
+        "id": ident,
+        "subject": f"Follow-up of task {task}",
+        "description": "Found while working.",
+        "status": "pending",
+        "blocks": [],
+        "blockedBy": [task],
+        "metadata": {"target_files": [f"follow-up-{task}.md"]},
+    }
+    tmp = folder / f".{ident}.json.tmp"
+    tmp.write_text(json.dumps(obj, indent=2))
+    os.replace(tmp, folder / f"{ident}.json")
 
 
 AUDIT = '''"""The demo's audit: the task's own files (LOOPDECK_FILES) hold no BROKEN line."""
