@@ -134,6 +134,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         ("started", loop.started_at or "?"),
         ("session", loop.session_id or "not bound yet"),
     ]
+    if snap.parallel is not None:
+        from loop.parallel_cli import status_rows
+
+        rows += status_rows(snap.parallel)
     for name, value in rows:
         print(f"{name:<13}{value}")
     return 0

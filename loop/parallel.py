@@ -75,8 +75,8 @@ class ParallelRunner:
         self.signal: int | None = None
         self.goal = ""
         self.audit_check: verify.Check | None = None
-        self.turns: dict[str, int] = {}
-        """Worker → its turn being run (for log names)."""
+        self.marks: dict[str, str] = {}
+        """Worker → the progress mark of its files when its current turn started."""
 
     # --- carrying out a step -------------------------------------------------------------------
 
@@ -130,6 +130,7 @@ class ParallelRunner:
         list_id = graph.list_id(self.parallel.graph)
         if list_id:
             env["CLAUDE_CODE_TASK_LIST_ID"] = list_id
+        self.marks[worker.name] = files_mark(self.ws.root, worker.files)
         self.pool.start(worker.name, "worker", argv, prompt if uses_stdin else None, self.ws.root, log, env)
 
     def start_audit(self, worker: Worker, output: str) -> bool:
@@ -290,6 +291,7 @@ class ParallelRunner:
             feedback,
             files_mark(self.ws.root, worker.files),
             ended.duration_s,
+            self.marks.pop(worker.name, None),
         )
         if approved and self.options.commit and not signals.question(text):
             self.commit(worker)  # before the completion is written: the archive follows the commit

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from loop.errors import LoopdeckError
 from loop.paths import Workspace
@@ -72,3 +73,21 @@ def run_parallel(
         return state
 
     return ParallelRunner(ws, options, parallel, runner=runner).run(create_parallel)
+
+
+def status_rows(section: dict[str, Any]) -> list[tuple[str, str]]:
+    """`loopdeck status` lines for a loop with parallel workers."""
+    workers = [w for w in section.get("workers") or [] if isinstance(w, dict)]
+    busy = f"{len(workers)}/{section.get('capacity', '?')} busy"
+    rows = [("workers", f"{busy}, defer streak {section.get('defer_streak', 0)}")]
+    for worker in workers:
+        files = ", ".join(str(f) for f in worker.get("files") or []) or "no files"
+        rows.append(
+            (
+                f"  {worker.get('name', '?')}",
+                f"task {worker.get('task', '?')}, turn {worker.get('turns', 1)}, "
+                f"{worker.get('status', '?')} ({files})",
+            )
+        )
+    rows += [("  waiting", str(d.get("line"))) for d in section.get("deferred") or [] if isinstance(d, dict)]
+    return rows

@@ -421,6 +421,8 @@ class TurnEnd:
     mark: str | None = None
     """The progress mark of the worker's files after the turn."""
     duration_s: float = 0.0
+    before: str | None = None
+    """The mark when the turn started (None: compare with the last turn's)."""
 
 
 def turn_ended(state: LoopState, tasks: Sequence[Task], end: TurnEnd, now: datetime) -> Step:
@@ -472,8 +474,10 @@ def turn_ended(state: LoopState, tasks: Sequence[Task], end: TurnEnd, now: datet
     step.events.append(
         ("audit-rejected", {"worker": worker.name, "task": worker.task, "feedback": feedback[-400:]})
     )
-    stalls = worker.stalls + 1 if end.mark is not None and end.mark == worker.mark else 0
-    if stalls + 1 >= STALL_TURNS:
+    before = end.before if end.before is not None else worker.mark
+    stalled = end.mark is not None and end.mark == before
+    stalls = worker.stalls + 1 if stalled else 0
+    if stalls >= STALL_TURNS:
         return _replace_worker(step, worker, feedback, now)
     rerun = replace(worker, turns=worker.turns + 1, feedback=feedback, stalls=stalls, mark=end.mark)
     step.board = board.put(rerun)

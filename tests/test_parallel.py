@@ -211,6 +211,10 @@ def test_status_json_shows_workers_locks_and_the_streak(repo: Workspace) -> None
         assert section["locks"] == {"a.py": "worker-1"}
         assert section["deferred"][0]["line"] == "Task 2 deferred — file conflict with worker-1 on a.py"  # type: ignore[index]
         assert json.loads((graph / "1.json").read_text())["owner"] == "worker-1"
+        shown = subprocess.run(
+            [PY, "-m", "loop.cli", "-C", str(repo.root), "status"], env=env, capture_output=True, text=True
+        ).stdout
+        assert "workers      1/2 busy" in shown and "task 1, turn 1, running (a.py)" in shown
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 143

@@ -107,11 +107,15 @@ def test_rejection_reruns_with_feedback_and_a_stall_replaces_the_worker() -> Non
     worker = Worker("worker-1", "1", ("a.py",), "2026-01-09T10:00:00+00:00", mark="m")
     state = loop(Board(graph="g", capacity=2, workers=(worker,), serial=1))
     tasks = [t("1", status="in_progress", owner="worker-1", files=("a.py",)), t("2")]
-    step = scheduler.turn_ended(state, tasks, TurnEnd("worker-1", 0, "", False, "tests fail", mark="m"), NOW)
+    moved = TurnEnd("worker-1", 0, "", False, "tests fail", mark="n", before="m")
+    step = scheduler.turn_ended(state, tasks, moved, NOW)
     rerun = step.start[0]
-    assert (rerun.name, rerun.turns, rerun.feedback, rerun.stalls) == ("worker-1", 2, "tests fail", 1)
+    assert (rerun.name, rerun.turns, rerun.feedback, rerun.stalls) == ("worker-1", 2, "tests fail", 0)
     assert step.board.locks() == {"a.py": "worker-1"}
-    step = scheduler.turn_ended(step.seal(), tasks, TurnEnd("worker-1", 1, "", False, "again", mark="m"), NOW)
+    for turn in (3, 4):  # two turns that change nothing: still the same worker
+        step = scheduler.turn_ended(step.seal(), tasks, TurnEnd("worker-1", 1, "", False, "x", mark="n"), NOW)
+        assert step.start[0].name == "worker-1" and step.start[0].turns == turn
+    step = scheduler.turn_ended(step.seal(), tasks, TurnEnd("worker-1", 1, "", False, "again", mark="n"), NOW)
     assert [k for k, _ in step.events][-3:] == ["worker-replaced", "locks-freed", "worker-started"]
     assert step.start[0].name == "worker-2" and step.updates[0].owner == "worker-2"
     assert step.board.locks() == {"a.py": "worker-2"}

@@ -193,7 +193,10 @@ class LoopdeckApp(App[None]):
 
     def clock_tick(self) -> None:
         if self.snapshot is not None and self.snapshot.loop is not None:
-            self.main.query_one(IterationPanel).show(self.snapshot, self.clock())
+            # The timer may fire while the app shuts down and its panels are already gone.
+            panels = self.main.query(IterationPanel)
+            if panels:
+                panels.first().show(self.snapshot, self.clock())
 
     @on(Worker.StateChanged)
     def worker_failed(self, event: Worker.StateChanged) -> None:
