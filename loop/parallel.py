@@ -75,6 +75,8 @@ class ParallelRunner:
         self.signal: int | None = None
         self.goal = ""
         self.audit_check: verify.Check | None = None
+        self.tasks: dict[str, Task] = {}
+        """The graph as last read, by id."""
         self.marks: dict[str, str] = {}
         """Worker → the progress mark of its files when its current turn started."""
 
@@ -113,9 +115,14 @@ class ParallelRunner:
 
     # --- processes ---------------------------------------------------------------------------
 
+    def task(self, worker: Worker) -> Task:
+        """The worker's task as the graph was last read (read again if it is new)."""
+        if worker.task not in self.tasks:
+            self.read_graph()
+        return self.tasks.get(worker.task) or Task(worker.task, worker.task, target_files=worker.files)
+
     def launch(self, worker: Worker) -> None:
-        tasks = {t.id: t for t in self.read_graph()}
-        task = tasks.get(worker.task) or Task(worker.task, worker.task, target_files=worker.files)
+        task = self.task(worker)
         prompt = scheduler.worker_prompt(self.goal, task, worker)
         log = self.ws.private_dir / "workers" / f"{worker.name}.{worker.turns:02d}.log"
         self.base.tally.iterations += 1
@@ -143,9 +150,7 @@ class ParallelRunner:
             self.pool.start(worker.name, "audit", argv, None, self.ws.root, log, env)
             return True
         if self.parallel.audit_agent:
-            tasks = {t.id: t for t in self.read_graph()}
-            task = tasks.get(worker.task) or Task(worker.task, worker.task)
-            prompt = audit_prompt(task, worker, output)
+            prompt = audit_prompt(self.task(worker), worker, output)
             argv, uses_stdin = agent.argv_for(
                 self.parallel.audit_agent, prompt, log.with_suffix(".prompt.md")
             )
@@ -158,10 +163,12 @@ class ParallelRunner:
 
     def read_graph(self) -> list[Task]:
         try:
-            return graph.read(self.parallel.graph)
+            tasks = graph.read(self.parallel.graph)
         except LoopdeckError as exc:
             self.base.event("warning", None, {"message": str(exc)})
             return []
+        self.tasks = {t.id: t for t in tasks}
+        return tasks
 
     # --- the loop ----------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ output resets it; at `DEFER_LIMIT` the loop pauses and escalates with the deferr
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -42,7 +43,8 @@ STALL_TURNS = 3
 MAX_REPLACEMENTS = 2
 """A task whose workers were replaced this often escalates instead: a fresh worker won't help."""
 SECTION = "parallel"
-"""The state's key holding the board (`LoopState.extra`)."""
+"""The state's key holding the board (`LoopState.extra`), as one line of JSON: the state file
+stays on its fast path (no PyYAML for nested maps), which the runner reads on every change."""
 FEEDBACK_CHARS = 4000
 
 
@@ -223,8 +225,25 @@ class Board:
         )
 
 
+def section_of(state: LoopState) -> dict[str, Any] | None:
+    """The board as the state holds it (JSON text, or a map in a hand-edited file)."""
+    raw = state.extra.get(SECTION)
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return None
+    return dict(raw) if isinstance(raw, dict) else None
+
+
+def keep(state: LoopState, board: Board) -> LoopState:
+    """`state` holding `board`."""
+    state.extra[SECTION] = json.dumps(board.to_json(), ensure_ascii=False, separators=(",", ":"))
+    return state
+
+
 def board_of(state: LoopState) -> Board:
-    return Board.from_json(state.extra.get(SECTION))
+    return Board.from_json(section_of(state))
 
 
 def _int(value: Any, default: int) -> int:
@@ -248,8 +267,7 @@ class Step:
 
     def seal(self) -> LoopState:
         """The state with the board written into it."""
-        self.state.extra[SECTION] = self.board.to_json()
-        return self.state
+        return keep(self.state, self.board)
 
 
 # --- readiness and locks -----------------------------------------------------------------------
@@ -399,8 +417,7 @@ def output_seen(state: LoopState) -> LoopState | None:
     if not board.defer_streak:
         return None
     new = state.copy()
-    new.extra[SECTION] = replace(board, defer_streak=0).to_json()
-    return new
+    return keep(new, replace(board, defer_streak=0))
 
 
 # --- a worker's turn ends --------------------------------------------------------------------

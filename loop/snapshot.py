@@ -238,8 +238,9 @@ def read(workspace: Workspace, *, with_sources: bool = True, with_events: bool =
 
 
 def _parallel(state: LoopState) -> dict[str, Any] | None:
-    section = state.extra.get("parallel")
-    return dict(section) if isinstance(section, dict) else None
+    from loop.scheduler import section_of
+
+    return section_of(state)
 
 
 def _latest_archive(workspace: Workspace) -> dict[str, Any] | None:

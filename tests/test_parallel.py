@@ -241,7 +241,7 @@ async def test_the_monitor_shows_workers_and_keys_act_on_the_selected_one(tmp_pa
         scheduler.Worker("worker-1", "3", ("src/api.py",), "2026-01-09T10:00:00+00:00"),
         scheduler.Worker("worker-2", "5", ("README.md",), "2026-01-09T10:00:00+00:00", turns=2),
     )
-    state.extra["parallel"] = scheduler.Board(graph="g", capacity=4, workers=workers, serial=2).to_json()
+    scheduler.keep(state, scheduler.Board(graph="g", capacity=4, workers=workers, serial=2))
     StateStore(ws).write(state)
     monitor = LoopdeckApp(ws, git=False, prompts=False)
     async with monitor.run_test(size=(140, 50)) as pilot:

@@ -14,7 +14,7 @@ NOW = datetime(2026, 1, 9, 10, 30, tzinfo=UTC)
 
 def loop(board: Board | None = None) -> LoopState:
     state = LoopState.new("Build it", started_at="2026-01-09T10:00:00+00:00")
-    state.extra[scheduler.SECTION] = (board or Board(graph="g", capacity=4)).to_json()
+    scheduler.keep(state, (board or Board(graph="g", capacity=4)))
     return state
 
 
@@ -55,7 +55,8 @@ def test_a_cycle_starts_up_to_capacity_and_defers_file_conflicts() -> None:
     assert deferred[0]["line"] == "Task 2 deferred — file conflict with worker-1 on ./src/api.py"
     assert step.board.locks() == {"src/api.py": "worker-1", "b": "worker-2"}
     assert step.board.defer_streak == 0
-    assert step.seal().extra["parallel"]["workers"][0]["started"] == "2026-01-09T10:30:00+00:00"
+    section = scheduler.section_of(step.seal())
+    assert section is not None and section["workers"][0]["started"] == "2026-01-09T10:30:00+00:00"
 
 
 def test_the_defer_streak_escalates_at_three_and_an_answer_resets_it() -> None:
