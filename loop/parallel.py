@@ -231,11 +231,15 @@ class ParallelRunner:
             idle = not self.pool.running() and time.monotonic() - last_cycle >= self.parallel.idle_cycle_s
             if (changed or idle) and state.status == "running":
                 last_cycle = time.monotonic()
-                tasks = self.read_graph()
-                self.apply(lambda s, graph_now=tasks: scheduler.cycle(s, graph_now, self.now()))  # type: ignore[misc]
+                self.apply_cycle()
                 stamp = graph.stamp(self.parallel.graph)
                 continue
             time.sleep(self.options.poll)
+
+    def apply_cycle(self) -> None:
+        """One scheduling pass on the graph as it is now."""
+        tasks = self.read_graph()
+        self.apply(lambda s: scheduler.cycle(s, tasks, self.now()))
 
     def configure(self, state: LoopState) -> Step:
         """This run's graph, capacity and audit into the board; workers a previous runner left
