@@ -210,6 +210,8 @@ def _steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int
     if not state.active:
         raise LoopdeckError(f"the loop in {ws.root} is {state.status}: nothing to {kind}")
     target = getattr(args, "worker", None)
+    if target and "parallel" not in state.extra:
+        raise LoopdeckError(f"the loop in {ws.root} has no workers (`run --workers N` starts them)")
     command = control.send(ws, kind, source="cli", reason=args.reason, value=value, target=target)
     journal = Journal(ws.journal)
     journal.append(

@@ -231,15 +231,30 @@ class ParallelRunner:
             idle = not self.pool.running() and time.monotonic() - last_cycle >= self.parallel.idle_cycle_s
             if (changed or idle) and state.status == "running":
                 last_cycle = time.monotonic()
-                self.apply_cycle()
+                step = self.apply_cycle()
                 stamp = graph.stamp(self.parallel.graph)
+                if self.options.headless and step is not None and self.only_questions(step):
+                    question = next(w.question for w in step.board.workers if w.status == "question")
+                    self.apply(lambda s: scheduler.release(Step(s.copy(), scheduler.board_of(s))))
+                    return self.base.finish("question", f"a worker asks: {question}")
                 continue
             time.sleep(self.options.poll)
 
-    def apply_cycle(self) -> None:
+    def apply_cycle(self) -> Step | None:
         """One scheduling pass on the graph as it is now."""
         tasks = self.read_graph()
-        self.apply(lambda s: scheduler.cycle(s, tasks, self.now()))
+        return self.apply(lambda s: scheduler.cycle(s, tasks, self.now()))
+
+    def only_questions(self, step: Step) -> bool:
+        """Nothing runs, nothing could start, and a worker waits for an answer: with nobody
+        watching (headless) the run ends and says what is asked."""
+        workers = step.board.workers
+        return (
+            not step.start
+            and not self.pool.running()
+            and any(w.status == "question" for w in workers)
+            and all(w.status in ("question", "stalled") for w in workers)
+        )
 
     def configure(self, state: LoopState) -> Step:
         """This run's graph, capacity and audit into the board; workers a previous runner left

@@ -365,7 +365,9 @@ def cycle(state: LoopState, tasks: Sequence[Task], now: datetime) -> Step:
             step.events.append(("task-deferred", item.to_json()))
     open_tasks = [t for t in tasks if t.status != COMPLETED]
     working = [w for w in board.workers if w.status == "running"]
-    spinning = not started and bool(open_tasks) and (bool(deferred) or not working)
+    asking = any(w.status == "question" for w in board.workers)
+    # Nothing ready while a worker waits for an answer is waiting, not spinning: a person is asked.
+    spinning = not started and bool(open_tasks) and (bool(deferred) or (not working and not asking))
     if started:
         board = replace(board, defer_streak=0)
     elif spinning:
@@ -610,7 +612,14 @@ def _command(step: Step, cmd: Command, now: datetime) -> str:
             return "not paused"
         state.status = "running"
         state.waiting_for = None
-        step.board = replace(board, defer_streak=0)
+        board = replace(board, defer_streak=0)
+        for worker in board.workers:  # workers given up on get one more go, with the person's word
+            if worker.status == "stalled":
+                note = f"A PERSON LOOKED AT IT:\n{cmd.reason}" if cmd.reason else worker.feedback
+                rerun = replace(worker, status="running", turns=worker.turns + 1, stalls=0, feedback=note)
+                board = board.put(rerun)
+                step.start.append(rerun)
+        step.board = board
         if cmd.kind == "answer":
             step.events.append(("answered", {"answer": cmd.reason, "source": cmd.source}))
         step.events.append(("resumed", {}))

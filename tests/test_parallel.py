@@ -280,3 +280,57 @@ def test_an_audit_agent_and_a_task_a_worker_adds_to_the_list(repo: Workspace, tm
     assert sorted(e.data["task"] for e in evs if e.kind == "task-completed") == ["1", "101", "2"]
     assert json.loads((folder / "101.json").read_text())["status"] == "completed"
     assert_locks_exclusive(evs)
+
+
+def test_a_question_pauses_that_worker_only_until_a_person_answers(repo: Workspace) -> None:
+    graph = demo_graph.create(
+        repo.root / "graph",
+        (("1", "Ask", (), ("a.py",)), ("2", "Other", (), ("b.py",)), ("3", "Next", ("2",), ("c.py",))),
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    agent = " ".join([PY, "-m", "loop.demo.worker", "--ask-on", "1"])
+    base = [PY, "-m", "loop.cli", "-C", str(repo.root)]
+    proc = subprocess.Popen(
+        [*base, "run", "--workers", "2", "--graph", str(graph), "--agent", agent],
+        cwd=repo.root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            kinds = [e.kind for e in events(repo)]
+            if "worker-question" in kinds and kinds.count("task-completed") == 2:
+                break
+            time.sleep(0.05)
+        evs = events(repo)
+        asked = next(e for e in evs if e.kind == "worker-question")
+        assert asked.data["task"] == "1" and "keep the old format" in asked.data["question"]
+        assert sorted(e.data["task"] for e in evs if e.kind == "task-completed") == ["2", "3"]
+        answer = subprocess.run(
+            [*base, "resume", "--worker", asked.data["worker"], "--reason", "yes, keep it", "--wait", "20"],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert answer.returncode == 0, answer.stderr
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    evs = events(repo)
+    assert [e.data.get("answer") for e in evs if e.kind == "answered"] == ["yes, keep it"]
+    assert sorted(e.data["task"] for e in evs if e.kind == "task-completed") == ["1", "2", "3"]
+    prompts = sorted((repo.root / ".claude" / "loopdeck" / "workers").glob("worker-1.*.stdin"))
+    assert "A PERSON ANSWERED YOUR QUESTION:\nyes, keep it" in prompts[-1].read_text()
+
+
+def test_headless_a_question_nobody_can_answer_ends_the_run(repo: Workspace) -> None:
+    graph = demo_graph.create(repo.root / "graph", (("1", "Ask", (), ("a.py",)),))
+    done = run(repo, graph, worker=("--ask-on", "1"), timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "a worker asks: Should 'Ask' keep the old format?" in done.stdout
+    assert not any(e.kind == "escalation" for e in events(repo))
+    task = json.loads((graph / "1.json").read_text())
+    assert (task["status"], "owner" in task) == ("pending", False)

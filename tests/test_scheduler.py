@@ -172,3 +172,28 @@ def test_graph_round_trip_in_json_yaml_and_a_folder(tmp_path: Path) -> None:
         assert graph.read(path)[0].owner is None
     assert '"extra": 5' in (tmp_path / "g.json").read_text()
     assert graph.read(folder)[3].target_files == ("src/api.py", "src/validate.py")
+
+
+def test_a_task_nobody_could_move_escalates_and_resume_gives_it_another_go() -> None:
+    worker = Worker("worker-3", "1", ("a.py",), "2026-01-09T10:00:00+00:00", stalls=2, mark="m", replaced=2)
+    state = loop(Board(graph="g", capacity=2, workers=(worker,), serial=3))
+    tasks = [t("1", status="in_progress", owner="worker-3", files=("a.py",))]
+    step = scheduler.turn_ended(state, tasks, TurnEnd("worker-3", 1, "", False, "still red", mark="m"), NOW)
+    assert step.state.status == "paused" and step.state.waiting_for is not None
+    assert step.state.waiting_for["escalation"] == "stuck" and step.board.workers[0].status == "stalled"
+    assert step.start == []
+    resumed = scheduler.command(
+        step.seal(), Command("r", "ts", "resume", "cli", reason="mock the clock"), NOW
+    )
+    assert resumed.state.status == "running"
+    assert resumed.start[0].feedback == "A PERSON LOOKED AT IT:\nmock the clock"
+
+
+def test_waiting_for_an_answer_is_not_spinning() -> None:
+    asking = Worker("worker-1", "1", ("a.py",), "2026-01-09T10:00:00+00:00", status="question", question="?")
+    state = loop(Board(graph="g", capacity=2, workers=(asking,), serial=1))
+    tasks = [t("1", status="in_progress", owner="worker-1", files=("a.py",)), t("2", "1")]
+    for _ in range(4):
+        step = scheduler.cycle(state, tasks, NOW)
+        state = step.seal()
+    assert step.state.status == "running" and step.board.defer_streak == 0
