@@ -334,3 +334,18 @@ def test_headless_a_question_nobody_can_answer_ends_the_run(repo: Workspace) -> 
     assert not any(e.kind == "escalation" for e in events(repo))
     task = json.loads((graph / "1.json").read_text())
     assert (task["status"], "owner" in task) == ("pending", False)
+
+
+def test_the_demo_with_workers_runs_to_completion(tmp_path: Path) -> None:
+    from tests.conftest import run_loopdeck
+
+    env = {
+        "LOOPDECK_DEMO_PACE": "0.01 0.05",
+        "TMPDIR": str(tmp_path),
+        "CLAUDE_CONFIG_DIR": str(tmp_path / "home"),
+    }
+    done = run_loopdeck("demo", "--workers", "4", "--headless", env=env, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Task 4 deferred — file conflict with worker-" in done.stdout
+    assert "Audit REJECTED task 4" in done.stdout
+    assert "Loop complete: all 8 tasks completed" in done.stdout

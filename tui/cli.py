@@ -42,9 +42,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from loop.demo import workspace
 
+    workers = getattr(args, "workers", None)
+    if workers is not None and not 2 <= workers <= 12:
+        raise LoopdeckError("demo --workers takes 2 to 12 (without it, the demo runs one agent)")
     root = Path(tempfile.mkdtemp(prefix="loopdeck-demo-")) / "project"
     workspace.create(root, tasks=8)
-    if getattr(args, "workers", None):
+    if workers is not None:
         return _demo_workers(args, root)
     # One verification failure along the way: the fifth task (line 7) is done with a broken file.
     low, high = (os.environ.get("LOOPDECK_DEMO_PACE") or "1 2").split()[:2]  # seconds per agent turn
