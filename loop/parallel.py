@@ -19,7 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from loop import agent, control, graph, scheduler, signals, verify, writer
 from loop.errors import LoopdeckError
@@ -381,10 +380,6 @@ def commit_files(root: Path, files: tuple[str, ...], message: str) -> str | None
     )
     head = subprocess.run([*git, "rev-parse", "HEAD"], cwd=root, check=True, capture_output=True, text=True)
     return head.stdout.strip() or None
-
-
-def summary_data(board: scheduler.Board) -> dict[str, Any]:
-    return {"workers": [w.to_json() for w in board.workers], "defer_streak": board.defer_streak}
 
 
 def _tracked(root: Path, name: str) -> bool:

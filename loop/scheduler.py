@@ -334,6 +334,10 @@ def cycle(state: LoopState, tasks: Sequence[Task], now: datetime) -> Step:
         return step
     if tasks and all(t.status == COMPLETED for t in tasks) and not board.workers:
         return complete(step, now, f"all {len(tasks)} tasks completed")
+    held = {w.task for w in board.workers}
+    # A worker (Claude Code with the shared list) may mark its own task completed: until the
+    # audit approves, the task is still in progress and whatever it blocks waits.
+    tasks = [replace(t, status=IN_PROGRESS) if t.id in held and t.status == COMPLETED else t for t in tasks]
     locks = board.locks()
     room = max(0, board.capacity - len(board.workers))
     candidates = ready(tasks)

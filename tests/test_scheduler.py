@@ -197,3 +197,11 @@ def test_waiting_for_an_answer_is_not_spinning() -> None:
         step = scheduler.cycle(state, tasks, NOW)
         state = step.seal()
     assert step.state.status == "running" and step.board.defer_streak == 0
+
+
+def test_a_task_its_worker_marked_completed_blocks_until_the_audit_approves() -> None:
+    worker = Worker("worker-1", "1", ("a.py",), "2026-01-09T10:00:00+00:00")
+    state = loop(Board(graph="g", capacity=2, workers=(worker,), serial=1))
+    tasks = [t("1", status="completed", owner="worker-1", files=("a.py",)), t("2", "1", files=("b.py",))]
+    step = scheduler.cycle(state, tasks, NOW)
+    assert step.start == [] and step.state.status == "running"
