@@ -163,6 +163,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         ("started", loop.started_at or "?"),
         ("session", loop.session_id or "not bound yet"),
     ]
+    if snap.parallel is not None:
+        from loop.parallel_cli import status_rows
+
+        rows += status_rows(snap.parallel)
     for name, value in rows:
         print(f"{name:<13}{value}")
     return 0
@@ -258,12 +262,16 @@ def _steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int
         raise LoopdeckError(f"no loop in {ws.root}: nothing to {kind}")
     if not state.active:
         raise LoopdeckError(f"the loop in {ws.root} is {state.status}: nothing to {kind}")
-    command = control.send(ws, kind, source="cli", reason=args.reason, value=value)
+    target = getattr(args, "worker", None)
+    if target and "parallel" not in state.extra:
+        raise LoopdeckError(f"the loop in {ws.root} has no workers (`run --workers N` starts them)")
+    command = control.send(ws, kind, source="cli", reason=args.reason, value=value, target=target)
     journal = Journal(ws.journal)
     journal.append(
         "command-sent",
         state.iteration,
-        {"id": command.id, "command": kind, "source": "cli", "reason": args.reason, "value": value},
+        {"id": command.id, "command": kind, "source": "cli", "reason": args.reason, "value": value}
+        | ({"worker": target} if target else {}),
     )
     from loop.proc import alive
 
@@ -498,6 +506,12 @@ def build_parser() -> argparse.ArgumentParser:
         steer.add_argument(
             "--wait", type=float, metavar="S", help="wait up to S seconds for the driver to apply it"
         )
+        steer.add_argument(
+            "--worker",
+            metavar="NAME",
+            help="with `run --workers`: act on this worker only (skip its task, stop it, resume it "
+            "with --reason as the answer to its question)",
+        )
         steer.set_defaults(func=_steer_cmd(kind))
 
     for kind, text in (
@@ -555,6 +569,24 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="no person watching: an escalation ends the run with a summary",
     )
+    run.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="run up to N workers (1-12) in parallel over a task graph (--graph or --task-list)",
+    )
+    run.add_argument(
+        "--graph", metavar="P", help="the task graph: a Claude Code Tasks folder, or a .json/.yaml file"
+    )
+    run.add_argument("--task-list", metavar="ID", help="the graph is the Claude Code task list ID")
+    run.add_argument(
+        "--audit", metavar="CMD", help="with --workers: a verification command approving each task (exit 0)"
+    )
+    run.add_argument(
+        "--audit-agent",
+        metavar="CMD",
+        help="with --workers: an agent command given the task and the worker's output (exit 0 approves)",
+    )
     run.add_argument("--no-tasks", action="store_true", help="do not check Claude Code Tasks")
     run.add_argument("--no-github", action="store_true", help="do not check GitHub Projects")
     add_limit_options(run)
@@ -591,6 +623,9 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="a throwaway workspace, a scripted agent, the runner and the monitor"
     )
     demo.add_argument("--headless", action="store_true", help="no monitor: run to completion, print the log")
+    demo.add_argument(
+        "--workers", type=int, metavar="N", help="parallel workers (2-12) over a small task graph"
+    )
     demo.set_defaults(func=None)
 
     hook = verbs.add_parser("hook", help="Claude Code hooks (run by Claude Code, not by people)")

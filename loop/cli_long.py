@@ -87,4 +87,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         verify=list(args.verify) if existing is not None and args.verify else None,
         verify_allow=list(args.verify_allow) if existing is not None and args.verify_allow else None,
     )
-    return Runner(ws, options, settings=settings).run(create)
+    runner = Runner(ws, options, settings=settings)
+    if args.workers is not None:
+        from loop.parallel_cli import run_parallel
+
+        return run_parallel(args, ws, options, runner, existing, create)
+    return runner.run(create)

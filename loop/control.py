@@ -49,6 +49,7 @@ def send(
     reason: str | None = None,
     value: int | None = None,
     now: datetime | None = None,
+    target: str | None = None,
 ) -> Command:
     """Queue a command; one `O_APPEND` write, safe alongside any number of other senders."""
     if kind not in COMMANDS:
@@ -57,7 +58,7 @@ def send(
         raise LoopdeckError("set-max-iterations needs a whole number >= 0 (0 = no limit)")
     if kind in ("answer", "say") and not (reason or "").strip():
         raise LoopdeckError(f"{kind} needs its text")
-    command = Command(new_id(), iso_ms(now or utcnow()), kind, source, reason or None, value)
+    command = Command(new_id(), iso_ms(now or utcnow()), kind, source, reason or None, value, target=target)
     line = json.dumps(command.to_json(), ensure_ascii=False) + "\n"
     append_bytes(workspace.control, line.encode("utf-8", "replace"))  # never through a symlink
     return command
@@ -118,6 +119,7 @@ def _decode(line: bytes, offset: int, end: int) -> Command | BadLine:
     if kind == "set-max-iterations" and value is None:
         return BadLine(offset, "set-max-iterations without a 'value'")
     reason = obj.get("reason")
+    target = obj.get("target")
     return Command(
         id=cid,
         ts=str(obj.get("ts", "")),
@@ -126,6 +128,7 @@ def _decode(line: bytes, offset: int, end: int) -> Command | BadLine:
         reason=str(reason) if reason else None,
         value=value,
         end=end,
+        target=str(target) if isinstance(target, str) and target else None,
     )
 
 

@@ -76,6 +76,38 @@ KINDS: dict[str, Callable[[Event], str]] = {
             else ""
         )
     ),
+    # parallel workers (`run --workers N`)
+    "worker-started": lambda e: (
+        f"{e.data.get('worker', '?')} started on task {e.data.get('task', '?')}"
+        + (f" (locks {', '.join(e.data['files'])})" if e.data.get("files") else "")
+    ),
+    "worker-turn": lambda e: (
+        f"{e.data.get('worker', '?')}: task {e.data.get('task', '?')} again (turn {e.data.get('turn', '?')})"
+    ),
+    "worker-ended": lambda e: (
+        f"{e.data.get('worker', '?')} ended turn {e.data.get('turn', '?')} on task {e.data.get('task', '?')} "
+        f"(exit {e.data.get('exit_code', '?')}, {human_duration(e.data.get('duration_s'))})"
+    ),
+    "worker-question": lambda e: f"QUESTION from {e.data.get('worker', '?')}: {e.data.get('question', '')}",
+    "worker-replaced": lambda e: (
+        f"{e.data.get('worker', '?')} made no progress on task {e.data.get('task', '?')}: "
+        f"replaced by {e.data.get('by', '?')}"
+    ),
+    "worker-stopped": lambda e: (
+        f"{e.data.get('worker', '?')} stopped; task {e.data.get('task', '?')} back in the graph"
+    ),
+    "task-deferred": lambda e: str(e.data.get("line") or f"Task {e.data.get('task', '?')} deferred"),
+    "audit-approved": lambda e: (
+        f"Audit APPROVED task {e.data.get('task', '?')} ({e.data.get('worker', '?')})"
+    ),
+    "audit-rejected": lambda e: (
+        f"Audit REJECTED task {e.data.get('task', '?')} ({e.data.get('worker', '?')}): "
+        f"{(str(e.data.get('feedback', '')).strip().splitlines() or [''])[-1]}"
+    ),
+    "task-completed": lambda e: f"Task {e.data.get('task', '?')} completed by {e.data.get('worker', '?')}",
+    "locks-freed": lambda e: (
+        f"{e.data.get('worker', '?')} released " + (", ".join(e.data.get("files") or []) or "no files")
+    ),
     "warning": lambda e: f"WARNING: {e.data.get('message', '')}",
     "error": lambda e: f"ERROR: {e.data.get('message', '')}",
 }

@@ -197,6 +197,8 @@ class Command:
     value: int | None = None
     end: int = 0
     """Byte offset just past this command's line: the driver's new `control_offset`."""
+    target: str | None = None
+    """A worker's name (`run --workers`): the command acts on that worker only."""
 
     def to_json(self) -> dict[str, Any]:
         obj: dict[str, Any] = {"id": self.id, "ts": self.ts, "kind": self.kind, "source": self.source}
@@ -204,6 +206,8 @@ class Command:
             obj["reason"] = self.reason
         if self.value is not None:
             obj["value"] = self.value
+        if self.target:
+            obj["target"] = self.target
         return obj
 
 

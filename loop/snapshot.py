@@ -115,6 +115,8 @@ class Snapshot:
     archive: dict[str, Any] | None = None
     """The latest archived loop's summary, when there is no live loop."""
     backup_exists: bool = False
+    parallel: dict[str, Any] | None = None
+    """`run --workers`: the workers, the lock table and the deferral streak, as the state has them."""
 
     @property
     def escalation(self) -> Event | None:
@@ -149,6 +151,8 @@ class Snapshot:
             obj["error"] = asdict(self.error)
         if self.archive is not None:
             obj["last_archive"] = self.archive
+        if self.parallel is not None:
+            obj["parallel"] = self.parallel
         return obj
 
 
@@ -240,7 +244,14 @@ def read(workspace: Workspace, *, with_sources: bool = True, with_events: bool =
         verifications=_verifications(events),
         durations=_durations(events),
         backup_exists=backup,
+        parallel=_parallel(state),
     )
+
+
+def _parallel(state: LoopState) -> dict[str, Any] | None:
+    from loop.scheduler import section_of
+
+    return section_of(state)
 
 
 def _latest_archive(workspace: Workspace) -> dict[str, Any] | None:

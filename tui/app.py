@@ -39,6 +39,7 @@ from tui.widgets.journal import JournalPanel
 from tui.widgets.sources import SourcesPanel
 from tui.widgets.status_bar import StatusBar
 from tui.widgets.verification import VerificationPanel
+from tui.widgets.workers import WorkersPanel
 
 GIT_EVERY_S = 2.0
 RAISE_BY = 20
@@ -127,6 +128,7 @@ class LoopdeckApp(App[None]):
             with Vertical(id="right"):
                 yield VerificationPanel(id="verification")
                 yield GitPanel(id="git")
+        yield WorkersPanel(self.workspace, id="workers")
         yield JournalPanel(id="journal")
         yield Footer()
 
@@ -220,6 +222,7 @@ class LoopdeckApp(App[None]):
         self.main.query_one(SourcesPanel).show(snapshot, now)
         self.main.query_one(IterationPanel).show(snapshot, now)
         self.main.query_one(VerificationPanel).show(snapshot, now)
+        self.main.query_one(WorkersPanel).show(snapshot, now)
         self.main.query_one(JournalPanel).show_events(snapshot.events)
         self.report_applied(snapshot)
         self.refresh_bindings_if_changed()

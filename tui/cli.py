@@ -78,8 +78,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from loop.demo import workspace
 
+    workers = getattr(args, "workers", None)
+    if workers is not None and not 2 <= workers <= 12:
+        raise LoopdeckError("demo --workers takes 2 to 12 (without it, the demo runs one agent)")
     root = Path(tempfile.mkdtemp(prefix="loopdeck-demo-")) / "project"
     workspace.create(root, tasks=8)
+    if workers is not None:
+        return _demo_workers(args, root)
     # One verification failure along the way: the fifth task (line 7) is done with a broken file.
     low, high = (os.environ.get("LOOPDECK_DEMO_PACE") or "1 2").split()[:2]  # seconds per agent turn
     agent_cmd = workspace.agent_command("--sleep", low, high, "--break-at", "7")
@@ -109,6 +114,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"loopdeck demo: a throwaway git workspace in {root}")
     if args.headless:
         return subprocess.call([*argv, "--headless"], cwd=root)
+    return _monitor(root, argv)
+
+
+def _monitor(root: Path, argv: list[str]) -> int:
+    """The runner in the background, the monitor in front; quitting ends the runner."""
+    import subprocess
+
     from tui.app import LoopdeckApp
 
     log = root / ".claude" / "loopdeck" / "runner.log"
@@ -140,6 +152,31 @@ def cmd_demo(args: argparse.Namespace) -> int:
         end_runner()
     print(f"loopdeck demo: ended; the workspace stays in {root} (the runner's log: {log})")
     return 0
+
+
+def _demo_workers(args: argparse.Namespace, root: Path) -> int:
+    import subprocess
+
+    """`demo --workers N`: scripted workers over a small graph with dependencies and one file
+    conflict; one task's first attempt is rejected by the audit and redone."""
+    from loop.demo import graph, workspace
+    from loop.demo.worker import AUDIT
+
+    folder = graph.create(root.parent / "tasks")
+    (root / "audit.py").write_text(AUDIT)
+    low, high = (os.environ.get("LOOPDECK_DEMO_PACE") or "1 3").split()[:2]
+    agent_cmd = workspace.agent_command("--sleep", low, high, "--break-on", "4")
+    agent_cmd = agent_cmd.replace("loop.demo.agent", "loop.demo.worker")
+    audit = f"{sys.executable} audit.py"
+    argv = [
+        *[sys.executable, "-m", "tui.cli", "-C", str(root), "run", "Build the demo todo service"],
+        *["--workers", str(args.workers), "--graph", str(folder), "--agent", agent_cmd],
+        *["--audit", audit, "--verify-allow", audit, "--commit"],
+    ]
+    print(f"loopdeck demo: a throwaway git workspace in {root}, its task graph in {folder}")
+    if args.headless:
+        return subprocess.call([*argv, "--headless"], cwd=root)
+    return _monitor(root, argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,93 @@
+"""`loopdeck run --workers N`: the options, checked, and the parallel runner started.
+
+Apart from `loop.cli_long` so that the single runner's verb stays as it was: `--workers 1` is
+today's runner, unchanged."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from loop.errors import LoopdeckError
+from loop.paths import Workspace
+from loop.runner import Options, Runner
+from loop.scheduler import MAX_WORKERS, board_of
+from loop.state import LoopState
+
+DEFAULT_GOAL = "Work through the task graph"
+
+
+def graph_path(args: argparse.Namespace, ws: Workspace, existing: LoopState | None) -> Path:
+    """The graph named on the command line, else the one the loop recorded."""
+    if args.graph and args.task_list:
+        raise LoopdeckError("give --graph or --task-list, not both")
+    if args.task_list:
+        from loop.sources.claude_tasks import claude_home
+
+        return claude_home() / "tasks" / str(args.task_list)
+    if args.graph:
+        path = Path(str(args.graph)).expanduser()
+        return path if path.is_absolute() else (Path.cwd() / path).resolve()
+    recorded = board_of(existing).graph if existing is not None else ""
+    if recorded:
+        return Path(recorded)
+    raise LoopdeckError(
+        "--workers needs a task graph: --graph PATH (folder or .json/.yaml) or --task-list ID"
+    )
+
+
+def run_parallel(
+    args: argparse.Namespace,
+    ws: Workspace,
+    options: Options,
+    runner: Runner,
+    existing: LoopState | None,
+    create: Callable[[], LoopState],
+) -> int:
+    if not 1 <= args.workers <= MAX_WORKERS:
+        raise LoopdeckError(f"--workers takes 1 to {MAX_WORKERS}, not {args.workers}")
+    if args.workers == 1:
+        return runner.run(create)
+    from loop.parallel import Parallel, ParallelRunner
+
+    path = graph_path(args, ws, existing)
+    if args.audit and args.audit_agent:
+        raise LoopdeckError("give --audit or --audit-agent, not both")
+    parallel = Parallel(path, args.workers, args.audit, args.audit_agent, tuple(args.verify_allow or ()))
+
+    def create_parallel() -> LoopState:
+        from loop.control import end_offset
+
+        prompt = " ".join(args.prompt).strip() or DEFAULT_GOAL
+        state = LoopState.new(
+            prompt,
+            max_iterations=args.max_iterations if args.max_iterations is not None else 0,
+            check_tasks=False,
+            check_github=False,
+            control_offset=end_offset(ws),
+        )
+        if args.verify_allow:
+            state.extra["verify_allow"] = list(args.verify_allow)
+        return state
+
+    return ParallelRunner(ws, options, parallel, runner=runner).run(create_parallel)
+
+
+def status_rows(section: dict[str, Any]) -> list[tuple[str, str]]:
+    """`loopdeck status` lines for a loop with parallel workers."""
+    workers = [w for w in section.get("workers") or [] if isinstance(w, dict)]
+    busy = f"{len(workers)}/{section.get('capacity', '?')} busy"
+    rows = [("workers", f"{busy}, defer streak {section.get('defer_streak', 0)}")]
+    for worker in workers:
+        files = ", ".join(str(f) for f in worker.get("files") or []) or "no files"
+        rows.append(
+            (
+                f"  {worker.get('name', '?')}",
+                f"task {worker.get('task', '?')}, turn {worker.get('turns', 1)}, "
+                f"{worker.get('status', '?')} ({files})",
+            )
+        )
+    rows += [("  waiting", str(d.get("line"))) for d in section.get("deferred") or [] if isinstance(d, dict)]
+    return rows

@@ -1,0 +1,351 @@
+"""`run --workers N` end to end: a real graph folder, scripted workers as real processes, the
+journal as the witness of every lock taken and freed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from loop.demo import graph as demo_graph
+from loop.demo import workspace
+from loop.demo.worker import AUDIT
+from loop.journal import Event, Journal
+from loop.paths import Workspace
+from tests.conftest import REPO
+from tests.test_runner import processes_in
+
+PY = sys.executable
+
+TWELVE = (
+    ("1", "Model", (), ("src/model.py",)),
+    ("2", "Storage", ("1",), ("src/store.py",)),
+    ("3", "List endpoint", ("1",), ("src/api.py",)),
+    ("4", "Create endpoint", ("1",), ("src/api.py", "src/validate.py")),
+    ("5", "Delete endpoint", ("2",), ("src/api.py",)),
+    ("6", "Errors", ("2",), ("src/errors.py", "src/store.py")),
+    ("7", "README", (), ("README.md",)),
+    ("8", "Changelog", (), ("CHANGELOG.md", "README.md")),
+    ("9", "Smoke test", ("3", "4", "5"), ("tests/test_smoke.py",)),
+    ("10", "Config", (), ("src/config.py",)),
+    ("11", "Logging", ("10",), ("src/config.py", "src/log.py")),
+    ("12", "Release notes", ("8", "9", "11"), ("CHANGELOG.md",)),
+)
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-home"))
+    for key in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"):
+        monkeypatch.setenv(key, "t")
+    for key in ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.setenv(key, "t@example.invalid")
+    root = workspace.create(tmp_path / "repo", tasks=1)
+    (root / "audit.py").write_text(AUDIT)
+    return Workspace(root)
+
+
+def run(
+    ws: Workspace, graph: Path, *extra: str, worker: tuple[str, ...] = (), timeout: float = 90
+) -> subprocess.CompletedProcess[str]:
+    agent = " ".join([PY, "-m", "loop.demo.worker", *worker])
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [
+            PY,
+            "-m",
+            "loop.cli",
+            "-C",
+            str(ws.root),
+            "run",
+            "Build it",
+            "--workers",
+            "4",
+            "--graph",
+            str(graph),
+            "--agent",
+            agent,
+            "--headless",
+            *extra,
+        ],
+        cwd=ws.root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def events(ws: Workspace) -> list[Event]:
+    return Journal(ws.journal).read_from(0).events
+
+
+def assert_locks_exclusive(evs: list[Event]) -> None:
+    """Replay the journal: a worker takes its files when it starts and holds them until they
+    are freed; no file is ever held by two workers at once."""
+    held: dict[str, str] = {}
+    for e in evs:
+        if e.kind == "worker-started":
+            for f in e.data["files"]:
+                assert f not in held, f"{e.data['worker']} took {f} while {held.get(f)} held it"
+                held[f] = e.data["worker"]
+        elif e.kind == "locks-freed":
+            for f in e.data["files"]:
+                assert held.pop(f, None) == e.data["worker"]
+
+
+def test_twelve_tasks_four_workers_with_a_rejecting_audit(repo: Workspace) -> None:
+    graph = demo_graph.create(repo.root / "graph", TWELVE)
+    audit = f"{PY} audit.py"
+    done = run(
+        repo,
+        graph,
+        "--audit",
+        audit,
+        "--verify-allow",
+        audit,
+        worker=("--break-on", "4", "--sleep", "0.05", "0.2"),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    evs = events(repo)
+    assert_locks_exclusive(evs)
+    order = [e.data["task"] for e in evs if e.kind == "task-completed"]
+    assert sorted(order, key=int) == [t[0] for t in TWELVE]
+    finished_at = {t: i for i, t in enumerate(order)}
+    position = {id(e): i for i, e in enumerate(evs)}
+    starts = {e.data["task"]: position[id(e)] for e in evs if e.kind == "worker-started"}
+    completes = {e.data["task"]: position[id(e)] for e in evs if e.kind == "task-completed"}
+    for ident, _s, blocked_by, _f in TWELVE:
+        for b in blocked_by:
+            assert completes[b] < starts[ident], f"task {ident} started before {b} completed"
+    assert finished_at
+    rejected = [e.data["task"] for e in evs if e.kind == "audit-rejected"]
+    assert rejected == ["4"]
+    reruns = [e.data["task"] for e in evs if e.kind == "worker-turn"]
+    assert reruns == ["4"]
+    assert any(e.kind == "task-deferred" for e in evs)
+    max_active = 0
+    active: set[str] = set()
+    for e in evs:
+        if e.kind == "worker-started":
+            active.add(e.data["worker"])
+        elif e.kind == "locks-freed":
+            active.discard(e.data["worker"])
+        max_active = max(max_active, len(active))
+    assert max_active <= 4
+    for path in sorted(graph.glob("*.json")):
+        obj = json.loads(path.read_text())
+        assert obj["status"] == "completed", obj
+        assert "owner" not in obj, obj
+    assert not (repo.root / ".claude" / "orchestrator-loop.local.md").exists()  # archived
+    prompts = sorted((repo.root / ".claude" / "loopdeck" / "workers").glob("*.stdin"))
+    assert len(prompts) == 13  # 12 tasks, one rework
+    for path in prompts:
+        text = path.read_text()
+        own = [t for t in TWELVE if f"Your task ({t[0]}): {t[1]}" in text]
+        assert len(own) == 1, text
+        others = [t for t in TWELVE if t is not own[0] and demo_graph.task_json(*t)["description"] in text]
+        assert others == [], f"{path.name} holds other tasks: {others}"
+
+
+def test_a_deadlocked_graph_escalates_after_three_cycles(repo: Workspace) -> None:
+    tasks = (
+        ("1", "Chicken", ("2",), ("a.py",)),
+        ("2", "Egg", ("1",), ("b.py",)),
+    )
+    graph = demo_graph.create(repo.root / "graph", tasks)
+    done = run(repo, graph, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    evs = events(repo)
+    escalations = [e for e in evs if e.kind == "escalation"]
+    assert len(escalations) == 1
+    assert escalations[0].data["kind"] == "deadlock"
+    assert "Task 1 waits for 2" in escalations[0].data["reason"]
+    assert "in 3 cycles in a row" in escalations[0].data["reason"]
+    assert not any(e.kind == "worker-started" for e in evs)
+
+
+def test_status_json_shows_workers_locks_and_the_streak(repo: Workspace) -> None:
+    from loop.snapshot import read
+
+    graph = demo_graph.create(
+        repo.root / "graph", (("1", "Hang", (), ("a.py",)), ("2", "Wait", (), ("a.py",)))
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    agent = " ".join([PY, "-m", "loop.demo.worker", "--hang-on", "1"])
+    proc = subprocess.Popen(
+        [
+            PY,
+            "-m",
+            "loop.cli",
+            "-C",
+            str(repo.root),
+            "run",
+            "--workers",
+            "2",
+            "--graph",
+            str(graph),
+            "--agent",
+            agent,
+        ],
+        cwd=repo.root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        section: dict[str, object] = {}
+        while time.monotonic() < deadline:
+            snap = read(repo, with_sources=False, with_events=False)
+            section = snap.to_json().get("parallel") or {}
+            if section.get("workers") and section.get("deferred"):
+                break
+            time.sleep(0.05)
+        assert section["locks"] == {"a.py": "worker-1"}
+        assert section["deferred"][0]["line"] == "Task 2 deferred — file conflict with worker-1 on a.py"  # type: ignore[index]
+        assert json.loads((graph / "1.json").read_text())["owner"] == "worker-1"
+        shown = subprocess.run(
+            [PY, "-m", "loop.cli", "-C", str(repo.root), "status"], env=env, capture_output=True, text=True
+        ).stdout
+        assert "workers      1/2 busy" in shown and "task 1, turn 1, running (a.py)" in shown
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 143
+    deadline = time.monotonic() + 10  # the hung worker died with the runner
+    while processes_in(repo.root) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert processes_in(repo.root) == []
+    assert "owner" not in json.loads((graph / "1.json").read_text())  # given back on the way out
+    assert json.loads((graph / "1.json").read_text())["status"] == "pending"
+
+
+async def test_the_monitor_shows_workers_and_keys_act_on_the_selected_one(tmp_path: Path) -> None:
+    from textual.widgets import DataTable
+
+    from loop import scheduler
+    from loop.state import LoopState, StateStore
+    from tui.app import LoopdeckApp
+    from tui.widgets.workers import WorkersPanel
+
+    ws = Workspace(tmp_path / "project")
+    ws.claude_dir.mkdir(parents=True)
+    state = LoopState.new("Build it", driver="runner")
+    workers = (
+        scheduler.Worker("worker-1", "3", ("src/api.py",), "2026-01-09T10:00:00+00:00"),
+        scheduler.Worker("worker-2", "5", ("README.md",), "2026-01-09T10:00:00+00:00", turns=2),
+    )
+    scheduler.keep(state, scheduler.Board(graph="g", capacity=4, workers=workers, serial=2))
+    StateStore(ws).write(state)
+    monitor = LoopdeckApp(ws, git=False, prompts=False)
+    async with monitor.run_test(size=(140, 50)) as pilot:
+        panel = monitor.query_one(WorkersPanel)
+        deadline = time.monotonic() + 10
+        while not panel.rows and time.monotonic() < deadline:
+            await pilot.pause(0.05)
+        assert panel.rows == ["worker-1", "worker-2"]
+        assert panel.has_class("-shown")
+        table = panel.query_one(DataTable)
+        table.focus()
+        table.move_cursor(row=1)
+        await pilot.pause()
+        await pilot.press("w")
+        await pilot.pause()
+    sent = [json.loads(line) for line in ws.control.read_text().splitlines()]
+    assert [(c["kind"], c.get("target")) for c in sent] == [("stop", "worker-2")]
+
+
+def test_an_audit_agent_and_a_task_a_worker_adds_to_the_list(repo: Workspace, tmp_path: Path) -> None:
+    folder = demo_graph.create(
+        tmp_path / "claude-home" / "tasks" / "team",
+        (("1", "Model", (), ("m.py",)), ("2", "Api", ("1",), ("m.py",))),
+    )
+    audit_agent = f"{PY} audit.py"
+    done = run(
+        repo,
+        folder,
+        "--audit-agent",
+        audit_agent,
+        worker=("--break-on", "2", "--add-task-on", "1"),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    evs = events(repo)
+    assert [e.data["task"] for e in evs if e.kind == "audit-rejected"] == ["2"]
+    assert sorted(e.data["task"] for e in evs if e.kind == "task-completed") == ["1", "101", "2"]
+    assert json.loads((folder / "101.json").read_text())["status"] == "completed"
+    assert_locks_exclusive(evs)
+
+
+def test_a_question_pauses_that_worker_only_until_a_person_answers(repo: Workspace) -> None:
+    graph = demo_graph.create(
+        repo.root / "graph",
+        (("1", "Ask", (), ("a.py",)), ("2", "Other", (), ("b.py",)), ("3", "Next", ("2",), ("c.py",))),
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    agent = " ".join([PY, "-m", "loop.demo.worker", "--ask-on", "1"])
+    base = [PY, "-m", "loop.cli", "-C", str(repo.root)]
+    proc = subprocess.Popen(
+        [*base, "run", "--workers", "2", "--graph", str(graph), "--agent", agent],
+        cwd=repo.root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            kinds = [e.kind for e in events(repo)]
+            if "worker-question" in kinds and kinds.count("task-completed") == 2:
+                break
+            time.sleep(0.05)
+        evs = events(repo)
+        asked = next(e for e in evs if e.kind == "worker-question")
+        assert asked.data["task"] == "1" and "keep the old format" in asked.data["question"]
+        assert sorted(e.data["task"] for e in evs if e.kind == "task-completed") == ["2", "3"]
+        answer = subprocess.run(
+            [*base, "resume", "--worker", asked.data["worker"], "--reason", "yes, keep it", "--wait", "20"],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert answer.returncode == 0, answer.stderr
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    evs = events(repo)
+    assert [e.data.get("answer") for e in evs if e.kind == "answered"] == ["yes, keep it"]
+    assert sorted(e.data["task"] for e in evs if e.kind == "task-completed") == ["1", "2", "3"]
+    prompts = sorted((repo.root / ".claude" / "loopdeck" / "workers").glob("worker-1.*.stdin"))
+    assert "A PERSON ANSWERED YOUR QUESTION:\nyes, keep it" in prompts[-1].read_text()
+
+
+def test_headless_a_question_nobody_can_answer_ends_the_run(repo: Workspace) -> None:
+    graph = demo_graph.create(repo.root / "graph", (("1", "Ask", (), ("a.py",)),))
+    done = run(repo, graph, worker=("--ask-on", "1"), timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "a worker asks: Should 'Ask' keep the old format?" in done.stdout
+    assert not any(e.kind == "escalation" for e in events(repo))
+    task = json.loads((graph / "1.json").read_text())
+    assert (task["status"], "owner" in task) == ("pending", False)
+
+
+def test_the_demo_with_workers_runs_to_completion(tmp_path: Path) -> None:
+    from tests.conftest import run_loopdeck
+
+    env = {
+        "LOOPDECK_DEMO_PACE": "0.01 0.05",
+        "TMPDIR": str(tmp_path),
+        "CLAUDE_CONFIG_DIR": str(tmp_path / "home"),
+    }
+    done = run_loopdeck("demo", "--workers", "4", "--headless", env=env, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Task 4 deferred — file conflict with worker-" in done.stdout
+    assert "Audit REJECTED task 4" in done.stdout
+    assert "Loop complete: all 8 tasks completed" in done.stdout
