@@ -78,6 +78,9 @@ def cmd_start(args: argparse.Namespace) -> int:
             notify=list(args.notify or []),
         )
         writer.start(ws, store, journal, state, force=args.force)
+        from loop import trust
+
+        trust.record(ws, state)  # the person chose these commands, here
     journal.append(
         "loop-started",
         0,
@@ -403,6 +406,31 @@ def _verbs() -> Any:
 # --- hook and install ----------------------------------------------------------------------
 
 
+def cmd_trust(args: argparse.Namespace) -> int:
+    from loop import trust
+    from loop.state import StateStore
+
+    ws = _workspace(args)
+    state = StateStore(ws).read()
+    if state is None:
+        raise LoopdeckError(f"no loop in {ws.root}: nothing to trust")
+    pending = trust.untrusted(ws, state)
+    if not pending:
+        print("loopdeck: every command this loop runs was chosen on this machine")
+        return 0
+    print("The loop's state file names these commands:")
+    for command in pending:
+        print(f"  {command}")
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise LoopdeckError("not confirmed: run `loopdeck trust --yes` to trust them")
+        if input("Run them in this loop from now on? [y/N] ").strip().lower() not in ("y", "yes"):
+            raise LoopdeckError("not confirmed; nothing changed")
+    trust.record(ws, state)
+    print("loopdeck: trusted on this machine")
+    return 0
+
+
 def cmd_hook(args: argparse.Namespace) -> int:
     from loop import hook
 
@@ -589,6 +617,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--no-tasks", action="store_true", help="do not check Claude Code Tasks")
     run.add_argument("--no-github", action="store_true", help="do not check GitHub Projects")
+    run.add_argument(
+        "--yes", action="store_true", help="run the commands a state file names without asking (scripts)"
+    )
     add_limit_options(run)
     run.set_defaults(func=lambda args: _verbs().cmd_run(args))
 
@@ -640,6 +671,12 @@ def build_parser() -> argparse.ArgumentParser:
         "prompt", help="the UserPromptSubmit hook: runs the slash commands (JSON on stdin, no shell)"
     )
     prompt_hook.set_defaults(func=cmd_hook_prompt)
+
+    trusting = verbs.add_parser(
+        "trust", help="confirm the commands a loop's state file names (one that came with a repository)"
+    )
+    trusting.add_argument("--yes", action="store_true", help="without asking")
+    trusting.set_defaults(func=cmd_trust)
 
     inst = verbs.add_parser("install", help="put the Stop hook and slash commands into .claude/")
     inst.add_argument("--uninstall", action="store_true", help="take them back out")

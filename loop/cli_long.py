@@ -36,6 +36,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         retries=pick("retries", args.retries, 2),
         commit=bool(pick("commit", True if args.commit else None, False)),
         headless=args.headless,
+        agent_given=args.agent is not None,
+        trusted=args.yes,
+        confirm=_ask if sys.stdin.isatty() and not args.headless else None,
     )
     try:
         agent.check_template(options.agent)  # refused before the loop starts, not per attempt
@@ -93,3 +96,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         return run_parallel(args, ws, options, runner, existing, create)
     return runner.run(create)
+
+
+def _ask(commands: list[str]) -> bool:
+    """Ask the person at the terminal to confirm commands this machine never chose."""
+    print("The loop's state file names commands nobody on this machine chose:", file=sys.stderr)
+    for command in commands:
+        print(f"  {command}", file=sys.stderr)
+    try:
+        return input("Run them? [y/N] ").strip().lower() in ("y", "yes")
+    except EOFError:
+        return False

@@ -253,7 +253,7 @@ def _rules(
 
     if sources is None:
         raise ValueError("decide() needs the task sources here (ask needs_sources first)")
-    aggregate = sources
+    aggregate = _integrity(state, sources, events)
 
     if turn is not None and turn.failure is None and turn.interrupted is None:
         mark = f"{turn.mark}|{_task_mark(aggregate)}"
@@ -550,6 +550,24 @@ def _limited(result: Result, state: LoopState, turn: Turn, now: datetime) -> Res
     result.reason = None
     result.system_message = f"loopdeck: {reason}; waiting until {iso_s(until)}"
     return result
+
+
+def _integrity(state: LoopState, sources: Aggregate, events: list[tuple[str, dict[str, Any]]]) -> Aggregate:
+    """A task file that loses most of its tasks at once (an agent killed mid-write truncates
+    it to nothing) must not read as "all done": that answer is uncertain, once, and the next
+    Stop takes the new count as the file's."""
+    report = sources.by_name("task_file")
+    if report is None or not report.available:
+        return sources
+    boxes = report.pending + report.in_progress + report.done + report.skipped
+    before = state.extra.get("task_file_boxes")
+    state.extra["task_file_boxes"] = boxes
+    if not isinstance(before, int) or before < 3 or (boxes > 0 and boxes >= before // 2):
+        return sources
+    why = f"the task file went from {before} tasks to {boxes} at once (cut short or rewritten?)"
+    events.append(("warning", {"message": why}))
+    doubtful = replace(report, available=False, error=why)
+    return combine([doubtful if r.name == "task_file" else r for r in sources.sources], sources.checked_at)
 
 
 def _task_mark(sources: Aggregate) -> str:

@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Mapping
@@ -30,7 +31,10 @@ from loop.state import StateStore
 from loop.timeutil import utcnow
 
 LOCK_TIMEOUT = 15.0
-VERIFY_BUDGET_S = 500.0
+DEADLINE_S = 540.0
+"""The whole hook, whatever it meets, ends within this (Claude Code's hook timeout, as
+`loopdeck install` sets it, is 600 s): past it, it fails safe and says so in the journal."""
+VERIFY_BUDGET_S = 400.0
 """All verification commands together stay under Claude Code's hook timeout (600 s as installed)."""
 MAX_STDIN = 16 * 1024 * 1024
 
@@ -106,7 +110,7 @@ def _str(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-QUESTION_WAIT_S = 240.0
+QUESTION_WAIT_S = 120.0
 """How long a Stop whose agent asked a question waits for the answer (from the monitor or
 `loopdeck answer`) before it lets the session stop, paused: well inside the hook timeout that
 `loopdeck install` sets. `LOOPDECK_QUESTION_WAIT` (seconds, 0 = no wait) changes it."""
@@ -173,7 +177,7 @@ def _answer_came(ws: Workspace, state: LoopState, env: Mapping[str, str]) -> boo
         budget = float(env.get("LOOPDECK_QUESTION_WAIT", QUESTION_WAIT_S))
     except ValueError:
         budget = QUESTION_WAIT_S
-    deadline = time.monotonic() + max(0.0, min(budget, QUESTION_WAIT_S * 2))
+    deadline = time.monotonic() + max(0.0, min(budget, DEADLINE_S - VERIFY_BUDGET_S - 10))
     while time.monotonic() < deadline:
         if control.read_since(ws.control, state.control_offset)[0]:
             return True
@@ -252,8 +256,17 @@ def _count(ws: Workspace, state: LoopState, stop: engine.StopInput) -> Aggregate
 
 def _verify(ws: Workspace, state: LoopState, journal: Journal) -> str | None:
     """Run the loop's verification commands; the failures' output, or None when all pass."""
-    from loop import verify
+    from loop import trust, verify
 
+    pending = trust.untrusted(ws, state)
+    if pending:
+        why = (
+            "the verification commands were not run: the loop's state file names commands nobody "
+            "on this machine chose (" + "; ".join(pending) + "). A person confirms them with "
+            "`loopdeck trust`."
+        )
+        journal.append("warning", state.iteration, {"message": why})
+        return why
     allow = state.extra.get("verify_allow") or []
     budget = VERIFY_BUDGET_S / max(1, len(state.verify))
     failures = []
@@ -305,6 +318,29 @@ def fail_safe(error: BaseException, ws: Workspace | None) -> dict[str, Any]:
     return {"systemMessage": line[:900]}
 
 
+class HookDeadline(Exception):
+    """The hook ran out of its time: it fails safe rather than be killed by Claude Code."""
+
+    def __str__(self) -> str:
+        return f"the hook ran past its {DEADLINE_S:g} s deadline"
+
+
+def _deadline(env: Mapping[str, str]) -> Any:
+    """Arm SIGALRM for the deadline; returns the handler it replaced (to put back), or None
+    where no alarm can be armed (not the main thread)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def expired(signum: int, frame: object) -> None:
+        raise HookDeadline()
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(max(1, int(DEADLINE_S)))
+    return previous if previous is not None else signal.SIG_DFL
+
+
 def main(
     stdin: Any = None, env: Mapping[str, str] | None = None, now: datetime | None = None, event: str = "stop"
 ) -> int:
@@ -313,6 +349,7 @@ def main(
     env = os.environ if env is None else env
     ws: Workspace | None = None
     out: dict[str, Any] | None
+    alarm = _deadline(env)
     try:
         raw = (stdin or sys.stdin.buffer).read(MAX_STDIN + 1)
         if len(raw) > MAX_STDIN:
@@ -333,6 +370,10 @@ def main(
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             raise
         out = fail_safe(exc, ws)
+    finally:
+        if alarm is not None:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, alarm)
     if out is not None:
         sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
         sys.stdout.flush()

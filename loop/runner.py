@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from loop import agent, claude_result, control, engine, limits, verify, writer
+from loop import agent, claude_result, control, engine, limits, trust, verify, writer
 from loop.errors import LoopdeckError
 from loop.journal import Event, Journal, render_line
 from loop.model import Aggregate, LoopState, Result, Settings, StopInput, Turn
@@ -53,6 +53,12 @@ class Options:
     """Headless: a loop waiting for a person ends the run with a summary (nobody is there)."""
     verify_timeout: float = 600.0
     poll: float = 0.2
+    agent_given: bool = False
+    """The agent command came from this command line (not from the state file)."""
+    trusted: bool = False
+    """`--yes`: run the commands the state file names even if nobody on this machine chose them."""
+    confirm: Callable[[list[str]], bool] | None = None
+    """Asks a person at a terminal to confirm such commands; None when nobody can answer."""
 
     def record(self) -> dict[str, Any]:
         return {
@@ -176,18 +182,41 @@ class Runner:
                     raise LoopdeckError(
                         f"a runner (pid {state.pid}) is already driving the loop in {self.ws.root}"
                     )
-            if fresh:
-                writer.start(self.ws, self.store, self.journal, state)
             claim = replace(self.settings, driver="runner", pid=os.getpid(), runner=self.options.record())
             result = engine.configure(state, claim, self.now())
-            writer.carry_out(self.ws, self.store, self.journal, state, result, self.now(), echo=self.echo)
             assert result.state is not None
+            if not fresh:
+                self.confirm_commands(state)  # before anything runs, and before it is saved
+            if fresh:
+                writer.start(self.ws, self.store, self.journal, state)
+            writer.carry_out(self.ws, self.store, self.journal, state, result, self.now(), echo=self.echo)
             state = result.state
+            trust.record(self.ws, state)
             self.offset = state.control_offset
         if fresh:
             self.event("loop-started", 0, {"max_iterations": state.max_iterations, "driver": "runner"})
         self.event("runner-started", state.iteration, {"pid": os.getpid(), "agent": self.options.agent})
         return state
+
+    def confirm_commands(self, state: LoopState) -> None:
+        """Commands this machine never chose (a state file that came with a repository) run only
+        once a person confirms them: at the terminal, or with --yes."""
+        given_now = {
+            "agent": self.options.agent_given,
+            "verify": self.settings.verify is not None,
+            "allowed": self.settings.verify_allow is not None,
+        }
+        # What the person gives on this command line is theirs; the rest comes from the file.
+        pending = [c for c in trust.untrusted(self.ws, state) if not given_now.get(c.split(":", 1)[0])]
+        if not pending or self.options.trusted:
+            return
+        if self.options.confirm is not None and self.options.confirm(pending):
+            return
+        listed = "\n".join(f"  {c}" for c in pending)
+        raise LoopdeckError(
+            f"the loop's state file in {self.ws.root} names commands nobody on this machine chose:\n"
+            f"{listed}\nNothing was run. Check them, then `loopdeck trust` or `loopdeck run --yes`."
+        )
 
     # --- the decision --------------------------------------------------------------------------
 

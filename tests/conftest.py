@@ -36,6 +36,13 @@ Initial task prompt goes here...
 """
 
 
+@pytest.fixture(autouse=True)
+def own_state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test keeps loopdeck's machine-local records (trusted commands) to itself, never in
+    the home folder of whoever runs the suite."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state-home")))
+
+
 @pytest.fixture
 def ws(tmp_path: Path) -> Workspace:
     root = tmp_path / "project"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from loop.engine import configure, decide, interrupt, needs_sources, restore, wants_verification
-from loop.model import Aggregate, Command, LoopState, Result, Settings, StopInput, Turn
+from loop.model import Aggregate, Command, LoopState, Result, Settings, StopInput, Turn, combine
 from tests.test_engine import EMPTY, NOW, cmd, kinds, sources, state
 
 
@@ -396,3 +396,29 @@ def test_a_note_reaches_the_next_prompt_once() -> None:
     assert said.state is not None
     after = decide(said.state, StopInput("x"), [], srcs, NOW)
     assert "A PERSON WATCHING" not in (after.reason or "")
+
+
+def test_a_task_file_cut_to_nothing_is_uncertain_not_done() -> None:
+    """Regression: a TODO.md truncated to 0 bytes by a killed agent counted as "all done"."""
+    from tests.test_engine import report
+
+    thirty = combine([report("task_file", 26, 0, 4)])
+    s = decide(state(), StopInput("x"), [], thirty, NOW).state
+    assert s is not None and s.extra["task_file_boxes"] == 30
+    emptied = combine([report("task_file", 0, 0, 0)])
+    result = decide(s, StopInput("x"), [], emptied, NOW)
+    assert result.blocked and (result.reason or "").startswith("TASK CHECK FAILED")
+    assert "from 30 tasks to 0 at once" in str(result.events)
+    assert result.state is not None and not result.state.verification_mode
+    # A person who meant it: the next Stop takes the file as it is.
+    again = decide(result.state, StopInput("x"), [], emptied, NOW)
+    assert again.blocked and (again.reason or "").startswith("VERIFICATION LOOP 1")
+
+
+def test_ordinary_progress_is_not_a_cut() -> None:
+    from tests.test_engine import report
+
+    s = decide(state(), StopInput("x"), [], combine([report("task_file", 4)]), NOW).state
+    assert s is not None
+    ticked = decide(s, StopInput("x"), [], combine([report("task_file", 2, 0, 2)]), NOW)
+    assert (ticked.reason or "").startswith("ORCHESTRATOR CONTINUATION")

@@ -465,3 +465,37 @@ def test_an_unanswered_question_lets_the_session_stop_paused(ws: Workspace, env:
     out = session.stop("<question>Which one?</question>", active=False)
     assert out is not None and "decision" not in out and "waiting for a person" in out["systemMessage"]
     assert session.state().status == "paused" and session.state().waiting_for["question"] == "Which one?"
+
+
+def test_the_hook_fails_safe_at_its_deadline(
+    ws: Workspace, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loop import hook
+
+    session = Session(ws, env)
+    session.loopdeck("start", "x", "--no-github")
+    monkeypatch.setattr(hook, "DEADLINE_S", 1.0)
+
+    def stuck(*args: object, **kwargs: object) -> None:
+        time.sleep(30)
+
+    with mock.patch("loop.engine.decide", side_effect=stuck):
+        out = session.stop(text="x")
+    assert out is not None and "decision" not in out and "deadline" in out["systemMessage"]
+    (error,) = [e for e in Journal(ws.journal).tail(50).events if e.kind == "error"]
+    assert "deadline" in error.data["message"]
+
+
+def test_the_hook_runs_no_verification_nobody_here_chose(
+    ws: Workspace, env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = Session(ws, env)
+    assert session.loopdeck("start", "x", "--no-github", "--verify", "true").returncode == 0
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "another-machine"))  # as if cloned
+    out = session.stop("ALL_TASKS_COMPLETE", active=False)
+    assert out is not None and out["decision"] == "block"
+    assert "were not run" in out["reason"] and "loopdeck trust" in out["reason"]
+    assert "verification-started" not in session.kinds()
+    assert session.loopdeck("trust", "--yes").returncode == 0
+    done = session.stop("ALL_TASKS_COMPLETE", active=False)
+    assert done is not None and "decision" not in done and "loop complete" in done["systemMessage"]

@@ -64,7 +64,7 @@ def test_one_notification_per_event_kind_in_a_scripted_loop(demo: Workspace, hoo
     assert asked.returncode == 1 and "Ended:       question" in asked.stdout, asked.stdout
     assert run_loopdeck("-C", str(demo.root), "answer", "SQLite").returncode == 0
     done = run_loopdeck("-C", str(demo.root), *run_args(agent_cmd=agent()), cwd=demo.root, timeout=120)
-    assert done.returncode == 0, done.stdout
+    assert done.returncode == 0, done.stdout + done.stderr
     got = hook.wait_for(3)
     assert sorted(got) == ["completed", "question", "usage-limit"]
     question = next(m for m in hook.received if m["kind"] == "question")

@@ -421,3 +421,27 @@ def test_a_signal_interrupts_verification_promptly_and_leaves_no_process(demo: W
     assert runner.returncode == 143
     assert time.monotonic() - started < 20  # not the check's 120 s
     wait_for(lambda: processes_in(demo.root) == [], timeout=10)
+
+
+def test_commands_from_a_state_file_nobody_here_chose_need_a_confirmation(
+    demo: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A state file that came with the repository names its own agent and checks: nothing of it
+    runs before a person confirms (`--yes` for scripts)."""
+    first = run_loopdeck("-C", str(demo.root), *run_args("--max-iterations", "1"), cwd=demo.root)
+    assert first.returncode == 1
+    state = StateStore(demo).read()
+    assert state is not None
+    marker = demo.root / "pwned"
+    evil = f"{PY} -c \"open('pwned', 'w').write('x')\""
+    text = demo.state.read_text().replace(json.dumps(state.extra["runner"]["agent"]), json.dumps(evil))
+    demo.state.write_text(text)  # as a pull or a clone would bring it
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "another-machine"))
+    refused = run_loopdeck("-C", str(demo.root), "run", "--headless", "--max-iterations", "3", cwd=demo.root)
+    assert refused.returncode == 1 and "nobody on this machine chose" in refused.stderr, refused.stderr
+    assert f"agent: {evil}" in refused.stderr and "Nothing was run" in refused.stderr
+    assert not marker.exists()
+    trusted = run_loopdeck("-C", str(demo.root), "trust", "--yes")
+    assert trusted.returncode == 0 and "trusted on this machine" in trusted.stdout
+    ran = run_loopdeck("-C", str(demo.root), "run", "--headless", "--max-iterations", "3", cwd=demo.root)
+    assert marker.exists(), ran.stdout + ran.stderr
