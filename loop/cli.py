@@ -9,7 +9,6 @@ Exit status: 0 done, 1 failed (the message on stderr), 2 usage.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import time
@@ -207,6 +206,7 @@ def _waiting(waiting: dict[str, Any]) -> str:
 
 
 def cmd_sources(args: argparse.Namespace) -> int:
+    from loop.model import replace
     from loop.sources.aggregate import SourceConfig, check_all
     from loop.state import StateStore
 
@@ -221,7 +221,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
         session_id=args.session,
     )
     if args.no_github:
-        config = dataclasses.replace(config, check_github=False)
+        config = replace(config, check_github=False)
     result = check_all(config)
     if args.json:
         print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from loop.errors import LoopdeckError
 from loop.journal import Journal
-from loop.model import COMMANDS, Command, LoopState
+from loop.model import COMMANDS, Command, LoopState, record
 from loop.paths import Workspace
 from loop.safeopen import append_bytes, open_regular
 from loop.state import StateStore
@@ -31,7 +30,7 @@ from loop.timeutil import iso_ms, utcnow
 MAX_LINE_BYTES = 64 * 1024
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BadLine:
     offset: int
     reason: str

@@ -30,7 +30,6 @@ The flow at each Stop:
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -45,6 +44,7 @@ from loop.model import (
     StopInput,
     Turn,
     combine,
+    replace,
 )
 from loop.prompts import (
     SOURCE_LABELS,

@@ -11,7 +11,6 @@ systemMessage says so. stdout carries one JSON object or nothing, never a traceb
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import signal
@@ -25,7 +24,7 @@ from typing import Any
 from loop import control, engine, writer
 from loop.errors import FileProblem, LockTimeout
 from loop.journal import Journal
-from loop.model import RUNNER_ENV, Aggregate, LoopState
+from loop.model import RUNNER_ENV, Aggregate, LoopState, replace
 from loop.paths import Workspace, find_workspace
 from loop.state import StateStore
 from loop.timeutil import utcnow
@@ -142,7 +141,7 @@ def handle(
             return None  # no live loop, or another session's Stop: not even the transcript is read
         commands, bad, end = control.read_since(ws.control, state.control_offset)
         transcript = Path(stop.transcript_path).expanduser() if stop.transcript_path else None
-        stop = dataclasses.replace(
+        stop = replace(
             stop,
             last_text=_last_text(payload),
             tool_round=_tool_round(transcript, state.extra.get("transcript_seen")),
@@ -151,7 +150,7 @@ def handle(
         sources = _count(ws, state, stop) if engine.needs_sources(state, stop, commands) else None
         if sources is not None and engine.wants_verification(state, stop, sources):
             failure = _verify(ws, state, journal)
-            stop = dataclasses.replace(stop, verification_failure=failure, verified=failure is None)
+            stop = replace(stop, verification_failure=failure, verified=failure is None)
         result = engine.decide(state, stop, commands, sources, now)
         writer.carry_out(ws, store, journal, state, result, now, end, bad)
     after = result.state

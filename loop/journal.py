@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from loop.events import KINDS, message, render_line
 from loop.model import JournalEvent as Event
+from loop.model import record
 from loop.redact import redact_obj
 from loop.safeopen import append_bytes, open_regular
 from loop.tailread import ReadCounter, lines_backwards
@@ -29,7 +29,7 @@ MAX_LINE_BYTES = 1024 * 1024
 """An event is small; a longer line is garbage (or an attack on the reader's memory)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Problem:
     """A line the reader skipped, and why: shown to people, never raised."""
 
@@ -41,7 +41,7 @@ class Problem:
         return f"byte {self.offset}: {self.reason}" + (f" ({self.excerpt})" if self.excerpt else "")
 
 
-@dataclass
+@record
 class ReadResult:
     events: list[Event]
     problems: list[Problem]

@@ -8,10 +8,156 @@ hook, which loads it on every agent turn, pays for nothing it does not use.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
+
+# --- records -----------------------------------------------------------------------------------
+#
+# The Stop hook loads this module on every agent turn. `dataclasses` costs it ~8 ms of imports
+# (inspect, ast, dis, tokenize) and ~1 ms per class decorated; these records are the same plain
+# data classes, built at import time from the annotations in a few microseconds each. mypy
+# checks them as the dataclasses they are (`TYPE_CHECKING` is always true for it: see
+# pyproject.toml), and `replace` works on both kinds.
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from dataclasses import dataclass as record
+    from dataclasses import field, replace
+else:
+    _MISSING = object()
+
+    class _Field:
+        __slots__ = ("compare", "default", "factory", "repr")
+
+        def __init__(self, default: Any, factory: Any, repr: bool, compare: bool) -> None:
+            self.default, self.factory, self.repr, self.compare = default, factory, repr, compare
+
+    def field(
+        *, default: Any = _MISSING, default_factory: Any = _MISSING, repr: bool = True, compare: bool = True
+    ) -> Any:
+        return _Field(default, default_factory, repr, compare)
+
+    def record(cls: Any = None, /, *, frozen: bool = False) -> Any:
+        """A data class: `__init__` (positional or by name, defaults and factories), `__eq__`,
+        `__repr__`, and for `frozen` ones immutability and `__hash__`."""
+
+        def build(cls: Any) -> Any:
+            names = tuple(cls.__dict__.get("__annotations__", {}))  # noqa: RUF063 - no inspect here
+            defaults: dict[str, Any] = {}
+            factories: dict[str, Callable[[], Any]] = {}
+            compared, shown = [], []
+            for name in names:
+                value = cls.__dict__.get(name, _MISSING)
+                spec = value if isinstance(value, _Field) else _Field(value, _MISSING, True, True)
+                if spec.factory is not _MISSING:
+                    factories[name] = spec.factory
+                elif spec.default is not _MISSING:
+                    defaults[name] = spec.default
+                if isinstance(value, _Field):
+                    if spec.default is _MISSING:
+                        delattr(cls, name)
+                    else:
+                        setattr(cls, name, spec.default)
+                if spec.compare:
+                    compared.append(name)
+                if spec.repr:
+                    shown.append(name)
+            setter = object.__setattr__
+
+            def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+                if len(args) > len(names):
+                    raise TypeError(f"{cls.__name__}() takes {len(names)} arguments, got {len(args)}")
+                for index, name in enumerate(names):
+                    if index < len(args):
+                        value = args[index]
+                        if name in kwargs:
+                            raise TypeError(f"{cls.__name__}() got two values for {name!r}")
+                    elif name in kwargs:
+                        value = kwargs.pop(name)
+                    elif name in factories:
+                        value = factories[name]()
+                    elif name in defaults:
+                        value = defaults[name]
+                    else:
+                        raise TypeError(f"{cls.__name__}() missing argument {name!r}")
+                    setter(self, name, value)
+                if kwargs:
+                    raise TypeError(f"{cls.__name__}() got unexpected arguments {sorted(kwargs)}")
+
+            def __eq__(self: Any, other: object) -> bool:
+                if other.__class__ is not self.__class__:
+                    return NotImplemented
+                return all(getattr(self, n) == getattr(other, n) for n in compared)
+
+            def __repr__(self: Any) -> str:
+                inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in shown)
+                return f"{cls.__qualname__}({inner})"
+
+            cls.__init__, cls.__eq__, cls.__repr__ = __init__, __eq__, __repr__
+            cls.__record_fields__ = names
+            if frozen:
+
+                def __setattr__(self: Any, name: str, value: Any) -> None:
+                    raise AttributeError(f"cannot assign to field {name!r} of a frozen {cls.__name__}")
+
+                def __hash__(self: Any) -> int:
+                    return hash(tuple(getattr(self, n) for n in compared))
+
+                cls.__setattr__, cls.__hash__ = __setattr__, __hash__
+                cls.__delattr__ = __setattr__
+            else:
+                cls.__hash__ = None
+            return cls
+
+        return build if cls is None else build(cls)
+
+    def replace(obj: Any, /, **changes: Any) -> Any:
+        """A copy of a record (or a dataclass) with some fields changed."""
+        names = getattr(type(obj), "__record_fields__", None)
+        if names is None:
+            import dataclasses
+
+            return dataclasses.replace(obj, **changes)
+        unknown = set(changes) - set(names)
+        if unknown:
+            raise TypeError(f"{type(obj).__name__} has no field(s) {sorted(unknown)}")
+        new = object.__new__(type(obj))
+        for name in names:
+            object.__setattr__(new, name, changes[name] if name in changes else getattr(obj, name))
+        return new
+
+
+__all__ = [
+    "ACTIVE_STATUSES",
+    "COMMANDS",
+    "DEFAULT_BLOCK_CAP",
+    "DEFAULT_LIMITS",
+    "DRIVERS",
+    "KNOWN_KEYS",
+    "MAX_ITEMS",
+    "NULL",
+    "RUNNER_ENV",
+    "SOURCE_NAMES",
+    "STATUSES",
+    "WAITING_KINDS",
+    "Aggregate",
+    "Command",
+    "Effects",
+    "Event",
+    "JournalEvent",
+    "LoopState",
+    "Result",
+    "Settings",
+    "SourceReport",
+    "StopInput",
+    "TaskItem",
+    "Turn",
+    "combine",
+    "field",
+    "record",
+    "replace",
+]
 
 # --- the state -------------------------------------------------------------------------------
 
@@ -35,7 +181,7 @@ DEFAULT_LIMITS = {"stuck_after": 2, "same_error_after": 3, "same_task_after": 3}
 """Stuck detection: working turns without progress, the same error in a row, failures of one task."""
 
 
-@dataclass
+@record
 class LoopState:
     """One loop's state. Unknown keys ride along in `extra` and are written back untouched."""
 
@@ -133,8 +279,6 @@ class LoopState:
 
     def copy(self) -> LoopState:
         """A copy the engine may change without touching the caller's (lists and maps too)."""
-        from dataclasses import replace
-
         return replace(
             self,
             verify=list(self.verify),
@@ -185,7 +329,7 @@ KNOWN_KEYS = (
 COMMANDS = ("pause", "resume", "skip", "complete", "stop", "set-max-iterations", "answer", "say")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Command:
     """One line of the control queue: what a person (CLI, monitor) asked the loop to do."""
 
@@ -221,7 +365,7 @@ SOURCE_NAMES = ("github", "claude_tasks", "task_file", "todos")
 """Priority order: team items first, then Claude Tasks, the checklist, the TODO list."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TaskItem:
     title: str
     status: str
@@ -246,7 +390,7 @@ class TaskItem:
         return obj
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SourceReport:
     name: str
     enabled: bool
@@ -298,7 +442,7 @@ class SourceReport:
         return obj
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Aggregate:
     sources: tuple[SourceReport, ...]
     pending_total: int
@@ -337,7 +481,7 @@ def combine(reports: list[SourceReport], now: str = "") -> Aggregate:
 DEFAULT_BLOCK_CAP = 8
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Turn:
     """What the runner saw of one agent run: the facts, gathered by the driver; the engine
     draws the conclusions (stuck, failing, asking)."""
@@ -365,7 +509,7 @@ class Turn:
     """How to allow them, in the agent CLI's own terms."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StopInput:
     """What a driver knows when the agent tries to stop (or, for the runner, ends a turn)."""
 
@@ -393,7 +537,7 @@ class StopInput:
     """The runner's progress fingerprint before the first turn (the baseline for `turn.mark`)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Settings:
     """Options given to `run` or `start` for an existing loop: applied by the engine, so a new
     limit re-arms the escalation exactly as the `set-max-iterations` command does."""
@@ -413,7 +557,7 @@ class Settings:
 # --- what the engine gives -------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Effects:
     """What the driver must do beyond writing the new state and the events."""
 
@@ -427,7 +571,7 @@ Event = tuple[str, dict[str, Any]]
 """An event the engine asks the driver to journal: (kind, data)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class JournalEvent:
     """One line of the journal, as read back."""
 
@@ -440,7 +584,7 @@ class JournalEvent:
         return {"ts": self.ts, "kind": self.kind, "iteration": self.iteration, "data": dict(self.data)}
 
 
-@dataclass
+@record
 class Result:
     action: str
     """"block" (the agent works on, with `reason` as its prompt) or "allow" (it may stop)."""

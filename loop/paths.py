@@ -6,8 +6,9 @@ line (`.claude/*.local.*`, `.claude/orchestrator-loop.*`) keeps them out of comm
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+
+from loop.model import record
 
 STATE_NAME = "orchestrator-loop.local.md"
 JOURNAL_NAME = "orchestrator-loop.events.jsonl"
@@ -16,7 +17,7 @@ LOCK_NAME = "orchestrator-loop.lock"
 RALPH_NAME = "ralph-loop.local.md"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Workspace:
     """A project folder and the paths of loopdeck's files inside it."""
 

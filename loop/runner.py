@@ -21,7 +21,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from typing import Any
 from loop import agent, claude_result, control, engine, limits, trust, verify, writer
 from loop.errors import LoopdeckError
 from loop.journal import Event, Journal, render_line
-from loop.model import Aggregate, LoopState, Result, Settings, StopInput, Turn
+from loop.model import Aggregate, LoopState, Result, Settings, StopInput, Turn, replace
 from loop.paths import Workspace
 from loop.sources.aggregate import SourceConfig, check_all
 from loop.state import StateStore

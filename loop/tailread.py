@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import BinaryIO
+
+from loop.model import record
 
 BLOCK = 64 * 1024
 
 
-@dataclass
+@record
 class ReadCounter:
     """How many bytes a backwards scan pulled from disk, so benches and tests can prove the
     scan stayed near the end."""

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from loop.model import Aggregate, LoopState, combine
+from loop.model import Aggregate, LoopState, combine, record, replace
 from loop.paths import Workspace
 from loop.sources import claude_tasks, github, prd, task_file, todos
 from loop.sources.base import disabled
@@ -15,7 +14,7 @@ __all__ = ["Aggregate", "SourceConfig", "check_all", "combine"]
 from loop.timeutil import iso_ms, utcnow
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SourceConfig:
     """What to check, as the state file (or the command line) says."""
 

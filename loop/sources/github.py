@@ -13,17 +13,17 @@ import json
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loop.model import record
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
 
 NAME = "github"
 IN_PROGRESS = frozenset({"in progress", "in_progress", "doing", "in review"})
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GithubConfig:
     project: str
     """`NUMBER` (owner `@me`) or `OWNER/NUMBER`."""

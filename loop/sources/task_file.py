@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from loop.model import field, record
 from loop.safeopen import read_regular
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
 
@@ -25,7 +25,7 @@ _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 _STATUS = {" ": "pending", "~": "in_progress", "x": "done", "X": "done", "-": "skipped"}
 
 
-@dataclass
+@record
 class Checklist:
     pending: int = 0
     in_progress: int = 0

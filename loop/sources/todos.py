@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from loop.model import record
 from loop.safeopen import open_regular
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
 
@@ -34,7 +34,7 @@ FIRST_LOOK = 8 * 1024 * 1024
 _STATUS = {"pending": "pending", "in_progress": "in_progress", "completed": "done"}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Found:
     """The latest TodoWrite list, and where its line starts."""
 
@@ -42,7 +42,7 @@ class Found:
     offset: int | None
 
 
-@dataclass
+@record
 class Scan:
     found: Found
     scanned_to: int
