@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 from loop.model import LoopState
 from loop.paths import Workspace
@@ -17,6 +16,10 @@ from loop.redact import redact, redact_obj
 from loop.safeopen import make_parents, write_bytes
 from loop.state import render
 from loop.timeutil import iso_ms, utcnow
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
+    from typing import Any
 
 
 def folder_name(started_at: str) -> str:

@@ -31,7 +31,6 @@ The flow at each Stop:
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from loop.model import (
     DEFAULT_BLOCK_CAP,
@@ -62,6 +61,10 @@ from loop.prompts import (
 )
 from loop.signals import completion_signal, question
 from loop.timeutil import iso_s, parse_iso
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
+    from typing import Any
 
 __all__ = ["DEFAULT_BLOCK_CAP", "Result", "StopInput", "configure", "decide", "interrupt", "restore"]
 

@@ -13,7 +13,11 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
+    from typing import Any
+
 
 _YAML: dict[str, Any] = {}
 

@@ -13,7 +13,6 @@ import os
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any, BinaryIO
 
 from loop.events import KINDS, message, render_line
 from loop.model import JournalEvent as Event
@@ -22,6 +21,10 @@ from loop.redact import redact_obj
 from loop.safeopen import append_bytes, open_regular
 from loop.tailread import ReadCounter, lines_backwards
 from loop.timeutil import iso_ms, utcnow
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
+    from typing import Any, BinaryIO
 
 __all__ = ["KINDS", "Event", "Journal", "Problem", "ReadResult", "decode_line", "message", "render_line"]
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
 
 # --- records -----------------------------------------------------------------------------------
 #
@@ -24,6 +23,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from dataclasses import dataclass as record
     from dataclasses import field, replace
+    from typing import Any
 else:
     _MISSING = object()
 
@@ -567,7 +567,7 @@ class Effects:
     """Mark this many current tasks of the task file skipped (`- [-]`), one per applied skip."""
 
 
-Event = tuple[str, dict[str, Any]]
+Event = tuple[str, dict[str, "Any"]]
 """An event the engine asks the driver to journal: (kind, data)."""
 
 

@@ -18,7 +18,11 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
+    from typing import Any
+
 
 NOTIFY_KINDS = ("escalation", "question", "usage-limit", "completed", "failed")
 """The events a person is told about."""

@@ -21,9 +21,12 @@ import fcntl
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO
 
 from loop.errors import LoopdeckError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
+    from typing import BinaryIO
 
 CLAUDE_DIR = ".claude"
 

@@ -20,7 +20,6 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from loop.errors import FileProblem, LockTimeout
 from loop.frontmatter import _YAML, _YAML_WORDS, atomic_write, fast_front_matter, scalar, yaml_module
@@ -30,6 +29,10 @@ from loop.paths import Workspace
 from loop.proc import alive
 from loop.safeopen import NotRegularFile, make_parents, read_regular
 from loop.timeutil import utcnow
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
+    from typing import Any
 
 __all__ = [
     "ACTIVE_STATUSES",

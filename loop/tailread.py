@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import BinaryIO
 
 from loop.model import record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
+    from typing import BinaryIO
 
 BLOCK = 64 * 1024
 

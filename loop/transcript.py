@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from loop.safeopen import open_regular
 from loop.tailread import lines_backwards
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
+    from typing import Any
 
 MAX_SCAN_BYTES = 32 * 1024 * 1024
 """How far back to look for the last assistant text before giving up."""

@@ -14,10 +14,13 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from loop.model import LoopState
 from loop.paths import Workspace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
+    from typing import Any
 
 
 def commands(state: LoopState) -> list[str]:

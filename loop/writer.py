@@ -15,7 +15,6 @@ import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from loop import control, engine, notify
 from loop.archive import archive
@@ -23,6 +22,10 @@ from loop.journal import Event, Journal
 from loop.model import LoopState, Result
 from loop.paths import Workspace
 from loop.state import StateError, StateStore
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
+    from typing import Any
 
 
 def carry_out(

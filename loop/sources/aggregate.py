@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from loop.model import Aggregate, LoopState, combine, record, replace
 from loop.paths import Workspace
 from loop.sources import claude_tasks, github, prd, task_file, todos
 from loop.sources.base import disabled
+from loop.timeutil import iso_ms, utcnow
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
+    from typing import Any
 
 __all__ = ["Aggregate", "SourceConfig", "check_all", "combine"]
-from loop.timeutil import iso_ms, utcnow
 
 
 @record(frozen=True)

@@ -12,10 +12,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from loop.safeopen import read_regular
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
+    from typing import Any
 
 NAME = "claude_tasks"
 MAX_TASK_BYTES = 4 * 1024 * 1024

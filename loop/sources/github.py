@@ -10,14 +10,15 @@ becomes `available: false` with the reason.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 from loop.model import record
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
+    from typing import Any
 
 NAME = "github"
 IN_PROGRESS = frozenset({"in progress", "in_progress", "doing", "in review"})
@@ -47,6 +48,9 @@ class GithubConfig:
 
 def fetch(config: GithubConfig) -> dict[str, Any]:
     """Run gh and return its JSON; raises RuntimeError with a reason a person can act on."""
+    import shutil  # here, not at the top: the Stop hook loads this module even with GitHub off
+    import subprocess
+
     owner, number = config.owner_number()
     gh = shutil.which("gh")
     if gh is None:

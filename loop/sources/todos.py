@@ -16,11 +16,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, BinaryIO
 
 from loop.model import record
 from loop.safeopen import open_regular
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
+    from typing import Any, BinaryIO
 
 NAME = "todos"
 NEEDLE = b'"TodoWrite"'

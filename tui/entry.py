@@ -1,0 +1,30 @@
+"""The `loopdeck` console script.
+
+Claude Code runs `loopdeck hook stop` on every turn of the agent: that path goes straight to the
+hook, before any command line parser or other verb is loaded, and leaves without the
+interpreter's teardown once its answer is flushed. Everything else is `tui.cli`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+HOOK_EVENTS = ("stop", "stop-failure")
+
+
+def main() -> int:
+    if sys.argv[1:2] == ["hook"] and sys.argv[2:3] and sys.argv[2] in HOOK_EVENTS and len(sys.argv) == 3:
+        from loop import hook
+
+        code = hook.main(event=sys.argv[2])
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    from tui.cli import main as verbs
+
+    return verbs()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
