@@ -162,6 +162,11 @@ class Runner:
         """Load or create the state, check the verification commands, claim the loop."""
         with self.store.locked():
             state = self.store.read()
+            if state is not None and state.status == "completed":
+                # Completed but never archived (the runner died between the two): finish that
+                # first, so a new run is a new loop, not a failed one.
+                writer.finish_archive(self.ws, self.journal, state)
+                state = None
             fresh = state is None
             if state is None:
                 if create is None:

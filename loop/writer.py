@@ -89,6 +89,14 @@ def _effects(ws: Workspace, store: StateStore, new: LoopState, result: Result) -
     store.write(new)
 
 
+def finish_archive(ws: Workspace, journal: Journal, state: LoopState) -> None:
+    """Archive a loop the state file says is completed but that was never moved to its archive
+    (a driver killed between writing the state and archiving it)."""
+    summary = {"reason": "completed; archived when the next run started (the last one was interrupted)"}
+    folder = archive_completed(ws, state, summary)
+    journal.append("archived", state.iteration, {"folder": str(folder)})
+
+
 def archive_completed(ws: Workspace, state: LoopState, summary: dict[str, Any]) -> Path:
     """A finished loop leaves the live state file for its archive folder, summary beside it."""
     folder = archive(ws, state, "completed", summary)

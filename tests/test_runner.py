@@ -445,3 +445,18 @@ def test_commands_from_a_state_file_nobody_here_chose_need_a_confirmation(
     assert trusted.returncode == 0 and "trusted on this machine" in trusted.stdout
     ran = run_loopdeck("-C", str(demo.root), "run", "--headless", "--max-iterations", "3", cwd=demo.root)
     assert marker.exists(), ran.stdout + ran.stderr
+
+
+def test_a_completed_loop_never_archived_is_archived_by_the_next_run(demo: Workspace) -> None:
+    """Regression: a runner killed between writing `completed` and archiving left a state that
+    made the next run fail and archive it as failed."""
+    from loop.model import LoopState
+
+    store = StateStore(demo)
+    store.write(LoopState.new("old work", status="completed", iteration=7))
+    done = run_loopdeck("-C", str(demo.root), *run_args(), cwd=demo.root, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    summaries = [json.loads(p.read_text()) for p in demo.archive_dir.glob("*/summary.json")]
+    outcomes = sorted(s["outcome"] for s in summaries)
+    assert outcomes == ["completed", "completed"], summaries
+    assert any("archived when the next run started" in s.get("reason", "") for s in summaries)
