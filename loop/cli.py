@@ -199,6 +199,8 @@ def _print_neighbours(found: Sequence[Any]) -> None:
 
 
 def _waiting(waiting: dict[str, Any]) -> str:
+    if waiting.get("kind") == "usage-limit":
+        return f"the usage limit to reset at {waiting.get('until') or '?'} ({waiting.get('reason', '')})"
     return f"a person: {waiting.get('reason', '')} (since {waiting.get('since') or '?'})"
 
 

@@ -37,6 +37,8 @@ class Turn:
 
     text: str = ""
     tools: list[Tool] = field(default_factory=list)
+    error: tuple[int, str, str] | None = None
+    """Answer with an API error instead: (HTTP status, error type, message)."""
 
 
 def say(text: str) -> Turn:
@@ -341,6 +343,10 @@ class MockAPI:
                     return
                 turn, main = api.answer(body)
                 api.record({"method": "POST", "path": path, "body": body, "main": main})
+                if turn.error is not None:
+                    status, kind, text = turn.error
+                    self._json(status, {"type": "error", "error": {"type": kind, "message": text}})
+                    return
                 message = api.message(turn)
                 if body.get("stream"):
                     self._send(200, api.sse(message), "text/event-stream")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -457,3 +458,39 @@ def test_stop_and_complete_are_final_over_a_later_resume(project: Project, final
         assert project.status()["status"] == "stopped"  # kept, not archived
     else:
         assert project.status().get("status") in (None, "completed") and project.archives()
+
+
+# --- usage limits, with the real CLI ------------------------------------------------------------
+
+
+def limited_once(project: Project, seconds: float = 5.0) -> Script:
+    """The API refuses every main request with a usage limit until it resets, `seconds` after
+    the first refusal, then works as `worker` does. Claude Code's own retries are turned off
+    (CLAUDE_CODE_MAX_RETRIES=0), as a real limit outlasts them."""
+    inner = worker(project)
+    reset: list[int] = []
+    project.env["CLAUDE_CODE_MAX_RETRIES"] = "0"
+
+    def script(request: Request) -> Turn:
+        if not reset:
+            reset.append(int(time.time() + seconds))
+        if time.time() < reset[0]:
+            return Turn(error=(429, "rate_limit_error", f"Claude AI usage limit reached|{reset[0]}"))
+        return inner(request)
+
+    return script
+
+
+def test_the_runner_waits_out_a_usage_limit_without_spending_a_retry(project: Project) -> None:
+    todo = project.write("TODO.md", "- [ ] first\n- [ ] second\n")
+    project.commit()
+    project.api.script = limited_once(project)
+    done = project.loopdeck(
+        "run", "Work through TODO.md", "--task-file", "TODO.md", "--headless", timeout=240, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert todo.read_text().count("- [x]") == 2
+    kinds = project.kinds()
+    assert kinds.count("usage-limit") == 1 and "limit-lifted" in kinds, kinds
+    assert "agent-failed" not in kinds and "retry" not in kinds
+    assert_completed(project)
