@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from loop import control, engine, writer
+from loop import classify, control, engine, writer
 from loop.errors import FileProblem, LockTimeout
 from loop.journal import Journal
 from loop.model import RUNNER_ENV, Aggregate, LoopState
@@ -125,6 +125,7 @@ def handle(payload: Mapping[str, Any], env: Mapping[str, str], now: datetime) ->
             block_cap=_block_cap(env),
             ralph_active=ws.ralph_state.exists(),
             driver="hook",
+            session_pid=classify.session_pid(),  # the session: resumption sees it close
         )
         if state is None or not engine.ours(state, stop):
             return None  # no live loop, or another session's Stop: not even the transcript is read
