@@ -147,7 +147,7 @@ def looks_like_driver(argv: list[str], name: str, driver: str | None) -> bool:
         ours = any(w.startswith("loopdeck") for w in words) or ("-m" in argv and "loop.cli" in argv)
         return ours and "run" in argv
     # a hook loop: its Claude Code session (a `claude` binary, or node running its cli)
-    return "claude" in name.lower() or any("claude" in w.lower() for w in words[:3])
+    return "claude" in name.lower() or any("claude" in arg.lower() for arg in argv[:3])
 
 
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish"})

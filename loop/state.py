@@ -499,4 +499,9 @@ class StateStore:
 
     def _move_aside(self) -> None:
         stamp = utcnow().strftime("%Y%m%dT%H%M%S")
-        os.replace(self.path, self.path.with_name(f"{self.path.name}.corrupt-{stamp}"))
+        target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        n = 1
+        while target.exists():  # two in one second: the earlier one is kept too
+            n += 1
+            target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}.{n}")
+        os.replace(self.path, target)
