@@ -465,6 +465,7 @@ def adopt(state: LoopState, session_id: str, transcript_path: str | None, now: d
     previous = state.session_id
     state.session_id = session_id
     state.transcript_path = transcript_path or None
+    state.pid = None  # the old session's process says nothing of this one (its Stop records it)
     result = Result("allow", state)
     result.events.append(
         ("session-bound", {"session_id": session_id, "previous": previous, "by": "/orchestrator-loop"})
