@@ -470,7 +470,20 @@ class Runner:
                     return self.on_signal()
                 result = self.decide(None)
                 continue
-            return self.finish("failed", f"unexpected status {current.status}")
+            return self.fail(f"the loop is {current.status}: the runner cannot drive it")
+
+    def fail(self, reason: str) -> int:
+        """The loop cannot go on: the engine ends it `failed` (with its summary), then ours."""
+        with self.store.locked():
+            state = self.store.read()
+            if state is not None:
+                now = self.now()
+                counts = None
+                with contextlib.suppress(Exception):
+                    counts = self.count(state)
+                result = engine.fail(state, reason, now, counts)
+                writer.carry_out(self.ws, self.store, self.journal, state, result, now, echo=self.echo)
+        return self.finish("failed", reason)
 
     def queued(self) -> bool:
         return bool(control.read_since(self.ws.control, self.offset)[0])

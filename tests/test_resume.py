@@ -364,3 +364,75 @@ def test_a_stopped_hook_loop_leaves_a_summary_status_shows(ws: Workspace, cli) -
     out = cli("status").out
     assert "last loop:   stopped (stopped by a person)" in out
     assert "Done:        1 task(s): a" in out and "Remaining:   1 task(s): b" in out
+
+
+def test_a_runner_that_cannot_go_on_fails_the_loop_through_the_engine(ws: Workspace, cli) -> None:
+    from loop.runner import Options, Runner
+
+    (ws.root / "TODO.md").write_text("- [x] a\n- [ ] b\n")
+    assert cli("start", "x", "--task-file", "TODO.md", "--no-github", "--no-tasks").code == 0
+    said: list[str] = []
+    code = Runner(ws, Options(), out=said.append).fail("the agent cannot start")
+    assert code == 1
+    st = StateStore(ws).read()
+    assert st is not None and st.status == "failed"
+    assert "failed" in [e.kind for e in Journal(ws.journal).tail(50).events]
+    folder = latest(ws)
+    assert folder is not None
+    record = json.loads((folder / "summary.json").read_text())
+    assert record["outcome"] == "failed" and record["tasks"]["remaining"] == ["b"]
+    assert "Remaining:   1 task(s): b" in said
+    assert any("`loopdeck start --force`" in line for line in said)
+    assert len(list((ws.root / ".claude" / "loops").iterdir())) == 1
+
+
+HOLD = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.ftruncate(fd, 0)
+os.pwrite(fd, (sys.argv[2] + "\\n").encode(), 0)  # the holder it names
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def hold_lock(ws: Workspace, named: int) -> subprocess.Popen[str]:
+    ws.lock.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(ws.lock), str(named)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+    return proc
+
+
+def test_a_stale_lock_is_broken_and_journaled(ws: Workspace) -> None:
+    dead = dead_pid()
+    holder = hold_lock(ws, dead)  # the lock outlives the process it names: stale
+    try:
+        store = StateStore(ws, lock_timeout=0.3)
+        with store.locked():
+            pass
+        broken = [e for e in Journal(ws.journal).tail(10).events if e.kind == "lock-broken"]
+        assert [e.data["pid"] for e in broken] == [dead]
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_live_holders_lock_is_never_broken(ws: Workspace) -> None:
+    import pytest
+
+    from loop.errors import LockTimeout
+
+    holder = hold_lock(ws, os.getpid())  # names a live process
+    try:
+        with (
+            pytest.raises(LockTimeout, match=f"pid {os.getpid()}, alive"),
+            StateStore(ws, lock_timeout=0.3).locked(),
+        ):
+            pass
+        assert "lock-broken" not in [e.kind for e in Journal(ws.journal).tail(10).events]
+    finally:
+        holder.kill()
+        holder.wait()
