@@ -102,7 +102,8 @@ def test_sigkill_at_random_moments_then_resume_always_completes(demo: Workspace)
     todo = (root / "TODO.md").read_text()
     assert "- [ ]" not in todo and todo.count("- [x]") == TASKS
     done = (root / ".claude" / "loopdeck" / "demo-done.log").read_text().split()
-    assert len(done) == len(set(done)) == TASKS, done  # no task done twice
+    # No task done twice (a kill between the tick and this log line may leave a task unlisted).
+    assert len(done) == len(set(done)) and len(done) >= TASKS - kills, done
     wait_for(lambda: not processes_in(root), timeout=15)
     assert torn_lines(demo) <= kills
 
