@@ -253,7 +253,7 @@ def _steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int
     elif alive(state.pid):
         when = "within a second (the runner polls the queue)"
     else:
-        when = "when a runner drives the loop again: its runner is not running (`loopdeck run`)"
+        when = "when a runner drives the loop again: its runner is gone (`loopdeck resume` restarts it)"
     print(f"loopdeck: {kind} queued (id {command.id}); it applies {when}")
     if args.wait:
         deadline = time.monotonic() + args.wait
