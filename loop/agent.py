@@ -171,6 +171,7 @@ def run(
     interrupt: Callable[[], str | None],
     poll: float = 0.2,
     env: dict[str, str] | None = None,
+    preexec: Callable[[], None] | None = None,
 ) -> Run:
     """Run the agent to the end, or until `timeout`, or until `interrupt()` names a reason."""
     start = time.monotonic()
@@ -190,7 +191,7 @@ def run(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=preexec or _die_with_parent,  # the runner's supervisor registers it
             env=env,
         )
     except (OSError, ValueError, UnsafePath) as exc:

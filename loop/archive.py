@@ -27,19 +27,26 @@ def folder_name(started_at: str) -> str:
 
 
 def archive(
-    workspace: Workspace, state: LoopState, outcome: str, summary: dict[str, Any] | None = None
+    workspace: Workspace,
+    state: LoopState,
+    outcome: str,
+    summary: dict[str, Any] | None = None,
+    reuse: bool = False,
 ) -> Path:
     """Write the state and a summary into a fresh archive folder; returns the folder.
 
-    Both are redacted: an archive outlives the loop and gets shared when people ask for help."""
+    `reuse`: one loop's endings (an escalation, then another after `run`, then its completion)
+    share its folder, the latest summary replacing the previous, instead of a new folder per
+    ending. Both are redacted: an archive outlives the loop and gets shared when people ask
+    for help."""
     base = workspace.archive_dir / folder_name(state.started_at)
     folder = base
     n = 1
-    while folder.exists():
+    while folder.exists() and not (reuse and _same_loop(folder, state)):
         n += 1
         folder = base.with_name(f"{base.name}.{n}")
     make_parents(folder)  # inside .claude/, not through a symlinked loops/
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)
     write_bytes(folder / "state.md", redact(render(state)).encode("utf-8", "replace"))
     record = {
         "outcome": outcome,
@@ -54,6 +61,20 @@ def archive(
     text = json.dumps(redact_obj(record), indent=2, ensure_ascii=False, default=str) + "\n"
     write_bytes(folder / "summary.json", text.encode("utf-8", "replace"))
     return folder
+
+
+def _same_loop(folder: Path, state: LoopState) -> bool:
+    """Is `folder` an earlier ending of this very loop (not one replaced by it)?"""
+    try:
+        record = json.loads((folder / "summary.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return (
+        isinstance(record, dict)
+        and record.get("started_at") == state.started_at
+        and record.get("outcome") != "replaced by a new loop"
+        and record.get("status") in ("running", "paused", "stopped", "failed", "stopping", "initializing")
+    )
 
 
 def latest(workspace: Workspace) -> Path | None:

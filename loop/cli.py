@@ -21,7 +21,6 @@ from loop.paths import Workspace, find_workspace
 
 STEER_HELP = {
     "pause": "pause the loop: the agent may stop at its next turn; the state is kept",
-    "resume": "resume a paused loop",
     "skip": "skip the current task (or the current verification loop)",
     "complete": "force completion now and archive the loop",
     "stop": "stop the loop after the current iteration",
@@ -127,15 +126,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     loop = snap.loop
     if loop is None:
         print(f"no loop in {ws.root}" if not neighbours else f"no loopdeck loop in {ws.root}")
-        from loop.archive import latest
 
-        last = latest(ws)
-        if last is not None:
-            summary = json.loads((last / "summary.json").read_text())
-            print(
-                f"last loop: {summary.get('outcome')} ({summary.get('reason', '')}), "
-                f"{summary.get('iterations', '?')} iterations, archived in {last}"
-            )
+        _last_summary(ws)
         return 0
     from loop.summary import cost_line
 
@@ -171,7 +163,28 @@ def cmd_status(args: argparse.Namespace) -> int:
         rows += status_rows(snap.parallel)
     for name, value in rows:
         print(f"{name:<13}{value}")
+    if loop.status in ("stopped", "failed"):
+        _last_summary(ws, loop.started_at)
     return 0
+
+
+def _last_summary(ws: Workspace, started_at: str | None = None) -> None:
+    """The summary the last ending archived (of the loop that started at `started_at`)."""
+    from loop.archive import latest
+    from loop.summary import archived_lines
+
+    last = latest(ws)
+    if last is None:
+        return
+    try:
+        record = json.loads((last / "summary.json").read_text())
+    except (OSError, ValueError):
+        return
+    if not isinstance(record, dict) or (started_at is not None and record.get("started_at") != started_at):
+        return
+    for line in archived_lines(record):
+        print(line)
+    print(f"{'archive':<13}{last}")
 
 
 def _limits(limits: dict[str, int]) -> str:
@@ -285,7 +298,7 @@ def _steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int
     elif alive(state.pid):
         when = "within a second (the runner polls the queue)"
     else:
-        when = "when a runner drives the loop again: its runner is not running (`loopdeck run`)"
+        when = "when a runner drives the loop again: its runner is gone (`loopdeck resume` restarts it)"
     print(f"loopdeck: {kind} queued (id {command.id}); it applies {when}")
     if args.wait:
         deadline = time.monotonic() + args.wait
@@ -554,6 +567,32 @@ def build_parser() -> argparse.ArgumentParser:
             "--wait", type=float, metavar="S", help="wait up to S seconds for the driver to apply it"
         )
         talk.set_defaults(func=_talk_cmd(kind))
+
+    text = "resume an interrupted loop: paused, waiting, crashed, stopping or corrupt"
+    resume = verbs.add_parser("resume", help=text, description=text)
+    answer = resume.add_mutually_exclusive_group()
+    answer.add_argument("-y", "--yes", action="store_true", help="answer yes to every question (scripts)")
+    answer.add_argument("--no", action="store_true", help="answer no: only say what would be done")
+    resume.add_argument(
+        "--git",
+        choices=("continue", "commit", "stash"),
+        help="uncommitted changes: keep them as they are (the default), commit or stash them",
+    )
+    resume.add_argument(
+        "--from",
+        dest="source",
+        choices=("backup", "journal"),
+        help="a corrupt state: restore the backup (the default when there is one) or rebuild it "
+        "from the journal",
+    )
+    resume.add_argument("--reason", metavar="T", help="why (shown in the journal)")
+    resume.add_argument(
+        "--wait", type=float, metavar="S", help="wait up to S seconds for a live driver to apply it"
+    )
+    resume.add_argument(
+        "--worker", metavar="NAME", help="resume one parallel worker (the reason is its answer)"
+    )
+    resume.set_defaults(func=lambda args: _verbs().cmd_resume(args))
 
     setmax = verbs.add_parser("set-max-iterations", help="change the escalation threshold")
     setmax.add_argument("n", type=int, metavar="N", help="the new maximum; 0 = no limit")

@@ -107,3 +107,161 @@ def _ask(commands: list[str]) -> bool:
         return input("Run them? [y/N] ").strip().lower() in ("y", "yes")
     except EOFError:
         return False
+
+
+# --- resume --------------------------------------------------------------------------------
+
+
+def _asker(args: argparse.Namespace) -> Any:
+    """How to put a question: `--yes`/`--no` answer it for scripts; a terminal asks a person."""
+
+    def ask(question: str, choices: tuple[str, ...] = ("y", "n")) -> str:
+        print(question, flush=True)
+        if args.yes:
+            return choices[0]
+        if args.no:
+            return choices[-1]
+        if not sys.stdin.isatty():
+            raise LoopdeckError("resume needs an answer: pass --yes or --no (input is not a terminal)")
+        answer = input("> ").strip().lower()
+        return answer[:1] if answer else choices[0]
+
+    return ask
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """`loopdeck resume`: a paused loop with a live driver gets the command; any other
+    interrupted loop goes through the resumption flow (see `loop.resume`)."""
+    import json
+    import time
+
+    from loop import classify, control, resume
+    from loop.journal import Journal
+
+    if args.worker:  # one parallel worker: a command for the running loop, nothing to resume
+        from loop.cli import _steer
+
+        return _steer("resume", args)
+    ws = Workspace(Path(args.workspace).resolve()) if args.workspace else find_workspace()
+    ask = _asker(args)
+    found = classify.read(ws)
+    if found.kind == "corrupt":
+        if not _recover(ws, found, args, ask):
+            return 0
+        found = classify.read(ws)
+    if found.kind == "none":
+        from loop.archive import latest
+
+        last = latest(ws)
+        where = f"; the last one is archived in {last} (`loopdeck status` shows it)" if last else ""
+        raise LoopdeckError(f"no loop in {ws.root} to resume{where}")
+    state = found.state
+    assert state is not None
+    if found.kind == "ended":
+        raise LoopdeckError(
+            f"the loop in {ws.root} has {state.status}; `loopdeck run` continues a stopped loop, "
+            "`loopdeck start --force` starts a new one"
+        )
+    if found.kind == "live" or (found.kind in ("paused", "waiting") and found.driver_alive):
+        # Its driver is there to apply a command (a running loop: it lifts a queued pause).
+        if found.kind == "waiting":
+            print(found.waiting_reason)
+        command_id = resume.send_resume(ws, "cli", args.reason or "loopdeck resume")
+        journal = Journal(ws.journal)
+        sent = {"id": command_id, "command": "resume", "source": "cli"}
+        journal.append("command-sent", state.iteration, sent)
+        if state.driver == "runner":
+            print(f"loopdeck: resume queued (id {command_id}); the runner (pid {state.pid}) applies it")
+        else:
+            print(
+                f"loopdeck: resume queued (id {command_id}); it applies at the session's next Stop: "
+                "say `continue` in the Claude Code session"
+            )
+        if args.wait:
+            deadline = time.monotonic() + args.wait
+            while time.monotonic() < deadline:
+                if command_id in control.applied_ids(journal):
+                    print("loopdeck: resume applied")
+                    return 0
+                time.sleep(0.1)
+            raise LoopdeckError(f"resume was not applied within {args.wait:g} s; it stays queued")
+        return 0
+    question = found.question or "Resume? [Y/n]"
+    if ask(question) != "y":
+        print("loopdeck: left as it is")
+        return 0
+    from loop import trust
+
+    pending = trust.untrusted(ws, state)
+    if pending and state.driver == "runner":
+        # The runner it restarts runs these: the person confirms them first (`--yes` does).
+        print("The loop's state file names commands nobody on this machine chose:")
+        for command in pending:
+            print(f"  {command}")
+        if ask("Run them? [Y/n]") != "y":
+            print("loopdeck: left as it is")
+            return 0
+        trust.record(ws, state)
+    changes = resume.uncommitted(ws)
+    said = None
+    if changes:
+        print(resume.describe_changes(changes))
+        choice = args.git
+        if choice is None:
+            words = "Continue with them [c], commit them [m] or stash them [s]? [C/m/s]"
+            letter = ask(words, ("c", "m", "s"))
+            choice = {"c": "continue", "m": "commit", "s": "stash"}.get(letter, "continue")
+        said = resume.handle_git(ws, choice, state)
+        print(f"loopdeck: {said}")
+    seen, new = resume.carry_out(ws, found.kind)
+    if new is None:
+        raise LoopdeckError(f"the loop changed meanwhile (now {seen.kind}); run `loopdeck resume` again")
+    print(f"loopdeck: loop resumed at iteration {new.iteration}" if new.status != "completed" else "")
+    for line in resume.next_steps(ws, new):
+        print(f"loopdeck: {line}")
+    if new.status == "completed":
+        from loop.archive import latest
+        from loop.summary import archived_lines
+
+        last = latest(ws)
+        if last is not None:
+            record = json.loads((last / "summary.json").read_text())
+            for line in archived_lines(record):
+                print(line)
+            print(f"Archive:     {last}")
+    return 0
+
+
+def _recover(ws: Workspace, found: Any, args: argparse.Namespace, ask: Any) -> bool:
+    """A corrupt state: restore the backup or rebuild from the journal, as the person
+    chooses; the corrupt file is kept as `….corrupt-<time>`. False when they declined."""
+    from loop import writer
+    from loop.timeutil import utcnow
+
+    print(f"loopdeck: {found.error}")
+    has_backup = ws.backup.exists()
+    source = args.source
+    if source is None:
+        default = "b" if has_backup else "j"
+        options = ("b", "j", "n") if has_backup else ("j", "n")
+        words = "Restore the backup [b], rebuild from the journal [j] or leave it [n]?"
+        if not has_backup:
+            words = "There is no backup. Rebuild the state from the journal [j] or leave it [n]?"
+        letter = ask(words, options) if not args.no else "n"
+        if letter not in options:
+            letter = default
+        if letter == "n":
+            print("loopdeck: left as it is")
+            return False
+        source = "backup" if letter == "b" else "journal"
+    if source == "backup":
+        state = writer.restore_backup(ws, utcnow())
+        print(f"loopdeck: the backup is restored (iteration {state.iteration}, {state.status})")
+    else:
+        state, report = writer.rebuild_from_journal(ws, utcnow())
+        where = f"iteration {state.iteration}, {state.status}"
+        print(f"loopdeck: the state is rebuilt from the journal ({where})")
+        for line in report:
+            print(f"  {line}")
+    print("loopdeck: the corrupt file is kept beside it (….corrupt-<time>)")
+    return True

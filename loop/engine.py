@@ -36,6 +36,7 @@ from loop.model import (
     DEFAULT_BLOCK_CAP,
     Aggregate,
     Command,
+    JournalEvent,
     LoopState,
     Result,
     Settings,
@@ -66,7 +67,19 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
     from typing import Any
 
-__all__ = ["DEFAULT_BLOCK_CAP", "Result", "StopInput", "configure", "decide", "interrupt", "restore"]
+__all__ = [
+    "DEFAULT_BLOCK_CAP",
+    "Result",
+    "StopInput",
+    "configure",
+    "decide",
+    "ending_summary",
+    "fail",
+    "interrupt",
+    "rebuild",
+    "restore",
+    "resume_flow",
+]
 
 
 _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
@@ -99,8 +112,8 @@ def needs_sources(state: LoopState | None, stop: StopInput, commands: list[Comma
     for command in commands:
         _apply(interim, command, None, scratch, _EPOCH)
         forced = forced or command.kind == "complete"
-    if forced or scratch.effects.skip_tasks:
-        return True  # the summary and the skip both name tasks
+    if forced or scratch.effects.skip_tasks or interim.status == "stopped":
+        return True  # the summaries and the skip all name tasks
     return interim.status not in ("paused", "stopped")
 
 
@@ -147,6 +160,8 @@ def decide(
         state.driver = stop.driver
         if stop.driver == "hook":
             state.pid = None
+    if stop.driver == "hook" and stop.session_pid and state.pid != stop.session_pid:
+        state.pid = stop.session_pid  # the session that drives it: resumption sees it close
     if state.status == "initializing":
         state.status = "running"
     if not stop.stop_hook_active or stop.tool_round:
@@ -171,6 +186,8 @@ def decide(
     if state.status == "stopped":
         events.append(("stopped", {"reason": "stop command"}))
         events.append(("allowed", {"reason": "loop stopped"}))
+        summary = ending_summary("stopped", "stopped by a person", state, sources, now)
+        result.effects = replace(result.effects, summary=summary)
         return result
     if state.status == "paused":
         events.append(("allowed", {"reason": "loop paused"}))
@@ -461,6 +478,7 @@ def adopt(state: LoopState, session_id: str, transcript_path: str | None, now: d
     previous = state.session_id
     state.session_id = session_id
     state.transcript_path = transcript_path or None
+    state.pid = None  # the old session's process says nothing of this one (its Stop records it)
     result = Result("allow", state)
     result.events.append(
         ("session-bound", {"session_id": session_id, "previous": previous, "by": "/orchestrator-loop"})
@@ -497,6 +515,166 @@ def restore(backup: LoopState, queued: list[Command], applied: set[str]) -> Resu
     result.offset = state.control_offset
     result.events.append(("restored", {"from": "backup", "already_applied": len(skipped)}))
     return result
+
+
+RESUMABLE = ("gone", "paused", "waiting", "stopping")
+"""The classifications `resume_flow` acts on (see `loop.classify`)."""
+
+
+def resume_flow(state: LoopState, kind: str, now: datetime, sources: Aggregate | None = None) -> Result:
+    """A person resumes an interrupted loop (`loopdeck resume`, the monitor's prompt).
+
+    `kind` is the workspace's classification: `gone` (running, its driver dead: the loop goes
+    on from its iteration, the dead driver's pid forgotten), `paused` or `waiting` (the pause,
+    question, escalation or usage limit is lifted, as a `resume` command would), `stopping`
+    (the loop is marked complete and archived, with `sources` counted for its summary). The
+    iteration never moves back; a hook loop whose session closed forgets it, so the next
+    session that stops in the workspace (`claude --continue`, `/orchestrator-loop`) drives it."""
+    if kind not in RESUMABLE or not state.active:
+        return Result("allow", None)
+    state = state.copy()
+    result = Result("allow", state)
+    if kind == "stopping":
+        return _complete(result, state, now, "marked complete at resume", sources)
+    was = state.waiting_for or {}
+    if state.status in ("paused", "initializing"):
+        state.status = "running"
+    state.waiting_for = None
+    state.stuck = {k: v for k, v in state.stuck.items() if k in ("mark", "mode")}
+    previous = state.pid
+    state.pid = None
+    if state.driver in (None, "hook") and previous is not None:
+        state.session_id = None  # its session is closed: the next one to stop here drives it
+    data: dict[str, Any] = {"from": kind, "iteration": state.iteration, "source": "resume"}
+    if was:
+        data["was"] = was.get("reason", "")
+    if previous is not None:
+        data["previous_pid"] = previous
+    result.events.append(("resumed", data))
+    return result
+
+
+def fail(state: LoopState, reason: str, now: datetime, sources: Aggregate | None = None) -> Result:
+    """The loop cannot go on (its state cannot be driven, its agent cannot start at all): it
+    ends `failed`, with a summary; a person reads why and may start it anew."""
+    if not state.active:
+        return Result("allow", None)
+    state = state.copy()
+    state.status = "failed"
+    state.waiting_for = None
+    result = Result("allow", state)
+    result.events.append(("failed", {"reason": reason}))
+    result.effects = replace(result.effects, summary=ending_summary("failed", reason, state, sources, now))
+    return result
+
+
+def ending_summary(
+    outcome: str, reason: str, state: LoopState, aggregate: Aggregate | None, now: datetime
+) -> dict[str, Any]:
+    """What every ending records: how, why, iterations, duration, cost, and the tasks done,
+    skipped and remaining by name, counted from the sources at the end (None when they could
+    not be counted: never a guessed zero)."""
+    started = parse_iso(state.started_at)
+    summary: dict[str, Any] = {
+        "outcome": outcome,
+        "reason": reason,
+        "ended_at": iso_s(now),
+        "iterations": state.iteration,
+        "duration_s": round((now - started).total_seconds(), 1) if started else None,
+        "pending_at_end": aggregate.pending_total if aggregate and not aggregate.uncertain else None,
+        "sources": [_brief(r) for r in aggregate.sources] if aggregate else [],
+        "tasks": _task_names(aggregate),
+        "usage": dict(state.usage),
+    }
+    return summary
+
+
+def _task_names(aggregate: Aggregate | None) -> dict[str, list[str]] | None:
+    if aggregate is None:
+        return None
+    names: dict[str, list[str]] = {"done": [], "skipped": [], "remaining": []}
+    for report in aggregate.sources:
+        if not (report.enabled and report.available):
+            continue
+        for item in report.items:
+            if item.status == "done":
+                names["done"].append(item.title)
+            elif item.status == "skipped":
+                names["skipped"].append(item.title)
+            elif item.status in ("pending", "in_progress"):
+                names["remaining"].append(item.title)
+    return names
+
+
+def rebuild(
+    base: LoopState | None,
+    events: list[JournalEvent],
+    queued: list[Command],
+    applied: set[str],
+) -> tuple[Result, list[str]]:
+    """A state for a corrupt file, from the journal: the iteration, status (and why it waits),
+    verification and limits replay from the events of the last loop started; the queue offset
+    moves past every command the journal says was applied, so none is applied twice. What the
+    journal does not hold (the prompt, the task file, the checks) comes from `base` (the backup,
+    when it is readable) or stays at its default; the report says which is which."""
+    report: list[str] = []
+    starts = [i for i, e in enumerate(events) if e.kind == "loop-started"]
+    mine = events[starts[-1] :] if starts else events
+    state = base.copy() if base is not None else LoopState()
+    kept = "from the backup" if base else "unknown, left at defaults"
+    report.append(f"prompt, task file and checks: {kept}")
+    if starts:
+        first = mine[0]
+        state.started_at = first.ts
+        if isinstance(first.data.get("max_iterations"), int):
+            state.max_iterations = int(first.data["max_iterations"])
+        if not state.body.strip() and first.data.get("prompt"):
+            state.body = f"\n{first.data['prompt']}\n"
+    iterations = [e.iteration for e in mine if isinstance(e.iteration, int)]
+    state.iteration = max([state.iteration if base else 0, *iterations])
+    report.append(f"iteration: {state.iteration} (the highest the journal names)")
+    status, waiting = "running", None
+    state.verification_mode, state.verification_remaining = False, 0
+    for event in mine:
+        data = event.data
+        if event.kind == "paused":
+            status = "paused"
+            kind = str(data.get("waiting_for") or "pause")
+            waiting = {"kind": kind, "reason": str(data.get("reason") or ""), "since": event.ts}
+        elif event.kind in ("resumed", "limit-lifted", "answered"):
+            if status == "paused":
+                status, waiting = "running", None
+        elif event.kind in ("stopped", "completed", "failed"):
+            status, waiting = event.kind, None
+        elif event.kind == "escalation" and waiting is None:
+            state.escalated = state.escalated or data.get("kind") == "max-iterations"
+        elif event.kind == "verification-mode":
+            state.verification_mode = True
+            state.verification_remaining = int(data.get("loops", state.verify_loops) or 0)
+        elif event.kind == "verification-loop":
+            state.verification_remaining = max(0, int(data.get("of", 0) or 0) - int(data.get("loop", 0) or 0))
+        elif event.kind == "verification-interrupted":
+            state.verification_mode, state.verification_remaining = False, 0
+        elif event.kind == "configured" and isinstance(data.get("max_iterations"), int):
+            state.max_iterations = int(data["max_iterations"])
+        elif event.kind == "runner-started":
+            state.driver = "runner"
+    if status == "paused" and waiting is not None and waiting["kind"] == "escalation":
+        last = next((e for e in reversed(mine) if e.kind == "escalation"), None)
+        if last is not None and last.data.get("kind"):
+            waiting["escalation"] = str(last.data["kind"])
+    state.status, state.waiting_for = status, waiting
+    state.pid = None
+    report.append(f"status: {status}" + (f" (waiting: {waiting['reason']})" if waiting else ""))
+    if state.verification_mode:
+        report.append(f"verification: {state.verification_remaining} loop(s) remaining")
+    done = [c for c in queued if c.id in applied]
+    state.control_offset = max([state.control_offset if base else 0, *(c.end for c in done)])
+    report.append(f"commands: {len(done)} already applied, never applied again")
+    result = Result("allow", state, offset=state.control_offset)
+    data = {"from": "journal", "iteration": state.iteration, "status": status}
+    result.events.append(("state-rebuilt", data))
+    return result, report
 
 
 # --- rules -----------------------------------------------------------------------------------
@@ -686,16 +864,7 @@ def _complete(
     state.status = "completed"
     state.verification_mode = False
     state.waiting_for = None
-    started = parse_iso(state.started_at)
-    summary: dict[str, Any] = {
-        "outcome": "completed",
-        "reason": reason,
-        "ended_at": iso_s(now),
-        "iterations": state.iteration,
-        "duration_s": round((now - started).total_seconds(), 1) if started else None,
-        "pending_at_end": aggregate.pending_total if aggregate else None,
-        "sources": [_brief(r) for r in aggregate.sources] if aggregate else [],
-    }
+    summary = ending_summary("completed", reason, state, aggregate, now)
     if note:
         summary["note"] = note
     result.effects = replace(result.effects, archive=summary)

@@ -64,6 +64,10 @@ KINDS: dict[str, Callable[[Event], str]] = {
     "resumed": lambda e: "Loop resumed",
     "stopped": lambda e: "Loop stopped" + (f": {e.data['reason']}" if e.data.get("reason") else ""),
     "failed": lambda e: f"Loop FAILED: {e.data.get('reason', '')}",
+    "summary-kept": lambda e: f"Summary kept in {e.data.get('folder', '?')}",
+    "lock-broken": lambda e: f"Stale lock broken (its holder, pid {e.data.get('pid', '?')}, is gone)",
+    "git-at-resume": lambda e: f"Uncommitted changes at resume: {e.data.get('action', '?')}",
+    "state-rebuilt": lambda e: f"State rebuilt from the {e.data.get('from', '?')}",
     "usage-limit": lambda e: (
         f"Usage limit: {e.data.get('reason', '')}; waiting until {e.data.get('until', '?')}"
     ),

@@ -149,6 +149,29 @@ def commit(root: Path, message: str) -> str | None:
     return str(repo.index.commit(message).hexsha)
 
 
+def stash(root: Path, message: str) -> str | None:
+    """Stash every change but loopdeck's own files (untracked ones too) under `message`; the
+    stash's ref, or None when nothing changed. Named, so a person finds it in `git stash list`."""
+    import git
+
+    repo = git.Repo(root, search_parent_directories=True)
+    status = repo.git.status("--porcelain", "-z", "--untracked-files=all")
+    paths: list[str] = []
+    skip_next = False
+    for entry in (e for e in status.split("\0") if e):
+        if skip_next:
+            skip_next = False
+            continue
+        code, path = entry[:2], entry[3:]
+        skip_next = "R" in code or "C" in code
+        if not _ours(path):
+            paths.append(path)
+    if not paths or not repo.head.is_valid():
+        return None
+    repo.git.stash("push", "--include-untracked", "-m", message, "--", *paths)
+    return str(repo.git.rev_parse("stash@{0}"))
+
+
 @dataclass(frozen=True)
 class Commit:
     sha: str

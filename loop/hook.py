@@ -24,6 +24,7 @@ from loop.errors import FileProblem, LockTimeout
 from loop.journal import Journal
 from loop.model import RUNNER_ENV, Aggregate, LoopState, replace
 from loop.paths import Workspace, find_workspace
+from loop.proc import session_pid
 from loop.state import StateStore
 from loop.timeutil import utcnow
 
@@ -138,6 +139,7 @@ def handle(
             block_cap=_block_cap(env),
             ralph_active=ws.ralph_state.exists(),
             driver="hook",
+            session_pid=session_pid(),  # the session: resumption sees it close
         )
         if state is None or not engine.ours(state, stop):
             return None  # no live loop, or another session's Stop: not even the transcript is read

@@ -147,7 +147,7 @@ def handle(payload: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]
     if invocation.command == START:
         if not invocation.prompt and not invocation.options:
             _adopt(Path(root).resolve(), payload)
-            argv = [*base, "resume", "--reason", "resumed from /orchestrator-loop"]
+            argv = [*base, "resume", "--yes", "--reason", "resumed from /orchestrator-loop"]
         else:
             argv = [*base, "start", *invocation.options, "--", invocation.prompt]
     elif invocation.command == "loop-pause":

@@ -535,6 +535,9 @@ class StopInput:
     runner's first decision)."""
     mark: str | None = None
     """The runner's progress fingerprint before the first turn (the baseline for `turn.mark`)."""
+    session_pid: int | None = None
+    """The hook's parent: the Claude Code session process that drives an in-session loop, so
+    resumption can tell a closed session (gone) from a live one."""
 
 
 @record(frozen=True)
@@ -565,6 +568,9 @@ class Effects:
     """Archive the loop with this summary (and remove the live state file)."""
     skip_tasks: int = 0
     """Mark this many current tasks of the task file skipped (`- [-]`), one per applied skip."""
+    summary: dict[str, Any] | None = None
+    """Keep this summary of an ending that leaves the state in place (stopped, failed) in the
+    loop's archive folder, so every ending, by either driver, leaves one."""
 
 
 Event = tuple[str, dict[str, "Any"]]

@@ -24,3 +24,24 @@ def alive(pid: int | None) -> bool | None:
         return not (fields and fields[0] == b"Z")
     except OSError:
         return True
+
+
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish"})
+
+
+def session_pid() -> int:
+    """The Claude Code session running this hook: the parent, or the parent's parent when the
+    parent is the shell Claude Code ran the hook command with (it exits with the hook, so its
+    pid says nothing about the session). Reads /proc where there is one (the hook stays lean:
+    no psutil on its path); elsewhere the parent."""
+    parent = os.getppid()
+    try:
+        with open(f"/proc/{parent}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return parent
+    name = stat[stat.find(b"(") + 1 : stat.rfind(b")")].decode(errors="replace")
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    if name in SHELLS and len(fields) > 1 and fields[1].isdigit() and int(fields[1]) > 1:
+        return int(fields[1])
+    return parent

@@ -1,8 +1,14 @@
-"""Interrupted loops (seed 003 §4.4.4): find one, put the question, carry out the answer.
+"""Resuming an interrupted loop: find what it is doing, ask, carry out the answer.
 
-This first version offers what is safe without further design: resume (restart a dead runner,
-or lift a pause) and pause. The fuller protocol (commit or discard uncommitted work, mark a
-stopping loop complete) builds on it.
+`loopdeck resume` and the monitor's resume prompt share this module. What the loop *is* comes
+from `loop.classify`; what resuming *does* to the state is the engine's (`engine.resume_flow`),
+written by `loop.writer` under the loop lock, so a resumption is journaled and decided like any
+other transition. This module only does what the engine cannot: look at git, start a runner,
+and say what to do next in words that lead somewhere that works.
+
+Uncommitted work found at resume is never discarded: it is kept as it is (the default),
+committed (the message names the loop and its iteration), or stashed under a name that the
+summary and the journal list.
 """
 
 from __future__ import annotations
@@ -11,17 +17,28 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
-from loop import control
+from loop import classify, control, engine, writer
+from loop.classify import Classification
+from loop.journal import Journal
+from loop.model import Aggregate, LoopState
 from loop.paths import Workspace
 from loop.safeopen import open_append
 from loop.snapshot import Snapshot
+from loop.state import StateStore
+from loop.timeutil import iso_s, utcnow
+
+GIT_CHOICES = ("continue", "commit", "stash")
+"""What to do with uncommitted changes at resume; `continue` (keep them as they are) is the
+default and what `--yes` takes. Discarding is not offered."""
 
 
 @dataclass(frozen=True)
 class Interrupted:
+    """The monitor's view of a loop to resume: its classification and the question."""
+
     kind: str
-    """"running-dead" (status running, its runner gone), "paused" or "stopping"."""
     question: str
     iteration: int
     max_iterations: int
@@ -29,32 +46,46 @@ class Interrupted:
 
 
 def find(snapshot: Snapshot) -> Interrupted | None:
+    """An interrupted loop in the snapshot, or None (nothing to resume, or its driver is live
+    and the loop running)."""
     loop = snapshot.loop
     if loop is None:
         return None
-    of = f"{loop.iteration}/{loop.max_iterations}" if loop.max_iterations else str(loop.iteration)
-    if loop.status == "running" and loop.driver == "runner" and loop.alive is False:
-        kind, question = "running-dead", f"Found in-progress loop (iteration {of}). Resume? [Y/n]"
-    elif loop.status == "paused":
-        kind, question = "paused", f"Found paused loop. Resume from iteration {of}? [Y/n]"
-    elif loop.status == "stopping":
-        kind, question = "stopping", f"Loop was stopping (iteration {of}). Resume it? [Y/n]"
-    else:
+    state = LoopState(
+        iteration=loop.iteration,
+        max_iterations=loop.max_iterations,
+        status=loop.status,
+        driver=loop.driver,
+        pid=loop.pid,
+        waiting_for=dict(loop.waiting_for) if loop.waiting_for else None,
+    )
+    try:
+        written = Path(loop.state_file).stat().st_mtime
+    except OSError:
+        written = None
+    alive = classify.driver_alive(state, written) if loop.pid else None
+    found = classify.classify(state, alive)
+    question = found.question
+    if question is None:
         return None
-    return Interrupted(kind, question, loop.iteration, loop.max_iterations, loop.driver)
+    return Interrupted(found.kind, question, loop.iteration, loop.max_iterations, loop.driver)
 
 
 def runner_needed(snapshot: Snapshot) -> bool:
     """Does acting on this loop need a runner started (its driver is a runner that is gone)?"""
     loop = snapshot.loop
     return (
-        loop is not None and loop.driver == "runner" and loop.alive is not True and loop.status != "stopped"
+        loop is not None
+        and loop.driver == "runner"
+        and loop.alive is not True
+        and loop.status not in ("stopped", "completed", "failed")
     )
 
 
 def start_runner(ws: Workspace) -> int:
-    """Start `loopdeck run` on the workspace, detached, not headless (a person is watching, so
-    an escalation waits for them). Returns its pid."""
+    """Start `loopdeck run` on the workspace, detached (its own session, so closing the
+    terminal does not end it), not headless (an escalation waits for a person). Its own output
+    goes to `.claude/loopdeck/runner.log`, the agent's to the iteration logs. Returns its pid."""
     log = ws.private_dir / "runner.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open_append(log) as out:
@@ -70,18 +101,127 @@ def start_runner(ws: Workspace) -> int:
     return proc.pid
 
 
-def resume(ws: Workspace, snapshot: Snapshot, source: str = "tui") -> str:
+# --- git at resume ---------------------------------------------------------------------------
+
+
+def uncommitted(ws: Workspace) -> tuple[str, ...] | None:
+    """`git status --short` lines of the work (loopdeck's own files left out); None outside
+    git or when git cannot be read."""
+    from loop import gitstate
+
+    status = gitstate.status(ws.root)
+    if status.error is not None:
+        return None
+    return status.changes
+
+
+def describe_changes(changes: tuple[str, ...]) -> str:
+    """`3 uncommitted change(s): 2 modified, 1 untracked` and their names."""
+    untracked = sum(1 for line in changes if line.startswith("??"))
+    text = f"{len(changes)} uncommitted change(s): {len(changes) - untracked} modified, {untracked} untracked"
+    names = [line[3:] for line in changes[:12]]
+    more = f"\n  … and {len(changes) - 12} more" if len(changes) > 12 else ""
+    return text + "".join(f"\n  {name}" for name in names) + more
+
+
+def handle_git(ws: Workspace, choice: str, state: LoopState) -> str:
+    """Carry out the person's choice for uncommitted work; journaled. Never discards."""
+    from loop import gitstate
+
+    if choice not in GIT_CHOICES:
+        raise ValueError(f"unknown choice {choice!r}: one of {', '.join(GIT_CHOICES)}")
+    what = f"loop started {state.started_at}, iteration {state.iteration}"
+    journal = Journal(ws.journal)
+    if choice == "commit":
+        sha = gitstate.commit(ws.root, f"loopdeck: work in progress at resume ({what})")
+        journal.append("git-at-resume", state.iteration, {"action": "commit", "sha": sha})
+        return f"committed the changes ({sha[:8]})" if sha else "nothing to commit"
+    if choice == "stash":
+        name = f"loopdeck resume: {what} ({iso_s(utcnow())})"
+        ref = gitstate.stash(ws.root, name)
+        journal.append("git-at-resume", state.iteration, {"action": "stash", "stash": name, "ref": ref})
+        return f"stashed the changes as {name!r} (`git stash list` shows it)" if ref else "nothing to stash"
+    journal.append("git-at-resume", state.iteration, {"action": "continue"})
+    return "continuing with the uncommitted changes as they are"
+
+
+# --- the resumption itself -------------------------------------------------------------------
+
+
+def carry_out(ws: Workspace, expected: str) -> tuple[Classification, LoopState | None]:
+    """Resume the loop under the lock, if it is still what the person was asked about: the
+    engine decides the new state (`engine.resume_flow`), the writer writes it. Returns the
+    classification seen under the lock and the new state (None when nothing was done)."""
+    store = StateStore(ws)
+    journal = Journal(ws.journal)
+    with store.locked():
+        found = classify.read(ws)
+        if found.kind != expected or found.state is None:
+            return found, None
+        state = found.state
+        now = utcnow()
+        sources: Aggregate | None = None
+        if found.kind == "stopping":
+            from loop.sources.aggregate import SourceConfig, check_all
+
+            sources = check_all(SourceConfig.from_state(ws, state))
+        result = engine.resume_flow(state, found.kind, now, sources)
+        writer.carry_out(ws, store, journal, state, result, now)
+        return found, result.state
+
+
+def next_steps(ws: Workspace, state: LoopState) -> list[str]:
+    """After the state is resumed: start a runner loop's runner; tell a hook loop's person how
+    to continue. Each line names something that works."""
+    if state.status == "completed":
+        return ["the loop is marked complete; `loopdeck status` shows its summary"]
+    if state.driver == "runner":
+        pid = start_runner(ws)
+        return [
+            f"runner restarted in the background (pid {pid}); its output is in "
+            f"{ws.private_dir / 'runner.log'}, the agent's in {ws.private_dir / 'iterations'}",
+            "watch it with `loopdeck` (the monitor) or `loopdeck log -f`",
+        ]
+    return [
+        "the loop is running again; continue the Claude Code session with `claude --continue` "
+        "(or type `/orchestrator-loop` in a new session): its next Stop drives the loop",
+    ]
+
+
+def send_resume(ws: Workspace, source: str, reason: str) -> str:
+    """A paused loop whose driver is alive: the driver applies the command itself."""
+    command = control.send(ws, "resume", source=source, reason=reason)
+    return command.id
+
+
+def resume(ws: Workspace, snapshot: Snapshot, source: str = "tui", git: str | None = None) -> str:
+    """The monitor's yes. The monitor never writes the state: it sends the command that does
+    what `loopdeck resume` does (`resume` lifts a pause or a wait, `complete` finishes a loop
+    left stopping) and starts a runner when the loop's runner is gone, which applies it.
+    `git`: what to do with uncommitted work first (None: nothing to do). One line back."""
     loop = snapshot.loop
     if loop is None:
         return "no loop to resume"
+    said: list[str] = []
+    if git is not None:
+        state = StateStore(ws).read()
+        if state is not None:
+            said.append(handle_git(ws, git, state))
     if loop.status == "paused":
         control.send(ws, "resume", source=source, reason="resumed from the resume prompt")
+    elif loop.status == "stopping":
+        control.send(ws, "complete", source=source, reason="the loop was stopping: marked complete at resume")
     if runner_needed(snapshot):
         pid = start_runner(ws)
-        return f"runner restarted (pid {pid})"
-    if loop.driver in (None, "hook"):
-        return "resume queued; it applies at the agent's next Stop"
-    return "resume queued"
+        said.append(f"runner restarted (pid {pid})")
+    elif loop.driver in (None, "hook"):
+        said.append(
+            "resume queued; it applies at the agent's next Stop (continue the Claude Code session: "
+            "`claude --continue`)"
+        )
+    else:
+        said.append("resume queued")
+    return "; ".join(said)
 
 
 def pause(ws: Workspace, snapshot: Snapshot, source: str = "tui") -> str:

@@ -34,6 +34,7 @@ from loop.paths import Workspace
 from loop.sources.aggregate import SourceConfig, check_all
 from loop.state import StateStore
 from loop.summary import Tally, progress_line, summary_lines
+from loop.supervisor import Supervisor
 from loop.timeutil import utcnow
 
 EXIT_DONE, EXIT_FAILED, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 130, 143
@@ -145,6 +146,10 @@ class Runner:
         self.offset = 0
         """The state's control queue offset as last written: commands past it are pending."""
         self.checks: list[verify.Check] = []
+        self.supervisor: Supervisor | None = None
+        """Kills the agent's process tree when this runner dies, however it dies."""
+        self.final: LoopState | None = None
+        """The state as the last decision left it (an archived loop has no state file)."""
 
     # --- the journal, echoed as log lines ----------------------------------------------------
 
@@ -254,6 +259,8 @@ class Runner:
                 result.state.pid = os.getpid()
             writer.carry_out(self.ws, self.store, self.journal, state, result, now, end, bad, self.echo)
             self.offset = result.state.control_offset if result.state is not None else end
+            if result.state is not None:
+                self.final = result.state
         return result
 
     def count(self, state: LoopState) -> Aggregate:
@@ -301,7 +308,9 @@ class Runner:
                 self.options.iteration_timeout,
                 self.pending_interrupt,
                 poll=self.options.poll,
+                preexec=self._preexec(),
             )
+            self._release()
             if run.interrupted:
                 break
             said = claude_result.parse(run.tail)  # None: the agent does not speak claude's JSON
@@ -365,8 +374,13 @@ class Runner:
         for item in self.checks:
             self.event("verification-started", n, {"command": item.command})
             outcome = verify.run(
-                item, self.ws.root, self.options.verify_timeout, interrupted=lambda: self.signal is not None
+                item,
+                self.ws.root,
+                self.options.verify_timeout,
+                interrupted=lambda: self.signal is not None,
+                preexec=self._preexec(),
             )
+            self._release()
             if outcome.interrupted:
                 break  # a signal: the loop stops or pauses now, not after the checks
             data = {
@@ -433,11 +447,24 @@ class Runner:
 
     def run(self, create: Callable[[], LoopState] | None = None) -> int:
         handlers = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        self.supervisor = Supervisor()
         try:
             return self._run(create)
         finally:
+            self.supervisor.close()
+            self.supervisor = None
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
+
+    def _preexec(self) -> Callable[[], None] | None:
+        """The children's `preexec_fn`: registered with the supervisor, dying with the runner."""
+        if self.supervisor is None:
+            return None
+        return self.supervisor.preexec(agent._die_with_parent)
+
+    def _release(self) -> None:
+        if self.supervisor is not None:
+            self.supervisor.release()
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self.signal = signum
@@ -477,7 +504,20 @@ class Runner:
                     return self.on_signal()
                 result = self.decide(None)
                 continue
-            return self.finish("failed", f"unexpected status {current.status}")
+            return self.fail(f"the loop is {current.status}: the runner cannot drive it")
+
+    def fail(self, reason: str) -> int:
+        """The loop cannot go on: the engine ends it `failed` (with its summary), then ours."""
+        with self.store.locked():
+            state = self.store.read()
+            if state is not None:
+                now = self.now()
+                counts = None
+                with contextlib.suppress(Exception):
+                    counts = self.count(state)
+                result = engine.fail(state, reason, now, counts)
+                writer.carry_out(self.ws, self.store, self.journal, state, result, now, echo=self.echo)
+        return self.finish("failed", reason)
 
     def queued(self) -> bool:
         return bool(control.read_since(self.ws.control, self.offset)[0])
@@ -508,8 +548,11 @@ class Runner:
             self.out(progress_line(done, total))
 
     def finish(self, how: str, reason: str, archived: bool = False) -> int:
-        """Print and archive the summary; the exit status for `how`."""
-        state = self.store.read() if not archived else None
+        """Print and archive the summary; the exit status for `how`.
+
+        The task figures are counted from the sources now, also for an archived loop (its
+        state as the last decision left it): a forced completion with tasks open says so."""
+        state = self.final if archived else self.store.read()
         counts: Aggregate | None = None
         with contextlib.suppress(Exception):
             counts = self.count(state) if state is not None else None
@@ -529,14 +572,18 @@ class Runner:
     def summary_data(
         self, how: str, reason: str, counts: Aggregate | None, state: LoopState | None
     ) -> dict[str, Any]:
+        """The archived summary of a run that ended without completing: the engine's record
+        of an ending (tasks by name, iterations, cost), with what this run saw."""
+        base = engine.ending_summary(how, reason, state, counts, self.now()) if state is not None else {}
         return {
+            **base,
             "outcome": how,
             "reason": reason,
             "iterations_this_run": self.tally.iterations,
             "agent_failures": self.tally.agent_failures,
             "verification_failures": self.tally.verify_failures,
             "commits": self.tally.commits,
-            "pending_at_end": counts.pending_total if counts else None,
+            "pending_at_end": counts.pending_total if counts and not counts.uncertain else None,
             "usage": dict(state.usage) if state is not None else None,
             "duration_s": round(time.monotonic() - self.tally.started, 1),
         }

@@ -411,18 +411,25 @@ class StateStore:
     def locked(self) -> Iterator[None]:
         if self._lock is None:
             make_parents(self.workspace.lock)  # not inside a symlinked .claude
-            self._lock = FileLock(self.workspace.lock, timeout=self.lock_timeout)
+            self._lock = FileLock(self.workspace.lock, timeout=self.lock_timeout, on_break=self._lock_broken)
         try:
             self._lock.acquire()
         except LockTimeoutError:
+            holder = f" (pid {self._lock.holder}, alive)" if self._lock.holder else ""
             raise LockTimeout(
-                f"{self.workspace.lock}: another loopdeck process held the loop lock for more "
+                f"{self.workspace.lock}: another loopdeck process{holder} held the loop lock for more "
                 f"than {self.lock_timeout:g} s"
             ) from None
         try:
             yield
         finally:
             self._lock.release()
+
+    def _lock_broken(self, pid: int) -> None:
+        """A stale lock (its holder dead) was broken: the journal says so."""
+        from loop.journal import Journal
+
+        Journal(self.workspace.journal).append("lock-broken", None, {"pid": pid})
 
     def write(self, state: LoopState, *, replace_corrupt: bool = False) -> None:
         """Atomically replace the state file, keeping the previous good one as the backup.
@@ -502,4 +509,9 @@ class StateStore:
 
     def _move_aside(self) -> None:
         stamp = utcnow().strftime("%Y%m%dT%H%M%S")
-        os.replace(self.path, self.path.with_name(f"{self.path.name}.corrupt-{stamp}"))
+        target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        n = 1
+        while target.exists():  # two in one second: the earlier one is kept too
+            n += 1
+            target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}.{n}")
+        os.replace(self.path, target)

@@ -43,6 +43,44 @@ def progress_line(done: int, total: int, width: int = 10) -> str:
     return f"Progress: [{done} of {total}] {'▰' * filled}{'▱' * (width - filled)} {int(ratio * 100)}%"
 
 
+NEXT_STEPS = {
+    "completed": "review the work and the commits; nothing is left in the task sources",
+    "stopped": "`loopdeck run` continues the loop; `loopdeck start --force` starts anew",
+    "interrupted": "`loopdeck resume` resumes where it paused",
+    "limit": "raise the limit (`loopdeck set-max-iterations N`), then `loopdeck resume`; or finish by hand",
+    "escalated": "read the journal (`loopdeck log`), fix what blocks the agent, then `loopdeck resume`",
+    "failed": "read the journal (`loopdeck log`) and the iteration logs, then `loopdeck start --force`",
+    "question": "answer it (`loopdeck answer TEXT`), then `loopdeck resume`",
+}
+"""What to do after each ending: every step names a verb that works on the loop as it was left."""
+
+NAMES_SHOWN = 8
+
+
+def task_names(counts: Aggregate | None) -> dict[str, list[str]] | None:
+    """Done, skipped and remaining tasks by title, from readable sources (None: not counted)."""
+    if counts is None:
+        return None
+    names: dict[str, list[str]] = {"done": [], "skipped": [], "remaining": []}
+    for report in counts.sources:
+        if not (report.enabled and report.available):
+            continue
+        for item in report.items:
+            key = {"done": "done", "skipped": "skipped", "pending": "remaining", "in_progress": "remaining"}
+            if item.status in key:
+                names[key[item.status]].append(item.title)
+    return names
+
+
+def _named(label: str, count: int, titles: list[str]) -> str:
+    text = f"{label:<13}{count} task(s)"
+    if titles:
+        shown = ", ".join(titles[:NAMES_SHOWN])
+        more = f", … {len(titles) - NAMES_SHOWN} more" if len(titles) > NAMES_SHOWN else ""
+        text += f": {shown}{more}"
+    return text
+
+
 def summary_lines(
     how: str,
     reason: str,
@@ -51,19 +89,11 @@ def summary_lines(
     folder: Path | None,
     state: LoopState | None,
 ) -> list[str]:
+    """The summary a person reads at the end of a run. Task figures come from `counts`, the
+    sources as the run ended; without them the summary says they are unknown, never zero."""
     seconds = time.monotonic() - tally.started
     minutes, secs = divmod(int(seconds), 60)
-    remaining = counts.pending_total if counts else 0
-    done = sum(r.done for r in counts.sources if r.available) if counts else None
-    next_step = {
-        "completed": "review the work and the commits; nothing is left in the task sources",
-        "stopped": "`loopdeck run` continues the loop; `loopdeck start --force` starts anew",
-        "interrupted": "`loopdeck run` resumes where it paused",
-        "limit": "raise the limit (`loopdeck set-max-iterations N`) and `loopdeck run`, or finish by hand",
-        "escalated": "read the journal (`loopdeck log`), fix what blocks the agent, then `loopdeck run`",
-        "failed": "read the journal (`loopdeck log`) and the iteration logs",
-        "question": "answer it in the monitor (`loopdeck`), then the loop resumes",
-    }.get(how, "read the journal (`loopdeck log`)")
+    next_step = NEXT_STEPS.get(how, "read the journal (`loopdeck log`)")
     lines = [
         "",
         "== loopdeck summary ==",
@@ -71,18 +101,47 @@ def summary_lines(
         f"Iterations:  {tally.iterations} this run" + (f", {state.iteration} in all" if state else ""),
         f"Duration:    {minutes}m {secs}s",
     ]
-    if done is not None:
-        lines.append(f"Done:        {done} task(s)")
-    lines.append(f"Remaining:   {remaining} task(s)" if counts else "Remaining:   0 task(s)")
+    names = task_names(counts)
+    if counts is None or names is None:
+        lines.append("Tasks:       unknown (the task sources could not be read)")
+    else:
+        done = sum(r.done for r in counts.sources if r.enabled and r.available)
+        skipped = sum(r.skipped for r in counts.sources if r.enabled and r.available)
+        lines.append(_named("Done:", done, names["done"]))
+        if skipped:
+            lines.append(_named("Skipped:", skipped, names["skipped"]))
+        remaining = _named("Remaining:", counts.pending_total, names["remaining"])
+        if counts.uncertain:
+            unread = ", ".join(r.name for r in counts.unavailable)
+            remaining += f" (and unknown in {unread}: could not be read)"
+        lines.append(remaining)
     if tally.agent_failures:
         lines.append(f"Failed:      {len(tally.agent_failures)} agent run(s): {tally.agent_failures[-1]}")
     if tally.verify_failures:
         lines.append(f"Verification failed {tally.verify_failures} time(s) along the way")
     if tally.commits:
         lines.append(f"Commits:     {len(tally.commits)} ({tally.commits[-1][:8]} last)")
-    if state is not None and state.usage:
+    if state is not None and (state.usage or state.limits.get("max_cost_micro_usd")):
         lines.append(f"Cost:        {cost_line(state.usage, state.limits)}")
     if folder is not None:
         lines.append(f"Archive:     {folder}")
     lines.append(f"Next:        {next_step}")
     return [redact(line) for line in lines]  # printed, and copied into bug reports
+
+
+def archived_lines(record: dict[str, object]) -> list[str]:
+    """The last summary as `status` shows it once the loop has ended (from `summary.json`)."""
+    outcome = record.get("outcome", "?")
+    iterations = record.get("iteration", "?")
+    lines = [f"last loop:   {outcome} ({record.get('reason', '')}), {iterations} iterations"]
+    tasks = record.get("tasks")
+    if isinstance(tasks, dict):
+        for key, label in (("done", "Done:"), ("skipped", "Skipped:"), ("remaining", "Remaining:")):
+            titles = [str(t) for t in tasks.get(key) or []]
+            if titles or key != "skipped":
+                lines.append(_named(label, len(titles), titles))
+    usage = record.get("usage")
+    if isinstance(usage, dict) and usage:
+        lines.append(f"Cost:        {cost_line({str(k): int(v) for k, v in usage.items()})}")
+    lines.append(f"Next:        {NEXT_STEPS.get(str(outcome), 'read the journal (`loopdeck log`)')}")
+    return [redact(line) for line in lines]

@@ -422,6 +422,7 @@ def run(
     *,
     interrupted: Callable[[], bool] | None = None,
     poll: float = 0.2,
+    preexec: Callable[[], None] | None = None,
 ) -> Outcome:
     """Run one checked command in its own process group, which dies with the runner (as the
     agent does) and is killed whole on a timeout or when `interrupted()` turns true."""
@@ -443,7 +444,7 @@ def run(
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=preexec or _die_with_parent,  # the runner's supervisor registers it
         )
     except OSError as exc:
         return Outcome(item.command, 127, time.monotonic() - start, f"cannot start: {exc.strerror}")

@@ -87,6 +87,9 @@ def _effects(ws: Workspace, store: StateStore, new: LoopState, result: Result) -
         result.events.append(("archived", {"folder": str(folder)}))
         return
     store.write(new)
+    if effects.summary is not None:
+        folder = archive_ending(ws, new, str(effects.summary.get("outcome", new.status)), effects.summary)
+        result.events.append(("summary-kept", {"folder": str(folder)}))
 
 
 def finish_archive(ws: Workspace, journal: Journal, state: LoopState) -> None:
@@ -99,14 +102,14 @@ def finish_archive(ws: Workspace, journal: Journal, state: LoopState) -> None:
 
 def archive_completed(ws: Workspace, state: LoopState, summary: dict[str, Any]) -> Path:
     """A finished loop leaves the live state file for its archive folder, summary beside it."""
-    folder = archive(ws, state, "completed", summary)
+    folder = archive(ws, state, "completed", summary, reuse=True)
     os.replace(ws.state, folder / "state.md")
     return folder
 
 
 def archive_ending(ws: Workspace, state: LoopState, how: str, summary: dict[str, Any]) -> Path:
     """Keep a summary of a run that ended without completing (stopped, escalated, failed)."""
-    return archive(ws, state, how, summary)
+    return archive(ws, state, how, summary, reuse=True)
 
 
 # --- the two writes the engine does not decide ------------------------------------------------
@@ -163,3 +166,24 @@ def restore_backup(ws: Workspace, now: datetime) -> LoopState:
         store.restore_backup()
         carry_out(ws, store, journal, backup, result, now)
         return result.state
+
+
+def rebuild_from_journal(ws: Workspace, now: datetime) -> tuple[LoopState, list[str]]:
+    """Replace a corrupt state with one rebuilt from the journal (and the backup's prompt and
+    settings, when it reads): the corrupt file is moved aside as `….corrupt-<time>`, never
+    deleted; the engine decides what the events mean. Returns the state and what was rebuilt."""
+    store = StateStore(ws)
+    journal = Journal(ws.journal)
+    with store.locked():
+        try:
+            base = store.read_backup()
+        except StateError:
+            base = None
+        events = journal.read_from(0, limit_bytes=64 * 1024 * 1024).events
+        queued, _bad, _end = control.read_since(ws.control, 0)
+        applied = control.applied_ids(journal, within=max(500, 2 * len(queued)), budget=64 * 1024 * 1024)
+        result, report = engine.rebuild(base, events, queued, applied)
+        assert result.state is not None
+        store.write(result.state, replace_corrupt=True)
+        carry_out(ws, store, journal, result.state, result, now)
+        return result.state, report

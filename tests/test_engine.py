@@ -298,9 +298,11 @@ def test_resume_when_not_paused_is_harmless() -> None:
 
 
 def test_stop_command() -> None:
-    assert not needs_sources(state(), stop(), [cmd("stop")])
-    result = decide(state(), stop(), [cmd("stop")], never, NOW)
+    assert needs_sources(state(), stop(), [cmd("stop")])  # its summary names the tasks left
+    result = decide(state(), stop(), [cmd("stop")], sources(task_file=2), NOW)
     assert result.action == "allow" and result.state is not None and result.state.status == "stopped"
+    summary = result.effects.summary
+    assert summary is not None and summary["outcome"] == "stopped" and summary["pending_at_end"] == 2
     assert play(result.state, sources(task_file=1)).state is None
 
 

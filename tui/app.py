@@ -272,7 +272,7 @@ class LoopdeckApp(App[None]):
                 changes = self.git_status.changes if self.git_status is not None else None
                 if not self.use_git:
                     changes = None
-                self.push_screen(ResumeScreen(found.question, changes), self.resume_answer)
+                self.push_screen(ResumeScreen(found.question, changes, found.kind), self.resume_answer)
                 return
         escalation = snapshot.escalation
         if escalation is not None and escalation.ts not in self.seen_escalations and snapshot.loop:
@@ -294,11 +294,14 @@ class LoopdeckApp(App[None]):
             self.seen_questions.add(question.ts)
             self.push_screen(QuestionScreen(str(question.data.get("question", ""))), self.question_answer)
 
-    def resume_answer(self, yes: bool | None) -> None:
+    def resume_answer(self, answer: str | None) -> None:
+        """The answer: `no`, or the git choice for yes (used only when there is uncommitted work)."""
         if self.snapshot is None:
             return
+        yes = answer not in (None, "no")
+        dirty = self.use_git and self.git_status is not None and bool(self.git_status.changes)
         done = (
-            resume.resume(self.workspace, self.snapshot)
+            resume.resume(self.workspace, self.snapshot, git=answer if dirty else None)
             if yes
             else resume.pause(self.workspace, self.snapshot)
         )

@@ -95,6 +95,9 @@ def act(root: Path, prompt: str, args: argparse.Namespace) -> tuple[int, str]:
     tmp = todo.with_name(f".{todo.name}.tmp")
     tmp.write_text(ticked)
     os.replace(tmp, todo)
+    (root / ".claude" / "loopdeck").mkdir(parents=True, exist_ok=True)
+    with open(root / ".claude" / "loopdeck" / "demo-done.log", "a") as done:
+        done.write(f"{number}\n")  # one line per task ticked: a task done twice shows twice
     return 0, f"Done: {title} (work/{number:03d}-{slug}.txt)."
 
 
@@ -127,6 +130,11 @@ def main(argv: list[str] | None = None) -> int:
         help="think for a random time between MIN and MAX seconds",
     )
     parser.add_argument("--hang", action="store_true", help="never finish (for timeout tests)")
+    parser.add_argument(
+        "--spawn-child",
+        action="store_true",
+        help="start a long-lived child process first (for the no-orphans tests)",
+    )
     parser.add_argument(
         "--ask-at",
         type=int,
@@ -161,6 +169,11 @@ def main(argv: list[str] | None = None) -> int:
         pids.write_text(f"{os.getpid()} {child.pid}\n")
         while True:
             time.sleep(60)
+    if args.spawn_child:
+        # A child that outlives this turn unless someone kills the agent's whole tree.
+        import subprocess
+
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
     rng = random.Random(args.seed)
     low, high = args.sleep
     if high > 0:
