@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -150,9 +151,24 @@ def cmd_status(args: argparse.Namespace) -> int:
         ("started", loop.started_at or "?"),
         ("session", loop.session_id or "not bound yet"),
     ]
+    if snap.sources is not None:
+        rows.append(("sources", _sources_line(snap.sources)))
     for name, value in rows:
         print(f"{name:<13}{value}")
     return 0
+
+
+def _sources_line(aggregate: Any) -> str:
+    """`3 pending: task_file 2, claude_tasks 1, github off`: what keeps the loop going, at a glance."""
+    parts = []
+    for report in aggregate.sources:
+        if not report.enabled:
+            parts.append(f"{report.name} off")
+        elif not report.available:
+            parts.append(f"{report.name} unavailable")
+        else:
+            parts.append(f"{report.name} {report.pending}")
+    return f"{aggregate.pending_total} pending: " + ", ".join(parts)
 
 
 def _limits(limits: dict[str, int]) -> str:
@@ -581,7 +597,13 @@ def main(argv: Sequence[str] | None = None, monitor: MonitorVerbs | None = None)
             if func is None:
                 raise LoopdeckError(f"`{args.verb}` opens the monitor: run it as `loopdeck {args.verb}`")
         result: int = func(args)
+        sys.stdout.flush()  # inside the try: a reader gone early (`| head -1`) is met here
         return result
+    except BrokenPipeError:
+        # The reader closed the pipe: what it wanted it has. Point stdout at /dev/null so the
+        # interpreter's own flush at exit does not print a traceback, and end quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except LoopdeckError as exc:
         print(f"loopdeck: error: {exc}", file=sys.stderr)
         return 1

@@ -14,6 +14,7 @@ from typing import Any
 
 from loop.errors import FileProblem
 from loop.journal import Event, Journal
+from loop.model import Command
 from loop.paths import Workspace
 from loop.proc import alive
 from loop.sources.aggregate import Aggregate, SourceConfig, check_all
@@ -115,6 +116,8 @@ class Snapshot:
     archive: dict[str, Any] | None = None
     """The latest archived loop's summary, when there is no live loop."""
     backup_exists: bool = False
+    pending: tuple[Command, ...] = ()
+    """Commands queued and not applied yet, oldest first: a viewer shows them as pending."""
 
     @property
     def escalation(self) -> Event | None:
@@ -240,7 +243,17 @@ def read(workspace: Workspace, *, with_sources: bool = True, with_events: bool =
         verifications=_verifications(events),
         durations=_durations(events),
         backup_exists=backup,
+        pending=_pending(workspace, state),
     )
+
+
+def _pending(workspace: Workspace, state: LoopState) -> tuple[Command, ...]:
+    from loop.control import pending
+
+    try:
+        return tuple(pending(workspace, state))
+    except (OSError, ValueError):
+        return ()
 
 
 def _latest_archive(workspace: Workspace) -> dict[str, Any] | None:

@@ -13,6 +13,20 @@ from loop.snapshot import Snapshot
 from tui.widgets.common import ago, clip, relative
 
 
+def next_steps(snapshot: Snapshot) -> str:
+    """With no live loop, what a person can do next: the ways to start one."""
+    ended = "The last loop is archived" if snapshot.archive else "No loop here yet"
+    return "\n".join(
+        [
+            f"{ended}: the task sources are counted while a loop runs.",
+            "",
+            'start a loop:        loopdeck run "what to do" --task-file TODO.md',
+            "inside Claude Code:  loopdeck start, then let the agent work",
+            "then watch it here:  this monitor picks the new loop up by itself",
+        ]
+    )
+
+
 class SourcesPanel(Static):
     DEFAULT_CSS = """
     SourcesPanel { border: round $primary 50%; border-title-color: $text; padding: 0 1; height: auto; }
@@ -32,9 +46,7 @@ class SourcesPanel(Static):
         aggregate = snapshot.sources
         if aggregate is None:
             self.border_subtitle = ""
-            self.update(
-                Text("no loop: nothing to count", style=self.get_component_rich_style("sources--off"))
-            )
+            self.update(Text(next_steps(snapshot), style=self.get_component_rich_style("sources--off")))
             return
         off = self.get_component_rich_style("sources--off")
         bad = self.get_component_rich_style("sources--error")
