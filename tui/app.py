@@ -58,6 +58,8 @@ class LoopdeckApp(App[None]):
 
     TITLE = "loopdeck"
     CSS_PATH = "app.tcss"
+    ESCAPE_TO_MINIMIZE = False
+    """Escape clears a search; `o` and `l` leave full screen (the keys that entered it)."""
     BINDINGS = actions.bindings()
     """Made from the one registry (`tui.actions`), like the help and the palette."""
 
@@ -91,6 +93,8 @@ class LoopdeckApp(App[None]):
         self.snapshots_shown = 0
         self.binding_answers: tuple[bool | None, ...] | None = None
         """`check_action` for each bound action, as the footer last showed them."""
+        self.keymap: dict[str, str] = {}
+        """The keymap file's rebindings (binding id → keys), as applied."""
 
     # --- layout --------------------------------------------------------------------------------
 
@@ -117,6 +121,7 @@ class LoopdeckApp(App[None]):
     def on_mount(self) -> None:
         keymap, problem = actions.load_keymap()
         if keymap:
+            self.keymap = keymap
             self.set_keymap(keymap)
         if problem:
             self.notify(problem, severity="warning", timeout=8)
@@ -480,13 +485,8 @@ class LoopdeckApp(App[None]):
         self.push_screen(TextScreen("Help", actions.help_markdown(self.bound_keys()), markdown=True))
 
     def bound_keys(self) -> dict[str, str]:
-        """Binding id → keys, as bound now (after any keymap file)."""
-        keys: dict[str, list[str]] = {}
-        for key, bindings in self._bindings.key_to_bindings.items():
-            for binding in bindings:
-                if binding.id:
-                    keys.setdefault(binding.id, []).append(key)
-        return {k: ",".join(v) for k, v in keys.items()}
+        """Binding id → keys, as bound now: the registry's, overridden by the keymap file."""
+        return {a.id: self.keymap.get(a.id, a.key) for a in actions.ACTIONS}
 
     def action_toggle_output(self) -> None:
         screen = self.screen

@@ -323,6 +323,14 @@ async def settle(app: object) -> None:
             break
     await asyncio.sleep(0.1)
     await finite_workers()
+    # A log's scroll to its end is deferred to after the next layout; a panel appearing above
+    # it (the corrupt-state panel) can leave it short of the end: put every following log there.
+    from textual.widgets import RichLog
+
+    for log in app.query(RichLog):
+        if log.auto_scroll:
+            log.scroll_end(animate=False, immediate=True)
+    await asyncio.sleep(0.05)
 
 
 async def _shoot(name: str, root: Path, out: Path) -> Path:

@@ -23,6 +23,7 @@ from typing import Any
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Input, RichLog
@@ -181,6 +182,8 @@ class OutputPanel(Vertical):
     OutputPanel > RichLog { height: 1fr; background: transparent; }
     """
     ALLOW_MAXIMIZE = True
+    BINDINGS = [Binding("escape", "clear_search", "Clear search", show=False)]
+    """Escape in the search clears it here, before the screen takes it to leave full screen."""
 
     target: reactive[Followed | None] = reactive(None)
     """The file followed; set from each snapshot, and a change starts the panel afresh."""
@@ -260,6 +263,9 @@ class OutputPanel(Vertical):
     def start_search(self) -> None:
         self.add_class("-searching")
         self.query_one("#output-search", Input).focus()
+
+    def action_clear_search(self) -> None:
+        self.clear_search()
 
     def clear_search(self) -> None:
         search = self.query_one("#output-search", Input)
