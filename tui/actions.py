@@ -73,9 +73,7 @@ ACTIONS: tuple[Action, ...] = (
     Action(
         "stop", "x", "Stop", "Stop the loop", "status stopped; the loop is kept (asks first)", "loop.stop"
     ),
-    Action(
-        "set_max", "m", "Max iter.", "Set max iterations", "move the escalation threshold", "loop.set_max"
-    ),
+    Action("set_max", "m", "Max", "Set max iterations", "move the escalation threshold", "loop.set_max"),
     Action(
         "restore_backup",
         "b",

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -58,6 +58,8 @@ class LoopdeckApp(App[None]):
 
     TITLE = "loopdeck"
     CSS_PATH = "app.tcss"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
     ESCAPE_TO_MINIMIZE = False
     """Escape clears a search; `o` and `l` leave full screen (the keys that entered it)."""
     BINDINGS = actions.bindings()
@@ -93,6 +95,8 @@ class LoopdeckApp(App[None]):
         self.snapshots_shown = 0
         self.binding_answers: tuple[bool | None, ...] | None = None
         """`check_action` for each bound action, as the footer last showed them."""
+        self.moot_prompts: list[str] = []
+        """Why each prompt closed itself (the notification says the same)."""
         self.keymap: dict[str, str] = {}
         """The keymap file's rebindings (binding id → keys), as applied."""
 
@@ -111,7 +115,12 @@ class LoopdeckApp(App[None]):
         with Horizontal(id="logs"):
             yield JournalPanel(id="journal")
             yield OutputPanel(self.workspace, id="output")
-        yield Footer()
+        yield Footer(compact=True)
+
+    def on_resize(self, event: events.Resize) -> None:
+        """On a narrow terminal the footer's palette hint gives its room to the keys (quit
+        last among them); ctrl+p still opens the palette, and the help says so."""
+        self.query_one(Footer).show_command_palette = event.size.width >= 100
 
     @property
     def main(self) -> Screen[object]:
@@ -358,6 +367,8 @@ class LoopdeckApp(App[None]):
             )
         if action in ("skip", "complete", "stop", "set_max"):
             return loop is not None and loop.status in ("running", "paused", "initializing", "stopping")
+        if action == "toggle_output":
+            return loop is not None  # a finished loop has no output panel
         if action == "restore_backup":
             return snapshot is not None and snapshot.error is not None and snapshot.backup_exists
         return True
@@ -398,6 +409,7 @@ class LoopdeckApp(App[None]):
             why = "the loop ended"
             screen.dismiss(None)
         if why is not None:
+            self.moot_prompts.append(why)
             self.notify(f"That prompt no longer applies: {why}.", title="loopdeck", severity="warning")
 
     def action_pause(self) -> None:

@@ -333,14 +333,25 @@ async def settle(app: object) -> None:
     await asyncio.sleep(0.05)
 
 
-async def _shoot(name: str, root: Path, out: Path) -> Path:
-    ws = SCENARIOS[name](root)
+async def _shoot(name: str, root: Path, out: Path, keys: tuple[str, ...] = ()) -> Path:
+    scenario = PICTURES.get(name, (name, ()))[0]
+    keys = keys or PICTURES.get(name, (name, ()))[1]
+    ws = SCENARIOS[scenario](root)
     app = app_for(ws)
     async with app.run_test(size=SIZE) as pilot:  # type: ignore[attr-defined]
         await settle(app)
+        if keys:
+            await pilot.press(*keys)
+            await settle(app)
         await pilot.pause()
         app.save_screenshot(f"{name}.svg", path=str(out))  # type: ignore[attr-defined]
     return out / f"{name}.svg"
+
+
+PICTURES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "output": ("running", ("o",)),
+}
+"""Pictures beyond the scenarios: a scenario and the keys pressed before the shot."""
 
 
 def main() -> None:
@@ -349,7 +360,7 @@ def main() -> None:
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "screenshots"
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        for name in SCENARIOS:
+        for name in [*SCENARIOS, *PICTURES]:
             path = asyncio.run(_shoot(name, Path(tmp) / name, out))
             print(f"wrote {path}")
 

@@ -26,7 +26,8 @@ class GitPanel(Static):
             tracking = f" · ahead {status.ahead}, behind {status.behind}"
         lines = [
             f"{status.branch or '(detached)'} @ {status.head or 'no commits'}{tracking}",
-            f"staged {status.staged} · modified {status.modified} · untracked {status.untracked}",
+            f"staged {status.staged} · changed {status.modified} · new {status.untracked}",
         ]
-        lines += [f"{c.sha} {clip(c.summary, 48)}" for c in status.commits]
+        width = max(12, self.content_size.width - 9) if self.content_size.width else 48
+        lines += [f"{c.sha} {clip(c.summary, width)}" for c in status.commits]
         self.update("\n".join(lines))

@@ -55,6 +55,7 @@ class IterationPanel(Vertical):
     IterationPanel #iteration-bar { height: 1; color: $accent; }
     IterationPanel Sparkline { height: 2; margin-top: 1; }
     IterationPanel #iteration-facts { height: auto; }
+    IterationPanel.-idle #iteration-bar, IterationPanel.-idle Sparkline { display: none; }
     """
 
     def compose(self) -> ComposeResult:
@@ -83,7 +84,7 @@ class IterationPanel(Vertical):
         loop = snapshot.loop
         if loop is None:
             bar.update("")
-            bar.display = False
+            self.add_class("-idle")
             archive = snapshot.archive
             self.border_title = "Last loop" if archive else "Iteration"
             facts.update(
@@ -92,12 +93,11 @@ class IterationPanel(Vertical):
                 else 'no loop here: `loopdeck run "what to do"` starts one (or `loopdeck start` '
                 "inside Claude Code)"
             )
-            spark.data = list(snapshot.durations)
-            spark.display = bool(snapshot.durations)
+            spark.data = []
             self.border_subtitle = ""
             return
         self.border_title = "Iteration"
-        spark.display = bar.display = True
+        self.remove_class("-idle")
         bar.update(meter(loop.iteration, loop.max_iterations))
         started = parse_iso(loop.started_at)
         elapsed = duration((now - started).total_seconds()) if started else "?"

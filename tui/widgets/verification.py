@@ -38,7 +38,7 @@ class VerificationPanel(Vertical):
         mode = self.query_one("#verification-mode", Static)
         runs = history(snapshot)
         passed = sum(r.passed for r in runs)
-        tally = f"{len(runs)} run(s): {passed} passed, {len(runs) - passed} failed" if runs else "not run yet"
+        tally = f"{len(runs)} runs: {passed} passed, {len(runs) - passed} failed" if runs else "not run yet"
         if loop is None:
             mode.update(tally)
         elif loop.verification_mode:
@@ -47,9 +47,9 @@ class VerificationPanel(Vertical):
                 f"{loop.verification_remaining} left\n{tally}"
             )
         else:
-            mode.update(f"work mode · {loop.verify_loops} checks once no task is left\n{tally}")
+            mode.update(f"working · {loop.verify_loops} checks at the end\n{tally}")
         # A live loop shows each command's latest run; a finished one, its last runs.
-        shown = snapshot.verifications if loop is not None else tuple(runs[-5:])
+        shown = snapshot.verifications if loop is not None else tuple(reversed(runs[-5:]))  # newest first
         if shown == self.results:
             return
         self.results = shown
