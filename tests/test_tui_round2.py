@@ -256,3 +256,30 @@ async def test_at_80x24_every_panel_keeps_its_essentials_and_quit_shows(tmp_path
         keys = [k.key for k in monitor.query("FooterKey")]  # type: ignore[attr-defined]
         quit_key = next(k for k in monitor.query("FooterKey") if getattr(k, "key", "") == "q")
         assert quit_key.region.right <= 80 and keys
+
+
+# --- git followed live -------------------------------------------------------------------------------
+
+
+def test_the_tree_filter_skips_ignored_files_and_loopdecks_own(tmp_path: Path) -> None:
+    from tui.watch import tree_filter
+
+    (tmp_path / ".gitignore").write_text("build/\n*.log\n# a comment\n")
+    accept = tree_filter(tmp_path)
+    root = str(tmp_path)
+    assert accept(None, f"{root}/src/app.py")
+    assert accept(None, f"{root}/.git/HEAD") and accept(None, f"{root}/.git/refs/heads/main")
+    assert not accept(None, f"{root}/.git/objects/ab/cdef")
+    assert not accept(None, f"{root}/.claude/orchestrator-loop.local.md")
+    assert not accept(None, f"{root}/build/out.o") and not accept(None, f"{root}/src/debug.log")
+
+
+async def test_git_is_followed_live_when_the_tree_changes(tmp_path: Path) -> None:
+    ws = make(tmp_path, "running")
+    monitor = app(ws, watch=True, git=True)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        assert "new 2" in text_of(monitor, "#git")
+        await pilot.pause(0.3)  # the watcher is up
+        (ws.root / "fresh.py").write_text("print('hi')\n")
+        await until(pilot, lambda: "new 3" in text_of(monitor, "#git"))

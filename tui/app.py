@@ -32,7 +32,17 @@ from tui.screens.escalation import EscalationScreen
 from tui.screens.number import NumberScreen
 from tui.screens.resume import ResumeScreen
 from tui.screens.text import QuestionScreen, TextScreen
-from tui.watch import DEBOUNCE_MS, FilesChanged, GitReady, SnapshotReady, interesting, watch_paths
+from tui.watch import (
+    DEBOUNCE_MS,
+    GIT_DEBOUNCE_MS,
+    FilesChanged,
+    GitReady,
+    SnapshotReady,
+    TreeChanged,
+    interesting,
+    tree_filter,
+    watch_paths,
+)
 from tui.widgets.common import relative
 from tui.widgets.git import GitPanel
 from tui.widgets.iteration import IterationPanel
@@ -139,6 +149,8 @@ class LoopdeckApp(App[None]):
             self.git_dirty = False
             self.load_git()
             self.set_interval(GIT_EVERY_S, self.git_tick)
+            if self.watching:
+                self.watch_tree()
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -169,6 +181,24 @@ class LoopdeckApp(App[None]):
             recursive=False,
         ):
             self.post_message(FilesChanged())
+
+    @work(exclusive=True, group="git-watch", exit_on_error=False)
+    async def watch_tree(self) -> None:
+        """Git followed live: the working tree watched recursively (not what `.gitignore`
+        ignores, not loopdeck's files), debounced; git itself is read by `load_git`'s thread."""
+        from watchfiles import awatch
+
+        async for _changes in awatch(
+            self.workspace.root,
+            watch_filter=tree_filter(self.workspace.root),
+            debounce=GIT_DEBOUNCE_MS,
+            step=50,
+        ):
+            self.post_message(TreeChanged())
+
+    def on_tree_changed(self, message: TreeChanged) -> None:
+        self.git_dirty = False
+        self.load_git()
 
     def on_files_changed(self, message: FilesChanged) -> None:
         self.git_dirty = True

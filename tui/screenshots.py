@@ -312,7 +312,7 @@ async def settle(app: object) -> None:
 
     async def finite_workers() -> None:
         # The watcher never completes, and an empty list means "every worker" to Textual.
-        finite = [w for w in app.workers if w.group != "watch"]
+        finite = [w for w in app.workers if w.group not in ("watch", "git-watch")]
         if finite:
             await app.workers.wait_for_complete(finite)
 
@@ -327,6 +327,11 @@ async def settle(app: object) -> None:
     # it (the corrupt-state panel) can leave it short of the end: put every following log there.
     from textual.widgets import RichLog
 
+    for log in app.query(RichLog):
+        if log.auto_scroll:
+            log.scroll_end(animate=False, immediate=True)
+    app.screen.refresh(layout=True)  # panels whose text just changed height: lay them out again
+    await asyncio.sleep(0.1)
     for log in app.query(RichLog):
         if log.auto_scroll:
             log.scroll_end(animate=False, immediate=True)

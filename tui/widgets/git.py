@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.widgets import Static
 
 from loop.gitstate import GitStatus
@@ -28,6 +29,6 @@ class GitPanel(Static):
             f"{status.branch or '(detached)'} @ {status.head or 'no commits'}{tracking}",
             f"staged {status.staged} · changed {status.modified} · new {status.untracked}",
         ]
-        width = max(12, self.content_size.width - 9) if self.content_size.width else 48
-        lines += [f"{c.sha} {clip(c.summary, width)}" for c in status.commits]
-        self.update("\n".join(lines))
+        lines += [f"{c.sha} {clip(c.summary, 72)}" for c in status.commits]
+        # Cut at the panel's width when drawn (…), whatever the width is when git answers.
+        self.update(Text("\n".join(lines), no_wrap=True, overflow="ellipsis"))

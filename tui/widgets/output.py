@@ -39,6 +39,8 @@ TICK_BYTES = 512 * 1024
 FIRST_LOOK = 64 * 1024
 """A file met for the first time is read from its last this-many bytes."""
 KEEP_LINES = 2000
+WRITE_LINES = 100
+"""At most this many lines drawn per tick (1000 a second): a log racing by is summarised."""
 
 
 @dataclass(frozen=True)
@@ -246,11 +248,17 @@ class OutputPanel(Vertical):
             reader.skipped = 0
         wanted = self.query_text.lower()
         self.lines_read += len(raw)
+        shown = []
         for line in raw:
             for text in render_line(line):
                 self.lines.append(text)
                 if not wanted or wanted in text.plain.lower():
-                    log.write(text)
+                    shown.append(text)
+        if len(shown) > WRITE_LINES:  # nobody reads faster than this: the search still has them
+            log.write(Text(f"… {len(shown) - WRITE_LINES} lines passed by (search finds them)", style="dim"))
+            shown = shown[-WRITE_LINES:]
+        for text in shown:
+            log.write(text)
 
     def watch_query_text(self, text: str) -> None:
         log = self.query_one(RichLog)
