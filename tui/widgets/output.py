@@ -229,8 +229,16 @@ class OutputPanel(Vertical):
 
     def tick(self) -> None:
         # One read at a time: a tick that finds the last one still going lets it finish.
-        if self.reader is not None and (self.reading is None or self.reading.is_finished):
-            self.reading = self.read(self.reader)
+        reader = self.reader
+        if reader is None or (self.reading is not None and not self.reading.is_finished):
+            return
+        if reader.offset is not None:  # a stat is cheap; a thread per idle tick is not
+            try:
+                if os.stat(reader.target.path).st_size == reader.offset:
+                    return
+            except OSError:
+                return
+        self.reading = self.read(reader)
 
     @work(thread=True, group="output", exit_on_error=False)
     def read(self, reader: OutputRead) -> None:
