@@ -1,6 +1,6 @@
 """One agent run: a child in its own process group, its output streamed to a log file.
 
-The runner starts a fresh agent per iteration (seed 003 §4.4.2). The child gets its own process
+The runner starts a fresh agent per iteration. The child gets its own process
 group so that a timeout, a skip or the runner's own death takes the agent *and everything it
 started* down with it; on Linux it is also told to die with the runner (PR_SET_PDEATHSIG). Its
 output goes to `.claude/loopdeck/iterations/NNNN.log` as it comes, and only a bounded tail is

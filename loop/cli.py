@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -161,6 +162,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         from loop.parallel_cli import status_rows
 
         rows += status_rows(snap.parallel)
+    if snap.sources is not None:
+        rows.append(("sources", _sources_line(snap.sources)))
     for name, value in rows:
         print(f"{name:<13}{value}")
     if loop.status in ("stopped", "failed"):
@@ -185,6 +188,19 @@ def _last_summary(ws: Workspace, started_at: str | None = None) -> None:
     for line in archived_lines(record):
         print(line)
     print(f"{'archive':<13}{last}")
+
+
+def _sources_line(aggregate: Any) -> str:
+    """`3 pending: task_file 2, claude_tasks 1, github off`: what keeps the loop going, at a glance."""
+    parts = []
+    for report in aggregate.sources:
+        if not report.enabled:
+            parts.append(f"{report.name} off")
+        elif not report.available:
+            parts.append(f"{report.name} unavailable")
+        else:
+            parts.append(f"{report.name} {report.pending}")
+    return f"{aggregate.pending_total} pending: " + ", ".join(parts)
 
 
 def _limits(limits: dict[str, int]) -> str:
@@ -763,7 +779,13 @@ def main(argv: Sequence[str] | None = None, monitor: MonitorVerbs | None = None)
             if func is None:
                 raise LoopdeckError(f"`{args.verb}` opens the monitor: run it as `loopdeck {args.verb}`")
         result: int = func(args)
+        sys.stdout.flush()  # inside the try: a reader gone early (`| head -1`) is met here
         return result
+    except BrokenPipeError:
+        # The reader closed the pipe: what it wanted it has. Point stdout at /dev/null so the
+        # interpreter's own flush at exit does not print a traceback, and end quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except LoopdeckError as exc:
         print(f"loopdeck: error: {exc}", file=sys.stderr)
         return 1

@@ -15,7 +15,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
     from typing import Any
 
-# --- human log lines (seed 003 §4.4.7) ------------------------------------------------------
+# --- human log lines ------------------------------------------------------------------
 
 
 def _of(iteration: int | None, data: Mapping[str, Any]) -> str:
@@ -31,8 +31,8 @@ KINDS: dict[str, Callable[[Event], str]] = {
         f"Iteration {e.iteration} complete ({human_duration(e.data.get('duration_s'))})"
     ),
     "task-selected": lambda e: f'Selected item: "{e.data.get("task", "?")}"',
-    "blocked": lambda e: f"Stop blocked: {e.data.get('message', 'work remains')}",
-    "allowed": lambda e: f"Stop allowed: {e.data.get('reason', '')}".rstrip(": "),
+    "blocked": lambda e: f"Turn over, work remains: {e.data.get('message', 'the agent goes on')}",
+    "allowed": lambda e: f"Turn over, the loop may end: {e.data.get('reason', '')}".rstrip(": "),
     "verification-started": lambda e: f"Running verification: {e.data.get('command', '?')}",
     "verification-passed": lambda e: f"Verification PASSED (exit {e.data.get('exit_code', 0)})",
     "verification-failed": lambda e: f"Verification FAILED (exit {e.data.get('exit_code', '?')})",
@@ -132,5 +132,5 @@ def message(event: Event) -> str:
 
 
 def render_line(event: Event, name: str = "loopdeck") -> str:
-    """`[2025-01-17T14:00:00Z] loopdeck: Starting iteration 1/5`, as seed 003 logs it."""
+    """`[2025-01-17T14:00:00Z] loopdeck: Starting iteration 1/5`, the form every loopdeck log line takes."""
     return f"[{log_stamp(event.ts)}] {name}: {message(event)}"

@@ -1,6 +1,6 @@
 """YAML front matter as loopdeck reads and writes it, and atomic file replacement.
 
-The loop's state is YAML front matter (seed 000). PyYAML costs the Stop hook ~17 ms to import,
+The loop's state is YAML front matter. PyYAML costs the Stop hook ~17 ms to import,
 and the hook runs on every agent turn, so the flat `key: value` lines loopdeck itself writes are
 read by a fast path whose answers a property test pins to PyYAML's; anything else (hand-edited
 files, nested values, errors with line numbers) goes through PyYAML, imported on first need.
@@ -66,7 +66,7 @@ _YAML_WORDS = frozenset(
 
 
 def _fast_scalar(text: str) -> tuple[bool, Any]:
-    """Decode one value as YAML would, for the forms loopdeck itself writes (and seed 000's
+    """Decode one value as YAML would, for the forms loopdeck itself writes (and the Ralph loop's
     example); `(False, None)` when unsure, and the caller asks PyYAML instead."""
     if text == "true" or text == "false":
         return True, text == "true"

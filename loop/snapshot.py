@@ -14,6 +14,7 @@ from typing import Any
 
 from loop.errors import FileProblem
 from loop.journal import Event, Journal
+from loop.model import Command
 from loop.paths import Workspace
 from loop.proc import alive
 from loop.sources.aggregate import Aggregate, SourceConfig, check_all
@@ -117,6 +118,8 @@ class Snapshot:
     backup_exists: bool = False
     parallel: dict[str, Any] | None = None
     """`run --workers`: the workers, the lock table and the deferral streak, as the state has them."""
+    pending: tuple[Command, ...] = ()
+    """Commands queued and not applied yet, oldest first: a viewer shows them as pending."""
 
     @property
     def escalation(self) -> Event | None:
@@ -245,6 +248,7 @@ def read(workspace: Workspace, *, with_sources: bool = True, with_events: bool =
         durations=_durations(events),
         backup_exists=backup,
         parallel=_parallel(state),
+        pending=_pending(workspace, state),
     )
 
 
@@ -252,6 +256,15 @@ def _parallel(state: LoopState) -> dict[str, Any] | None:
     from loop.scheduler import section_of
 
     return section_of(state)
+
+
+def _pending(workspace: Workspace, state: LoopState) -> tuple[Command, ...]:
+    from loop.control import pending
+
+    try:
+        return tuple(pending(workspace, state))
+    except (OSError, ValueError):
+        return ()
 
 
 def _latest_archive(workspace: Workspace) -> dict[str, Any] | None:

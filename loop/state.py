@@ -1,7 +1,7 @@
-"""The loop's state: seed 000's `.claude/orchestrator-loop.local.md`, extended.
+"""The loop's state: the Ralph loop's `.claude/orchestrator-loop.local.md`, extended.
 
 The file is YAML front matter plus the loop's prompt as the body, so a person can open it,
-read it and (carefully) edit it, and so other tools that read seed 000's file keep working.
+read it and (carefully) edit it, and so other tools that read the Ralph loop's file keep working.
 
 Three promises, each tested:
 
@@ -116,7 +116,7 @@ def _expect_str_list(value: Any) -> bool:
 
 
 _SCHEMA: dict[str, tuple[Any, str]] = {
-    # seed 000, in its order
+    # the Ralph loop's keys, in their order
     "iteration": (_expect_int, "a whole number >= 0"),
     "max_iterations": (_expect_int, "a whole number >= 0 (0 = no limit; at most 2**63-1)"),
     "completion_promise": (_expect_opt_str, 'a string ("null" for none)'),

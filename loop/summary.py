@@ -1,5 +1,5 @@
-"""What a person reads when a loop ends (seed 003 §4.4.6) and as it goes (seed 001's progress
-line): how it ended, what was done, what failed, what is left, how long, what to do next."""
+"""What a person reads when a loop ends and as it goes (the progress line): how it ended,
+what was done, what failed, what is left, how long, what to do next."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def cost_line(usage: dict[str, int] | None, limits: dict[str, int] | None = None
 
 
 def progress_line(done: int, total: int, width: int = 10) -> str:
-    """`Progress: [3 of 8] ▰▰▰▱▱▱▱▱▱▱ 37%` (seed 001)."""
+    """`Progress: [3 of 8] ▰▰▰▱▱▱▱▱▱▱ 37%`."""
     ratio = done / total if total else 1.0
     filled = int(ratio * width)
     return f"Progress: [{done} of {total}] {'▰' * filled}{'▱' * (width - filled)} {int(ratio * 100)}%"

@@ -15,7 +15,7 @@ def iso_ms(moment: datetime) -> str:
 
 
 def iso_s(moment: datetime) -> str:
-    """Seed 000's `started_at` form (`2026-01-09T10:30:00+00:00`)."""
+    """The `started_at` form (`2026-01-09T10:30:00+00:00`)."""
     return moment.astimezone(UTC).replace(microsecond=0).isoformat()
 
 
@@ -31,7 +31,7 @@ def parse_iso(text: str) -> datetime | None:
 
 
 def human_duration(seconds: object) -> str:
-    """`3m 48s`, `1h 02m 05s`, `7s` (seed 003's log lines); `?` for anything not a number."""
+    """`3m 48s`, `1h 02m 05s`, `7s`; `?` for anything not a number."""
     try:
         total = round(float(seconds))  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -46,7 +46,7 @@ def human_duration(seconds: object) -> str:
 
 
 def log_stamp(text: str) -> str:
-    """Seed 003's log-line stamp, to the second: `2025-01-17T14:00:00Z`."""
+    """The log-line stamp, to the second: `2025-01-17T14:00:00Z`."""
     moment = parse_iso(text)
     if moment is None:
         return text

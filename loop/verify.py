@@ -1,4 +1,4 @@
-"""Verification commands (seed 004 §4, seed 003 §4.4.8): checked against an allowlist before
+"""Verification commands: checked against an allowlist before
 the loop starts, run without a shell, with a timeout, their output kept to the last lines and
 scrubbed of secrets before it reaches the journal.
 

@@ -92,28 +92,37 @@ async def test_steering_keys_send_commands(tmp_path: Path) -> None:
         assert "RUNNING" in text_of(monitor, "#status-bar")
         assert monitor.check_action("pause", ()) and not monitor.check_action("resume", ())
         await pilot.press("p")
+        await screenshots.settle(monitor)
+        # A queued pause: the bar says so (never RUNNING), and `p` is off until it lands.
+        bar = text_of(monitor, "#status-bar")
+        assert "PAUSING" in bar and "pause pending" in bar and "RUNNING" not in bar
+        assert monitor.check_action("pause", ()) is None
+        assert monitor.disabled_reason("pause") == "a pause is pending"
         await pilot.press("s")
         await pilot.press("c")
         assert isinstance(monitor.screen, ConfirmScreen)
         assert monitor.screen.question == "Force completion? 3 tasks remain"
         await pilot.press("n")
-        await pilot.press("x")
-        assert isinstance(monitor.screen, ConfirmScreen)
-        await pilot.press("y")
         await pilot.press("m")
         assert isinstance(monitor.screen, NumberScreen)
         await pilot.press("end", "backspace", "backspace", "backspace", "8", "0", "enter")
         await pilot.pause()
-        await pilot.press("c")
+        await pilot.press("x")
+        assert isinstance(monitor.screen, ConfirmScreen)
         await pilot.press("y")
+        await screenshots.settle(monitor)
+        # A queued stop: every other steering key is off, with the reason.
+        assert monitor.disabled_reason("complete") == "a stop is pending"
+        await pilot.press("c")
+        assert not isinstance(monitor.screen, ConfirmScreen)
     sent = commands(ws)
-    assert [c["kind"] for c in sent] == ["pause", "skip", "stop", "set-max-iterations", "complete"]
+    assert [c["kind"] for c in sent] == ["pause", "skip", "set-max-iterations", "stop"]
     assert all(c["source"] == "tui" for c in sent)
-    assert sent[3]["value"] == 80
+    assert sent[2]["value"] == 80
     # The monitor never writes the state: same bytes, same time, no backup made.
     assert (ws.state.read_bytes(), ws.state.stat().st_mtime_ns, ws.backup.exists()) == before
     kinds = [e.kind for e in Journal(ws.journal).tail(20).events]
-    assert kinds.count("command-sent") == 5
+    assert kinds.count("command-sent") == 4
 
 
 async def test_footer_shows_only_what_applies(tmp_path: Path) -> None:
@@ -154,7 +163,7 @@ async def test_hook_driven_loop_says_it_waits_for_the_next_stop(tmp_path: Path) 
         await screenshots.settle(monitor)
         await pilot.press("p")
         await pilot.pause()
-        assert any("next Stop" in str(n.message) for n in monitor._notifications)
+        assert any("turn ends" in str(n.message) for n in monitor._notifications)
 
 
 async def test_help_journal_and_search(tmp_path: Path) -> None:
@@ -220,12 +229,12 @@ async def test_escalation_modal_continue_raises_the_limit_and_resumes(tmp_path: 
         assert "50 iterations reached with 3 task(s) pending" in monitor.screen.reason
         assert "iteration 51 of 50" in monitor.screen.numbers
         assert "ESCALATED" in text_of(monitor, "#status-bar")
-        await pilot.press("c")
+        await pilot.press("r")  # r resumes, as on the main screen
     sent = commands(ws)
     assert [(c["kind"], c.get("value")) for c in sent] == [("set-max-iterations", 71), ("resume", None)]
 
 
-@pytest.mark.parametrize(("key", "expected"), [("p", []), ("s", ["skip", "resume"]), ("f", ["complete"])])
+@pytest.mark.parametrize(("key", "expected"), [("p", []), ("s", ["skip", "resume"]), ("c", ["complete"])])
 async def test_escalation_modal_other_choices(tmp_path: Path, key: str, expected: list[str]) -> None:
     ws = make(tmp_path, "escalation")
     state = StateStore(ws).read()
@@ -549,7 +558,7 @@ async def test_journal_panel_writes_only_new_events(tmp_path: Path, monkeypatch:
     async with monitor.run_test(size=SIZE) as pilot:
         await screenshots.settle(monitor)
         panel = monitor.query_one(JournalPanel)
-        assert len(panel.events) == 37
+        assert len(panel.events) == 45  # 11 iterations (4 events each) and the start
         journal = Journal(ws.journal)
         formatted.clear()
         for n in range(10):
@@ -557,7 +566,7 @@ async def test_journal_panel_writes_only_new_events(tmp_path: Path, monkeypatch:
             monitor.post_message(SnapshotReady(read(ws)))
             await until(pilot, lambda: f"appended {n}" in journal_text(monitor))  # noqa: B023
         assert formatted == ["warning"] * 10
-        assert panel.border_subtitle == "47 of 47"
+        assert panel.border_subtitle == "55 of 55"
         # Past the window's size: old events leave it, new ones are still only written once.
         formatted.clear()
         for n in range(300):
@@ -596,4 +605,4 @@ async def test_journal_panel_wraps_again_on_a_new_width(tmp_path: Path) -> None:
         await until(pilot, lambda: panel.redraws == before + 1)
         widest = max(len(line.rstrip()) for line in journal_text(monitor).splitlines())
         assert widest <= SIZE[0] - 40
-        assert "Iteration 12 complete" in journal_text(monitor)
+        assert "Iteration 11 complete" in journal_text(monitor)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -26,16 +26,28 @@ from loop.journal import Journal
 from loop.paths import Workspace
 from loop.snapshot import Snapshot
 from loop.timeutil import utcnow
+from tui import actions
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.escalation import EscalationScreen
 from tui.screens.number import NumberScreen
 from tui.screens.resume import ResumeScreen
-from tui.screens.text import QuestionScreen, TextScreen, help_screen
-from tui.watch import DEBOUNCE_MS, FilesChanged, GitReady, SnapshotReady, interesting, watch_paths
+from tui.screens.text import QuestionScreen, TextScreen
+from tui.watch import (
+    DEBOUNCE_MS,
+    GIT_DEBOUNCE_MS,
+    FilesChanged,
+    GitReady,
+    SnapshotReady,
+    TreeChanged,
+    interesting,
+    tree_filter,
+    watch_paths,
+)
 from tui.widgets.common import relative
 from tui.widgets.git import GitPanel
 from tui.widgets.iteration import IterationPanel
 from tui.widgets.journal import JournalPanel
+from tui.widgets.output import OutputPanel
 from tui.widgets.sources import SourcesPanel
 from tui.widgets.status_bar import StatusBar
 from tui.widgets.verification import VerificationPanel
@@ -43,19 +55,6 @@ from tui.widgets.workers import WorkersPanel
 
 GIT_EVERY_S = 2.0
 RAISE_BY = 20
-
-ACTIONS: dict[str, tuple[str, str]] = {
-    "pause": ("Pause the loop", "the iteration in progress finishes, then the loop waits"),
-    "resume": ("Resume the loop", "continue a paused loop"),
-    "skip": ("Skip the current task", "mark it skipped (or skip the current verification loop)"),
-    "complete": ("Force completion", "archive the loop as complete now"),
-    "stop": ("Stop the loop", "status stopped; the loop is kept"),
-    "set_max": ("Set max iterations", "move the escalation threshold"),
-    "toggle_journal": ("Journal full screen", "show the journal alone (again to go back)"),
-    "search": ("Search the journal", "filter the journal by text"),
-    "restore_backup": ("Restore the state backup", "put the last good state file back"),
-    "help": ("Help", "keys and what they do"),
-}
 
 
 class ErrorPanel(Static):
@@ -70,20 +69,12 @@ class LoopdeckApp(App[None]):
 
     TITLE = "loopdeck"
     CSS_PATH = "app.tcss"
-    BINDINGS = [
-        Binding("p", "pause", "Pause", id="loop.pause"),
-        Binding("r", "resume", "Resume", id="loop.resume"),
-        Binding("s", "skip", "Skip", id="loop.skip"),
-        Binding("c", "complete", "Complete", id="loop.complete"),
-        Binding("x", "stop", "Stop", id="loop.stop"),
-        Binding("m", "set_max", "Max iter.", id="loop.set_max"),
-        Binding("b", "restore_backup", "Restore backup", id="state.restore"),
-        Binding("l", "toggle_journal", "Journal", id="view.journal"),
-        Binding("slash", "search", "Search", id="view.search", show=False),
-        Binding("escape", "clear_search", "Clear search", show=False),
-        Binding("question_mark", "help", "Help", id="app.help"),
-        Binding("q", "quit", "Quit", id="app.quit"),
-    ]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
+    ESCAPE_TO_MINIMIZE = False
+    """Escape clears a search; `o` and `l` leave full screen (the keys that entered it)."""
+    BINDINGS = actions.bindings()
+    """Made from the one registry (`tui.actions`), like the help and the palette."""
 
     def __init__(
         self,
@@ -115,6 +106,10 @@ class LoopdeckApp(App[None]):
         self.snapshots_shown = 0
         self.binding_answers: tuple[bool | None, ...] | None = None
         """`check_action` for each bound action, as the footer last showed them."""
+        self.moot_prompts: list[str] = []
+        """Why each prompt closed itself (the notification says the same)."""
+        self.keymap: dict[str, str] = {}
+        """The keymap file's rebindings (binding id → keys), as applied."""
 
     # --- layout --------------------------------------------------------------------------------
 
@@ -129,8 +124,15 @@ class LoopdeckApp(App[None]):
                 yield VerificationPanel(id="verification")
                 yield GitPanel(id="git")
         yield WorkersPanel(self.workspace, id="workers")
-        yield JournalPanel(id="journal")
-        yield Footer()
+        with Horizontal(id="logs"):
+            yield JournalPanel(id="journal")
+            yield OutputPanel(self.workspace, id="output")
+        yield Footer(compact=True)
+
+    def on_resize(self, event: events.Resize) -> None:
+        """On a narrow terminal the footer's palette hint gives its room to the keys (quit
+        last among them); ctrl+p still opens the palette, and the help says so."""
+        self.query_one(Footer).show_command_palette = event.size.width >= 100
 
     @property
     def main(self) -> Screen[object]:
@@ -138,11 +140,19 @@ class LoopdeckApp(App[None]):
         return self.screen_stack[0]
 
     def on_mount(self) -> None:
+        keymap, problem = actions.load_keymap()
+        if keymap:
+            self.keymap = keymap
+            self.set_keymap(keymap)
+        if problem:
+            self.notify(problem, severity="warning", timeout=8)
         self.load_snapshot()
         if self.use_git:
             self.git_dirty = False
             self.load_git()
             self.set_interval(GIT_EVERY_S, self.git_tick)
+            if self.watching:
+                self.watch_tree()
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -173,6 +183,24 @@ class LoopdeckApp(App[None]):
             recursive=False,
         ):
             self.post_message(FilesChanged())
+
+    @work(exclusive=True, group="git-watch", exit_on_error=False)
+    async def watch_tree(self) -> None:
+        """Git followed live: the working tree watched recursively (not what `.gitignore`
+        ignores, not loopdeck's files), debounced; git itself is read by `load_git`'s thread."""
+        from watchfiles import awatch
+
+        async for _changes in awatch(
+            self.workspace.root,
+            watch_filter=tree_filter(self.workspace.root),
+            debounce=GIT_DEBOUNCE_MS,
+            step=50,
+        ):
+            self.post_message(TreeChanged())
+
+    def on_tree_changed(self, message: TreeChanged) -> None:
+        self.git_dirty = False
+        self.load_git()
 
     def on_files_changed(self, message: FilesChanged) -> None:
         self.git_dirty = True
@@ -224,6 +252,8 @@ class LoopdeckApp(App[None]):
         self.main.query_one(VerificationPanel).show(snapshot, now)
         self.main.query_one(WorkersPanel).show(snapshot, now)
         self.main.query_one(JournalPanel).show_events(snapshot.events)
+        self.main.query_one(OutputPanel).show(snapshot)
+        self.close_modal_if_moot(snapshot)
         self.report_applied(snapshot)
         self.refresh_bindings_if_changed()
         self.snapshots_shown += 1
@@ -358,13 +388,16 @@ class LoopdeckApp(App[None]):
         )
         self.awaiting[command.id] = kind
         if loop is not None and loop.driver in (None, "hook"):
-            self.notify(f"{kind} queued: it applies at the agent's next Stop", title="loopdeck")
+            self.notify(f"{kind} queued: it applies when the agent's turn ends", title="loopdeck")
         elif loop is not None and loop.alive is False:
             self.notify(f"{kind} queued: the runner is not running", title="loopdeck", severity="warning")
         else:
             self.notify(f"{kind} sent to the runner", title="loopdeck")
+        self.load_snapshot()  # the command shows as pending now, not at the next file event
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.disabled_reason(action) is not None:
+            return None  # shown greyed out: it would contradict a command still on its way
         snapshot = self.snapshot
         loop = snapshot.loop if snapshot else None
         if action == "pause":
@@ -376,9 +409,50 @@ class LoopdeckApp(App[None]):
             )
         if action in ("skip", "complete", "stop", "set_max"):
             return loop is not None and loop.status in ("running", "paused", "initializing", "stopping")
+        if action == "toggle_output":
+            return loop is not None  # a finished loop has no output panel
         if action == "restore_backup":
             return snapshot is not None and snapshot.error is not None and snapshot.backup_exists
         return True
+
+    def disabled_reason(self, action: str) -> str | None:
+        """Why a key is off while a command waits to be applied (None: it is not).
+
+        A queued pause makes `p` pointless and `r` the way to take it back; a queued stop or
+        completion ends the loop, so nothing else that steers it makes sense until it lands."""
+        pending = {c.kind for c in self.snapshot.pending} if self.snapshot else set()
+        if not pending:
+            return None
+        ending = pending & {"stop", "complete"}
+        if ending and action in ("pause", "resume", "skip", "complete", "stop", "set_max"):
+            return f"a {sorted(ending)[0]} is pending"
+        if action == "pause" and "pause" in pending:
+            return "a pause is pending"
+        if action == "resume" and "resume" in pending:
+            return "a resume is pending"
+        if action == "skip" and "skip" in pending:
+            return "a skip is pending"
+        return None
+
+    def close_modal_if_moot(self, snapshot: Snapshot) -> None:
+        """A modal about a loop that has moved on says so and goes: answering it would steer a
+        loop that is no longer in the state the question described."""
+        screen = self.screen
+        loop = snapshot.loop
+        ended = loop is None or loop.status in ("completed", "failed", "stopped")
+        why = None
+        if isinstance(screen, EscalationScreen) and (ended or snapshot.escalation is None):
+            why = "the loop ended" if ended else "the loop was resumed"
+            screen.dismiss("dismiss")
+        elif isinstance(screen, QuestionScreen) and (ended or snapshot.question is None):
+            why = "the loop ended" if ended else "the question was answered"
+            screen.dismiss(None)
+        elif isinstance(screen, ConfirmScreen | NumberScreen) and ended:
+            why = "the loop ended"
+            screen.dismiss(None)
+        if why is not None:
+            self.moot_prompts.append(why)
+            self.notify(f"That prompt no longer applies: {why}.", title="loopdeck", severity="warning")
 
     def action_pause(self) -> None:
         self.send("pause", reason="from the monitor")
@@ -452,13 +526,28 @@ class LoopdeckApp(App[None]):
             screen.maximize(self.main.query_one(JournalPanel), container=False)
 
     def action_search(self) -> None:
-        self.main.query_one(JournalPanel).start_search()
+        if self.screen.maximized is self.main.query_one(OutputPanel):
+            self.main.query_one(OutputPanel).start_search()
+        else:
+            self.main.query_one(JournalPanel).start_search()
 
     def action_clear_search(self) -> None:
         self.main.query_one(JournalPanel).clear_search()
+        self.main.query_one(OutputPanel).clear_search()
 
     def action_help(self) -> None:
-        self.push_screen(help_screen())
+        self.push_screen(TextScreen("Help", actions.help_markdown(self.bound_keys()), markdown=True))
+
+    def bound_keys(self) -> dict[str, str]:
+        """Binding id → keys, as bound now: the registry's, overridden by the keymap file."""
+        return {a.id: self.keymap.get(a.id, a.key) for a in actions.ACTIONS}
+
+    def action_toggle_output(self) -> None:
+        screen = self.screen
+        if screen.maximized is not None:
+            screen.minimize()
+        else:
+            screen.maximize(self.main.query_one(OutputPanel), container=False)
 
     @on(DataTable.RowSelected, "#verification-table")
     def show_verification_output(self, event: DataTable.RowSelected) -> None:
@@ -471,9 +560,9 @@ class LoopdeckApp(App[None]):
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        for action, (title, text) in ACTIONS.items():
-            if self.check_action(action, ()):
-                yield SystemCommand(title, text, getattr(self, f"action_{action}"))
+        for action in actions.ACTIONS:
+            if action.palette and self.check_action(action.name, ()):
+                yield SystemCommand(action.title, action.help, getattr(self, f"action_{action.name}"))
 
     async def action_quit(self) -> None:
         if self.on_quit is not None:

@@ -23,7 +23,6 @@ from loop.paths import Workspace
 from loop.state import LoopState, StateStore
 
 NOW = datetime(2026, 1, 9, 11, 42, 7, tzinfo=UTC)
-STARTED = datetime(2026, 1, 9, 10, 30, 0, tzinfo=UTC)
 SIZE = (120, 40)
 TODO = """# Todo API
 
@@ -59,10 +58,11 @@ def _repo(root: Path, todo: str = TODO) -> Workspace:
     return Workspace(root)
 
 
-def _state(ws: Workspace, **values: object) -> LoopState:
+def _state(ws: Workspace, done: int = 0, **values: object) -> LoopState:
+    """The loop's state, begun `done` iterations' worth of time before NOW."""
     state = LoopState.new(
         "Build the todo API described in TODO.md",
-        started_at=STARTED.isoformat(),
+        started_at=_started(done).isoformat(),
         task_file="TODO.md",
         check_github=False,
         check_tasks=False,
@@ -79,14 +79,27 @@ def _state(ws: Workspace, **values: object) -> LoopState:
     return state
 
 
-def _events(ws: Workspace, iterations: int, *, verify_fail_at: int | None = None) -> None:
+def _took(n: int) -> int:
+    """Iteration n's agent run, in seconds: varied, so the sparkline has a shape."""
+    return 40 + (n * 17) % 50
+
+
+def _started(iterations: int) -> datetime:
+    """When a loop that ran `iterations` iterations up to NOW began: the clock and the counts
+    tell one story (an iteration is its run plus a 2 s pause between runs)."""
+    return NOW - timedelta(seconds=sum(_took(n) + 2 for n in range(1, iterations + 1)) + 5)
+
+
+def _events(ws: Workspace, iterations: int, *, verify_fail_at: int | None = None) -> list[str]:
+    """The journal of `iterations` iterations, each verified and committed; returns the commits."""
     journal = Journal(ws.journal)
-    at = STARTED
+    at = _started(iterations)
     journal.append("loop-started", 0, {"max_iterations": 50}, now=at)
+    commits = []
     for n in range(1, iterations + 1):
-        at += timedelta(seconds=40 + (n * 17) % 50)
+        at += timedelta(seconds=2)
         journal.append("iteration-started", n, {"max_iterations": 50}, now=at)
-        at += timedelta(seconds=3)
+        at += timedelta(seconds=_took(n))
         passed = n != verify_fail_at
         journal.append(
             "verification-passed" if passed else "verification-failed",
@@ -101,20 +114,87 @@ def _events(ws: Workspace, iterations: int, *, verify_fail_at: int | None = None
             },
             now=at,
         )
-        journal.append("iteration-completed", n, {"duration_s": 40 + (n * 17) % 50}, now=at)
+        journal.append("iteration-completed", n, {"duration_s": _took(n)}, now=at)
+        sha = _commit(ws.root, n)
+        commits.append(sha)
+        journal.append("commit", n, {"sha": sha}, now=at)
+    return commits
+
+
+def _commit(root: Path, n: int) -> str:
+    """One commit per iteration, as `loopdeck run --commit` makes them."""
+    (root / "progress.md").write_text(f"iteration {n} done\n")
+    _git(root, "add", "progress.md")
+    _git(root, "commit", "-q", "-m", f"loopdeck: iteration {n}")
+    out = subprocess.run(
+        ["git", "rev-parse", "HEAD"],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **GIT_ENV},
+    )
+    return out.stdout.strip()
+
+
+OUTPUT = [
+    {"type": "system", "subtype": "init", "model": "claude-sonnet-4-5"},
+    {
+        "type": "assistant",
+        "message": {"content": [{"type": "text", "text": "The list endpoint is next in TODO.md."}]},
+    },
+    {
+        "type": "assistant",
+        "message": {"content": [{"type": "tool_use", "name": "Read", "input": {"file_path": "api.py"}}]},
+    },
+    {"type": "user", "message": {"content": [{"type": "tool_result", "content": "..."}]}},
+    {
+        "type": "assistant",
+        "message": {"content": [{"type": "text", "text": "I'll add GET /todos with paging."}]},
+    },
+    {
+        "type": "assistant",
+        "message": {"content": [{"type": "tool_use", "name": "Edit", "input": {"file_path": "api.py"}}]},
+    },
+    {
+        "type": "assistant",
+        "message": {
+            "content": [
+                {"type": "tool_use", "name": "Bash", "input": {"command": "pytest -q tests/test_api.py"}}
+            ]
+        },
+    },
+    {
+        "type": "assistant",
+        "message": {
+            "content": [{"type": "text", "text": "3 passed. Marking the task in progress; paging next."}]
+        },
+    },
+]
+
+
+def _iteration_log(ws: Workspace, n: int) -> None:
+    """The runner's log of iteration n, as claude's stream-json writes it."""
+    import json
+
+    logs = ws.private_dir / "iterations"
+    logs.mkdir(parents=True, exist_ok=True)
+    (logs / f"{n:04d}.log").write_text("".join(json.dumps(line) + "\n" for line in OUTPUT))
 
 
 def running(root: Path) -> Workspace:
     ws = _repo(root)
     _state(
         ws,
+        11,
         iteration=12,
         status="running",
         driver="runner",
         pid=os.getpid(),
         current_task="Expose the list endpoint",
     )
-    _events(ws, 12, verify_fail_at=9)
+    _events(ws, 11, verify_fail_at=9)  # the 12th is under way
+    _iteration_log(ws, 12)
     return ws
 
 
@@ -122,6 +202,7 @@ def verification(root: Path) -> Workspace:
     ws = _repo(root, TODO.replace("[ ]", "[x]").replace("[~]", "[x]"))
     _state(
         ws,
+        16,
         iteration=17,
         status="running",
         driver="runner",
@@ -129,7 +210,7 @@ def verification(root: Path) -> Workspace:
         verification_mode=True,
         verification_remaining=2,
     )
-    _events(ws, 17)
+    _events(ws, 16)
     Journal(ws.journal).append("verification-loop", 17, {"loop": 2, "of": 4}, now=NOW - timedelta(seconds=20))
     return ws
 
@@ -138,6 +219,7 @@ def escalation(root: Path) -> Workspace:
     ws = _repo(root)
     _state(
         ws,
+        50,
         iteration=51,
         status="paused",
         driver="runner",
@@ -145,7 +227,7 @@ def escalation(root: Path) -> Workspace:
         escalated=True,
         current_task="Expose the list endpoint",
     )
-    _events(ws, 20)
+    _events(ws, 50)
     Journal(ws.journal).append(
         "escalation",
         51,
@@ -162,27 +244,40 @@ def escalation(root: Path) -> Workspace:
 
 def resume_prompt(root: Path) -> Workspace:
     ws = _repo(root)
-    _state(ws, iteration=12, max_iterations=100, status="running", driver="runner", pid=_dead_pid())
-    _events(ws, 12)
+    _state(ws, 11, iteration=12, max_iterations=100, status="running", driver="runner", pid=_dead_pid())
+    _events(ws, 11)
     return ws
 
 
 def corrupt(root: Path) -> Workspace:
     ws = _repo(root)
-    _state(ws, iteration=12)
-    _state(ws, iteration=13)  # so the backup holds a good copy
+    _state(ws, 12, iteration=12)
+    _state(ws, 12, iteration=13)  # so the backup holds a good copy
     text = ws.state.read_text().replace("iteration: 13", 'iteration: "thirteen"')
     ws.state.write_text(text)
-    _events(ws, 13)
+    _events(ws, 12)
     return ws
 
 
 def completed(root: Path) -> Workspace:
     ws = _repo(root, TODO.replace("[ ]", "[x]").replace("[~]", "[x]"))
-    state = _state(ws, iteration=21, status="completed", driver="runner")
-    _events(ws, 21)
-    writer.archive_completed(ws, state, {"reason": "all sources empty and verified", "iterations": 21})
-    Journal(ws.journal).append("completed", 21, {"reason": "all sources empty and verified"}, now=NOW)
+    state = _state(ws, 21, iteration=21, status="completed", driver="runner")
+    commits = _events(ws, 21, verify_fail_at=9)
+    reason = "every task done, verified 4 times"
+    writer.archive_completed(
+        ws,
+        state,
+        {
+            "outcome": "completed",
+            "reason": reason,
+            "iterations": 21,
+            "commits": commits,
+            "pending_at_end": 0,
+            "usage": {"cost_micro_usd": 4_870_000, "input_tokens": 1_204_332, "output_tokens": 88_410},
+            "duration_s": (NOW - _started(21)).total_seconds(),
+        },
+    )
+    Journal(ws.journal).append("completed", 21, {"reason": reason}, now=NOW)
     return ws
 
 
@@ -304,7 +399,7 @@ async def settle(app: object) -> None:
 
     async def finite_workers() -> None:
         # The watcher never completes, and an empty list means "every worker" to Textual.
-        finite = [w for w in app.workers if w.group != "watch"]
+        finite = [w for w in app.workers if w.group not in ("watch", "git-watch")]
         if finite:
             await app.workers.wait_for_complete(finite)
 
@@ -315,16 +410,40 @@ async def settle(app: object) -> None:
             break
     await asyncio.sleep(0.1)
     await finite_workers()
+    # A log's scroll to its end is deferred to after the next layout; a panel appearing above
+    # it (the corrupt-state panel) can leave it short of the end: put every following log there.
+    from textual.widgets import RichLog
+
+    for log in app.query(RichLog):
+        if log.auto_scroll:
+            log.scroll_end(animate=False, immediate=True)
+    app.screen.refresh(layout=True)  # panels whose text just changed height: lay them out again
+    await asyncio.sleep(0.1)
+    for log in app.query(RichLog):
+        if log.auto_scroll:
+            log.scroll_end(animate=False, immediate=True)
+    await asyncio.sleep(0.05)
 
 
-async def _shoot(name: str, root: Path, out: Path) -> Path:
-    ws = SCENARIOS[name](root)
+async def _shoot(name: str, root: Path, out: Path, keys: tuple[str, ...] = ()) -> Path:
+    scenario = PICTURES.get(name, (name, ()))[0]
+    keys = keys or PICTURES.get(name, (name, ()))[1]
+    ws = SCENARIOS[scenario](root)
     app = app_for(ws)
     async with app.run_test(size=SIZE) as pilot:  # type: ignore[attr-defined]
         await settle(app)
+        if keys:
+            await pilot.press(*keys)
+            await settle(app)
         await pilot.pause()
         app.save_screenshot(f"{name}.svg", path=str(out))  # type: ignore[attr-defined]
     return out / f"{name}.svg"
+
+
+PICTURES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "output": ("running", ("o",)),
+}
+"""Pictures beyond the scenarios: a scenario and the keys pressed before the shot."""
 
 
 def main() -> None:
@@ -333,7 +452,7 @@ def main() -> None:
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "screenshots"
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        for name in SCENARIOS:
+        for name in [*SCENARIOS, *PICTURES]:
             path = asyncio.run(_shoot(name, Path(tmp) / name, out))
             print(f"wrote {path}")
 

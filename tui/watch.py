@@ -6,6 +6,8 @@ workers post their results, and the app updates widgets from those messages on t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from fnmatch import fnmatch
 from pathlib import Path
 
 from textual.message import Message
@@ -78,5 +80,49 @@ def interesting(folders: set[Path], files: set[Path]) -> object:
         if parent in task_dirs and path.endswith(".json"):
             return True
         return path.endswith("/.claude") or "/.claude/loops/" in path
+
+    return accept
+
+
+GIT_DEBOUNCE_MS = 300
+"""A save, a formatter run and a build touch many files at once: one git read for the burst."""
+
+
+class TreeChanged(Message):
+    """Something git would see changed in the working tree (or a commit moved HEAD)."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, TreeChanged)
+
+
+def ignored_patterns(root: Path) -> list[str]:
+    """The top-level `.gitignore`'s patterns (plain globs; negations are left to git itself,
+    which the read that follows consults anyway)."""
+    try:
+        lines = (root / ".gitignore").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    return [line.strip().strip("/") for line in lines if line.strip() and not line.startswith(("#", "!"))]
+
+
+def tree_filter(root: Path) -> Callable[[object, str], bool]:
+    """A watchfiles filter for the working tree: not loopdeck's own files (`.claude/`), not
+    what `.gitignore` ignores, not git's internals except what a commit or checkout moves."""
+    patterns = ignored_patterns(root)
+    prefix = str(root).rstrip("/") + "/"
+
+    def accept(change: object, path: str) -> bool:
+        if not path.startswith(prefix):
+            return False
+        rel = path[len(prefix) :]
+        parts = rel.split("/")
+        if parts[0] == ".git":
+            return rel in (".git/HEAD", ".git/index") or rel.startswith(".git/refs/heads/")
+        if parts[0] == ".claude":
+            return False
+        for pattern in patterns:
+            if fnmatch(rel, pattern) or any(fnmatch(part, pattern) for part in parts):
+                return False
+        return True
 
     return accept

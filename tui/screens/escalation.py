@@ -1,4 +1,7 @@
-"""An escalation: why the loop needs a person, with the numbers, and what they can do."""
+"""An escalation: why the loop needs a person, with the numbers, and what they can do.
+
+Its keys are the main screen's (r resumes, p pauses, s skips, c completes, l shows the log), so a
+person never has to learn two meanings for one key."""
 
 from __future__ import annotations
 
@@ -23,10 +26,10 @@ class EscalationScreen(ModalScreen[str]):
     """
     )
     BINDINGS = [
-        Binding("c", "choose('continue')", "Continue", id="escalation.continue"),
+        Binding("r", "choose('continue')", "Continue", id="escalation.continue"),
         Binding("p", "choose('pause')", "Pause", id="escalation.pause"),
         Binding("s", "choose('skip')", "Skip task", id="escalation.skip"),
-        Binding("f", "choose('complete')", "Force completion", id="escalation.complete"),
+        Binding("c", "choose('complete')", "Force completion", id="escalation.complete"),
         Binding("l", "choose('log')", "Open log", id="escalation.log"),
         Binding("escape", "choose('dismiss')", "Later", show=False),
     ]
@@ -43,10 +46,10 @@ class EscalationScreen(ModalScreen[str]):
             yield Label(self.reason, id="escalation-reason")
             yield Label(self.numbers, id="escalation-numbers")
             with Horizontal():
-                yield Button(f"Continue +{self.raise_by} \\[c]", id="continue", variant="primary")
+                yield Button(f"Continue +{self.raise_by} \\[r]", id="continue", variant="primary")
                 yield Button("Pause \\[p]", id="pause")
                 yield Button("Skip task \\[s]", id="skip")
-                yield Button("Complete \\[f]", id="complete", variant="error")
+                yield Button("Complete \\[c]", id="complete", variant="error")
                 yield Button("Log \\[l]", id="log")
 
     def on_mount(self) -> None:

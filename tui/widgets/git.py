@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.widgets import Static
 
 from loop.gitstate import GitStatus
@@ -26,7 +27,8 @@ class GitPanel(Static):
             tracking = f" · ahead {status.ahead}, behind {status.behind}"
         lines = [
             f"{status.branch or '(detached)'} @ {status.head or 'no commits'}{tracking}",
-            f"staged {status.staged} · modified {status.modified} · untracked {status.untracked}",
+            f"staged {status.staged} · changed {status.modified} · new {status.untracked}",
         ]
-        lines += [f"{c.sha} {clip(c.summary, 48)}" for c in status.commits]
-        self.update("\n".join(lines))
+        lines += [f"{c.sha} {clip(c.summary, 72)}" for c in status.commits]
+        # Cut at the panel's width when drawn (…), whatever the width is when git answers.
+        self.update(Text("\n".join(lines), no_wrap=True, overflow="ellipsis"))

@@ -13,6 +13,19 @@ from loop.snapshot import Snapshot
 from tui.widgets.common import ago, clip, relative
 
 
+def next_steps(snapshot: Snapshot) -> str:
+    """With no live loop, what a person can do next: the ways to start one."""
+    ended = "No loop running; the last one is archived." if snapshot.archive else "No loop here yet."
+    return "\n".join(
+        [
+            ended,
+            'start one:   loopdeck run "what to do"',
+            "in Claude:   loopdeck start",
+            "This monitor follows the new loop by itself.",
+        ]
+    )
+
+
 class SourcesPanel(Static):
     DEFAULT_CSS = """
     SourcesPanel { border: round $primary 50%; border-title-color: $text; padding: 0 1; height: auto; }
@@ -32,16 +45,14 @@ class SourcesPanel(Static):
         aggregate = snapshot.sources
         if aggregate is None:
             self.border_subtitle = ""
-            self.update(
-                Text("no loop: nothing to count", style=self.get_component_rich_style("sources--off"))
-            )
+            self.update(Text(next_steps(snapshot), style=self.get_component_rich_style("sources--off")))
             return
         off = self.get_component_rich_style("sources--off")
         bad = self.get_component_rich_style("sources--error")
         hot = self.get_component_rich_style("sources--pending")
         item_style = self.get_component_rich_style("sources--item")
         table = Table.grid(padding=(0, 1), expand=True)
-        table.add_column("source", ratio=2, no_wrap=True)
+        table.add_column("source", min_width=14, no_wrap=True)  # "GitHub project" whole
         table.add_column("pending", justify="right")
         table.add_column("doing", justify="right")
         table.add_column("done", justify="right")
@@ -71,7 +82,8 @@ class SourcesPanel(Static):
                 str(report.done),
                 Text(clip(relative(report.detail or "", snapshot.workspace), 60), style=off),
             )
-            for item in report.pending_items()[:3]:
+            # On a short terminal one pending item per source: the panels below keep their lines.
+            for item in report.pending_items()[: 3 if self.app.size.height >= 30 else 1]:
                 mark = "~" if item.status == "in_progress" else " "
                 at = f"{item.line}: " if item.line else ""
                 table.add_row("", "", "", "", Text(f"[{mark}] {at}{clip(item.title, 50)}", style=item_style))

@@ -8,8 +8,9 @@ from pathlib import Path
 from textual.widgets import Static
 
 from loop.snapshot import Snapshot
+from loop.timeutil import human_duration, parse_iso, utcnow
 
-STATES = ("running", "paused", "escalated", "failed", "completed", "idle", "error")
+STATES = ("running", "paused", "escalated", "failed", "completed", "idle", "error", "pending")
 
 
 class StatusBar(Static):
@@ -21,18 +22,61 @@ class StatusBar(Static):
     StatusBar.-failed, StatusBar.-error { background: $error 80%; }
     StatusBar.-completed { background: $primary 50%; }
     StatusBar.-idle { background: $panel; }
+    StatusBar.-pending { background: $accent 40%; }
     """
 
+    shown: Snapshot | None = None
+    """The snapshot on screen: while a command waits, the bar's own 1 s timer ages it."""
+
+    def on_mount(self) -> None:
+        self.set_interval(1.0, self._tick)
+
+    def _tick(self) -> None:
+        if self.shown is not None and self.shown.pending:
+            self.show(self.shown, getattr(self.app, "clock", utcnow)())
+
     def show(self, snapshot: Snapshot, now: datetime) -> None:
+        self.shown = snapshot
         state, text = describe(snapshot)
+        waiting = pending_text(snapshot, now)
+        if waiting:
+            state = "pending"
+            text = f"{text} · {waiting}"
         for name in STATES:
             self.set_class(name == state, f"-{name}")
         self.update(f"loopdeck  {text}")
 
 
+WORDS = {
+    "pause": "PAUSING",
+    "resume": "RESUMING",
+    "stop": "STOPPING",
+    "complete": "COMPLETING",
+    "skip": "SKIPPING",
+}
+
+
+def pending_text(snapshot: Snapshot, now: datetime) -> str:
+    """`pause pending 12s`: sent, not applied yet; the driver applies it at its next step."""
+    if snapshot.loop is None or not snapshot.pending:
+        return ""
+    parts = []
+    for command in snapshot.pending:
+        moment = parse_iso(command.ts)
+        age = human_duration(max(0, int((now - moment).total_seconds()))) if moment else "?"
+        parts.append(f"{command.kind} pending {age}")
+    return ", ".join(parts)
+
+
 def _name(snapshot: Snapshot) -> str:
     """The project's folder name: the full path is one `loopdeck status` away."""
     return Path(snapshot.workspace).name
+
+
+def _queued(snapshot: Snapshot) -> str:
+    """The latest pending command that changes what the loop is doing ("" when none)."""
+    kinds = [c.kind for c in snapshot.pending if c.kind in ("pause", "stop", "complete")]
+    return kinds[-1] if kinds else ""
 
 
 def describe(snapshot: Snapshot) -> tuple[str, str]:
@@ -49,6 +93,8 @@ def describe(snapshot: Snapshot) -> tuple[str, str]:
     of = f"{loop.iteration}/{loop.max_iterations}" if loop.max_iterations else f"{loop.iteration}"
     if snapshot.escalation is not None and loop.status in ("paused", "running"):
         state, word = "escalated", "ESCALATED"
+    elif loop.status in ("running", "initializing") and _queued(snapshot) in WORDS:
+        state, word = "paused", WORDS[_queued(snapshot)]  # never RUNNING over a queued pause
     elif loop.status in ("running", "initializing"):
         state, word = "running", "RUNNING"
     elif loop.status in ("paused", "stopping"):
@@ -61,6 +107,6 @@ def describe(snapshot: Snapshot) -> tuple[str, str]:
         state, word = "paused", loop.status.upper()
     driver = loop.driver or "no driver yet"
     if loop.pid is not None:
-        driver += " alive" if loop.alive else " GONE"
+        driver += " running" if loop.alive else " not running"
     mode = f" · verification {loop.verification_loop}/{loop.verify_loops}" if loop.verification_mode else ""
     return state, f"{word} · iteration {of}{mode} · {driver} · {_name(snapshot)}"

@@ -1,0 +1,285 @@
+"""The monitor's second round: the output panel, the action registry and keymap, pending
+commands, modals that close when they no longer apply, the finished screen, words, pipes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import RichLog
+
+from loop.journal import Journal
+from loop.state import StateStore
+from tests.conftest import REPO, loopdeck_cmd
+from tests.test_tui import _settled, app, commands, make, text_of, until
+from tui import actions, screenshots
+from tui.app import LoopdeckApp
+from tui.screens.escalation import EscalationScreen
+from tui.screens.text import TextScreen
+from tui.widgets.output import Followed, OutputPanel, OutputRead, render_line
+
+SIZE = screenshots.SIZE
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-home"))
+    monkeypatch.setenv("LOOPDECK_KEYMAP", str(tmp_path / "no-keymap.toml"))
+    for key, value in screenshots.GIT_ENV.items():
+        monkeypatch.setenv(key, value)
+
+
+def output_text(monitor: LoopdeckApp) -> str:
+    log = monitor.query_one("#output-lines", RichLog)
+    return "\n".join(line.text for line in log.lines)
+
+
+def screen_text(monitor: LoopdeckApp) -> str:
+    """What the screen shows, as text."""
+    import html
+
+    return html.unescape(monitor.export_screenshot()).replace("\xa0", " ")
+
+
+# --- the output panel ---------------------------------------------------------------------------
+
+
+def test_render_line_shows_text_and_tool_calls_and_passes_raw_lines() -> None:
+    text = {"type": "assistant", "message": {"content": [{"type": "text", "text": "one\ntwo"}]}}
+    tool = {
+        "type": "assistant",
+        "message": {"content": [{"type": "tool_use", "name": "Bash", "input": {"command": "ls -la"}}]},
+    }
+    result = {"type": "user", "message": {"content": [{"type": "tool_result", "content": "x"}]}}
+    assert [t.plain for t in render_line(json.dumps(text))] == ["one", "two"]
+    assert [t.plain for t in render_line(json.dumps(tool))] == ["▸ Bash ls -la"]
+    assert render_line(json.dumps(result)) == []
+    assert [t.plain for t in render_line("plain agent output\n")] == ["plain agent output"]
+    single = {
+        "type": "result",
+        "subtype": "success",
+        "num_turns": 3,
+        "total_cost_usd": 0.25,
+        "session_id": "s",
+    }
+    assert [t.plain for t in render_line(json.dumps(single))] == ["■ success · 3 turns · $0.25"]
+
+
+def test_reader_reads_only_what_was_added_and_skips_ahead_when_far_behind(tmp_path: Path) -> None:
+    log = tmp_path / "0001.log"
+    log.write_bytes(b"first\nsecond\npart")
+    reader = OutputRead(Followed(log, "iteration log"))
+    assert reader.read() == ["first", "second"]
+    with log.open("ab") as out:
+        out.write(b"ial\nthird\n")
+    assert reader.read() == ["partial", "third"]
+    assert reader.read() == []
+    with log.open("ab") as out:
+        out.write(b"x" * 100 + b"\n" + (b"y" * 99 + b"\n") * 10_000)  # 1 MB at once
+    lines = reader.read()
+    assert reader.skipped > 0 and lines and set(lines) == {"y" * 99}
+
+
+async def test_output_panel_follows_the_iteration_log_full_screen_and_searchable(tmp_path: Path) -> None:
+    ws = make(tmp_path, "running")
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        panel = monitor.query_one(OutputPanel)
+        assert panel.target is not None and panel.target.path.name == "0012.log"
+        await until(pilot, lambda: "▸ Read api.py" in output_text(monitor))
+        with panel.target.path.open("a") as out:
+            out.write("a raw line from the agent\n")
+        await until(pilot, lambda: "a raw line from the agent" in output_text(monitor))
+        await pilot.press("o")
+        assert monitor.screen.maximized is panel
+        await pilot.press("slash", *"Bash")
+        await until(pilot, lambda: output_text(monitor).strip() == "▸ Bash pytest -q tests/test_api.py")
+        await pilot.press("escape")
+        await until(pilot, lambda: "a raw line" in output_text(monitor))
+        await pilot.press("o")
+        assert monitor.screen.maximized is None
+
+
+# --- one registry of actions ---------------------------------------------------------------------
+
+
+def test_bindings_help_and_palette_come_from_the_registry() -> None:
+    ids = {b.id for b in LoopdeckApp.BINDINGS if not isinstance(b, tuple) and b.id}
+    assert ids == {a.id for a in actions.ACTIONS}
+    text = actions.help_markdown({})
+    for action in actions.ACTIONS:
+        assert action.help in text
+
+
+async def test_a_keymap_file_rebinds_a_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    keymap = tmp_path / "keymap.toml"
+    keymap.write_text('[keys]\n"loop.pause" = "z"\n')
+    monkeypatch.setenv("LOOPDECK_KEYMAP", str(keymap))
+    ws = make(tmp_path, "running")
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        await pilot.press("p")  # no longer pause
+        await pilot.press("z")
+        await pilot.press("question_mark")
+        assert isinstance(monitor.screen, TextScreen)
+        assert "| `z` | pause the loop" in monitor.screen.body
+    assert [c["kind"] for c in commands(ws)] == ["pause"]
+
+
+def test_a_broken_keymap_is_reported_and_ignored(tmp_path: Path) -> None:
+    broken = tmp_path / "keymap.toml"
+    broken.write_text("[keys\n")
+    keymap, problem = actions.load_keymap(broken)
+    assert keymap == {} and problem is not None and "ignored" in problem
+
+
+# --- modals ----------------------------------------------------------------------------------------
+
+
+async def test_an_escalation_that_no_longer_applies_says_so_and_closes(tmp_path: Path) -> None:
+    ws = make(tmp_path, "escalation")
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        assert isinstance(monitor.screen, EscalationScreen)
+        state = StateStore(ws).read()
+        assert state is not None
+        ws.state.unlink()  # the loop ended elsewhere (archived by the CLI, say)
+        monitor.load_snapshot()
+        await until(pilot, lambda: not isinstance(monitor.screen, EscalationScreen))
+        assert monitor.moot_prompts == ["the loop ended"]
+    assert commands(ws) == []
+
+
+# --- the finished screen -------------------------------------------------------------------------
+
+
+async def test_the_finished_screen_shows_the_summary_and_the_verification_history(tmp_path: Path) -> None:
+    ws = make(tmp_path, "completed")
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=SIZE):
+        await screenshots.settle(monitor)
+        facts = text_of(monitor, "#iteration-facts")
+        assert "ended: completed" in facts and "21 iterations in" in facts
+        assert "21 commit(s)" in facts and "$4.87" in facts
+        assert "21 runs: 20 passed, 1 failed" in text_of(monitor, "#verification-mode")
+        assert "loopdeck run" in screen_text(monitor)
+        assert not monitor.query_one(OutputPanel).display
+
+
+# --- words and pipes -------------------------------------------------------------------------------
+
+
+def test_no_internal_references_in_what_people_read() -> None:
+    """No seed or section numbers in the monitor, the prompts or the log lines."""
+    for folder in ("tui",):
+        for path in (REPO / folder).rglob("*.py"):
+            text = path.read_text()
+            if path.name == "resume.py":  # tui/screens/resume.py belongs to the resume work
+                continue
+            assert "§" not in text and "seed 0" not in text, path
+    from loop import events, prompts
+
+    for module in (events, prompts):
+        source = Path(module.__file__ or "").read_text()
+        assert "§" not in source and "seed 0" not in source and "Stop blocked" not in source
+
+
+@pytest.mark.parametrize("verb", ["status", "sources", "log"])
+def test_verbs_survive_a_closed_pipe(tmp_path: Path, verb: str) -> None:
+    ws = make(tmp_path, "running")
+    for n in range(400):  # enough output to fill the pipe
+        Journal(ws.journal).append("warning", 12, {"message": f"line {n}"})
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = " ".join([*loopdeck_cmd(), "-C", str(ws.root), verb])
+    done = subprocess.run(
+        f"{command} | head -1", shell=True, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+    assert done.stdout.strip()
+
+
+def test_text_status_shows_the_sources_with_their_pending_counts(tmp_path: Path) -> None:
+    ws = make(tmp_path, "running")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "-C", str(ws.root), "status"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    line = next(x for x in done.stdout.splitlines() if x.startswith("sources"))
+    assert "3 pending" in line and "task_file 2" in line
+
+
+# --- layouts that fit ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 50)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("name", ["running", "completed"])
+def test_layout_snapshot(snap_compare: Any, tmp_path: Path, name: str, size: tuple[int, int]) -> None:
+    ws = make(tmp_path, name)
+    assert snap_compare(screenshots.app_for(ws), terminal_size=size, run_before=_settled())
+
+
+def test_output_full_screen_snapshot(snap_compare: Any, tmp_path: Path) -> None:
+    ws = make(tmp_path, "running")
+
+    async def run_before(pilot: Pilot[None]) -> None:
+        await screenshots.settle(pilot.app)
+        await pilot.press("o")
+        await screenshots.settle(pilot.app)
+        await pilot.pause()
+
+    assert snap_compare(screenshots.app_for(ws), terminal_size=SIZE, run_before=run_before)
+
+
+async def test_at_80x24_every_panel_keeps_its_essentials_and_quit_shows(tmp_path: Path) -> None:
+    ws = make(tmp_path, "running")
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=(80, 24)):
+        await screenshots.settle(monitor)
+        assert "task: Expose the list endpoint" in text_of(monitor, "#iteration-facts")
+        assert (
+            monitor.query_one("#iteration-facts").region.bottom <= monitor.query_one("#panels").region.bottom
+        )
+        sources = screen_text(monitor)
+        assert "GitHub project" in sources and "Task file" in sources
+        keys = [k.key for k in monitor.query("FooterKey")]  # type: ignore[attr-defined]
+        quit_key = next(k for k in monitor.query("FooterKey") if getattr(k, "key", "") == "q")
+        assert quit_key.region.right <= 80 and keys
+
+
+# --- git followed live -------------------------------------------------------------------------------
+
+
+def test_the_tree_filter_skips_ignored_files_and_loopdecks_own(tmp_path: Path) -> None:
+    from tui.watch import tree_filter
+
+    (tmp_path / ".gitignore").write_text("build/\n*.log\n# a comment\n")
+    accept = tree_filter(tmp_path)
+    root = str(tmp_path)
+    assert accept(None, f"{root}/src/app.py")
+    assert accept(None, f"{root}/.git/HEAD") and accept(None, f"{root}/.git/refs/heads/main")
+    assert not accept(None, f"{root}/.git/objects/ab/cdef")
+    assert not accept(None, f"{root}/.claude/orchestrator-loop.local.md")
+    assert not accept(None, f"{root}/build/out.o") and not accept(None, f"{root}/src/debug.log")
+
+
+async def test_git_is_followed_live_when_the_tree_changes(tmp_path: Path) -> None:
+    ws = make(tmp_path, "running")
+    monitor = app(ws, watch=True, git=True)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        assert "new 2" in text_of(monitor, "#git")
+        await pilot.pause(0.3)  # the watcher is up
+        (ws.root / "fresh.py").write_text("print('hi')\n")
+        await until(pilot, lambda: "new 3" in text_of(monitor, "#git"))

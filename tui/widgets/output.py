@@ -1,0 +1,294 @@
+"""Output: what the agent is saying and doing in the current iteration, as it happens.
+
+For a runner loop it follows the iteration's log (`.claude/loopdeck/iterations/NNNN.log`); for a
+hook loop, the session transcript. Claude's JSON (`--output-format json` or `stream-json`, and
+transcript lines) is shown as the agent's text and its tool calls; anything else line by line.
+
+The panel owns its clock: a timer started on mount (and stopped with the panel) reads only the
+bytes added since the last tick, from the end: a transcript of hundreds of MB costs what its
+last lines cost. A tick reads at most `TICK_BYTES`: a log written faster than that is followed
+by skipping ahead (and saying so), never by falling behind. Reading happens in a thread worker,
+so a slow disk never stalls the screen.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.reactive import reactive
+from textual.widgets import Input, RichLog
+from textual.worker import Worker
+
+from loop.paths import Workspace
+from loop.snapshot import Snapshot
+
+TICK_S = 0.1
+"""How often the panel looks for new output: well under the 100 ms a person notices."""
+TICK_BYTES = 512 * 1024
+"""At most this much is read per tick (5 MB/s followed); beyond, the panel skips to the end."""
+FIRST_LOOK = 64 * 1024
+"""A file met for the first time is read from its last this-many bytes."""
+KEEP_LINES = 2000
+WRITE_LINES = 100
+"""At most this many lines drawn per tick (1000 a second): a log racing by is summarised."""
+
+
+@dataclass(frozen=True)
+class Followed:
+    """The file the panel follows, and what kind of lines it holds."""
+
+    path: Path
+    kind: str
+    """`iteration log` (the runner's) or `transcript` (a hook loop's session)."""
+
+
+def followed(workspace: Workspace, snapshot: Snapshot | None) -> Followed | None:
+    """The file showing the current iteration's output, if there is one."""
+    loop = snapshot.loop if snapshot else None
+    if loop is None:
+        return None
+    if loop.driver == "runner":
+        logs = workspace.private_dir / "iterations"
+        try:
+            newest = max(
+                (p for p in logs.iterdir() if p.suffix == ".log"), key=lambda p: p.name, default=None
+            )
+        except OSError:
+            return None
+        return Followed(newest, "iteration log") if newest is not None else None
+    from loop.state import StateStore
+
+    try:
+        state = StateStore(workspace).read()
+    except Exception:  # a corrupt state is the error panel's to show, not this one's
+        return None
+    if state is not None and state.transcript_path:
+        return Followed(Path(state.transcript_path), "transcript")
+    return None
+
+
+def _brief(value: Any, width: int = 80) -> str:
+    if isinstance(value, dict):
+        for key in ("command", "file_path", "path", "pattern", "url", "description", "prompt"):
+            if isinstance(value.get(key), str):
+                value = value[key]
+                break
+        else:
+            value = json.dumps(value, ensure_ascii=False)
+    text = " ".join(str(value).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def render_line(line: str) -> list[Text]:
+    """One line of a log or a transcript, as the lines a person reads (none for noise)."""
+    stripped = line.strip()
+    if not stripped:
+        return []
+    if not stripped.startswith("{"):
+        return [Text(line.rstrip("\n"))]
+    try:
+        obj = json.loads(stripped)
+    except ValueError:
+        return [Text(line.rstrip("\n"))]
+    if not isinstance(obj, dict):
+        return [Text(stripped)]
+    kind = obj.get("type")
+    if kind == "assistant":
+        message = obj.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        out: list[Text] = []
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                out.extend(Text(part) for part in block["text"].splitlines() if part.strip())
+            elif block.get("type") == "tool_use":
+                out.append(Text(f"▸ {block.get('name', '?')} {_brief(block.get('input', ''))}", style="cyan"))
+        return out
+    if kind == "result" or ("result" in obj and "session_id" in obj):
+        words = [str(obj.get("subtype") or "result")]
+        if isinstance(obj.get("num_turns"), int):
+            words.append(f"{obj['num_turns']} turns")
+        if isinstance(obj.get("total_cost_usd"), int | float):
+            words.append(f"${obj['total_cost_usd']:.2f}")
+        lines = [Text(f"■ {' · '.join(words)}", style="bold")]
+        if isinstance(obj.get("result"), str) and kind != "result":
+            lines[:0] = [Text(part) for part in obj["result"].splitlines() if part.strip()]
+        return lines
+    if kind == "system" and obj.get("subtype") == "init":
+        return [Text(f"● session started ({obj.get('model', '?')})", style="dim")]
+    return []  # tool results, user turns, bookkeeping: not what a person follows
+
+
+class OutputRead:
+    """Where the panel is in the file it follows: a position and an unfinished last line."""
+
+    def __init__(self, target: Followed) -> None:
+        self.target = target
+        self.offset: int | None = None
+        self.partial = b""
+        self.skipped = 0
+        """Bytes passed over since the last read (a file growing faster than a tick reads)."""
+
+    def read(self) -> list[str]:
+        """The complete lines added since the last call (may skip ahead: see `skipped`)."""
+        try:
+            with open(self.target.path, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                if self.offset is None:
+                    self.offset = max(0, size - FIRST_LOOK)
+                    self.skipped = self.offset
+                elif size < self.offset:  # truncated or replaced: start again
+                    self.offset, self.partial = 0, b""
+                if size - self.offset > TICK_BYTES:
+                    self.skipped += size - TICK_BYTES - self.offset
+                    self.offset, self.partial = size - TICK_BYTES, b""
+                if size == self.offset:
+                    return []
+                handle.seek(self.offset)
+                data = handle.read(size - self.offset)
+        except OSError:
+            return []
+        self.offset += len(data)
+        data = self.partial + data
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            self.partial = data
+            return []
+        self.partial = data[cut + 1 :]
+        lines = data[:cut].decode("utf-8", "replace").split("\n")
+        if self.skipped:  # the first line after a jump is cut in the middle
+            lines = lines[1:]
+        return lines
+
+
+class OutputPanel(Vertical):
+    """The current iteration's output, following the tail unless the person scrolls up."""
+
+    DEFAULT_CSS = """
+    OutputPanel { border: round $primary 50%; height: 1fr; min-height: 5; }
+    OutputPanel #output-search { display: none; height: 3; }
+    OutputPanel.-searching #output-search { display: block; }
+    OutputPanel > RichLog { height: 1fr; background: transparent; }
+    """
+    ALLOW_MAXIMIZE = True
+    BINDINGS = [Binding("escape", "clear_search", "Clear search", show=False)]
+    """Escape in the search clears it here, before the screen takes it to leave full screen."""
+
+    target: reactive[Followed | None] = reactive(None)
+    """The file followed; set from each snapshot, and a change starts the panel afresh."""
+    query_text: reactive[str] = reactive("", init=False)
+    """The search: only lines containing it (case-insensitive) are shown."""
+
+    def __init__(self, workspace: Workspace, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.workspace = workspace
+        self.reader: OutputRead | None = None
+        self.lines: deque[Text] = deque(maxlen=KEEP_LINES)
+        self.lines_read = 0
+        self.reading: Worker[None] | None = None
+        """Lines taken from the file in all: for tests and the bench."""
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder="search the output (Enter keeps it, Escape clears)", id="output-search")
+        yield RichLog(id="output-lines", wrap=True, max_lines=KEEP_LINES, auto_scroll=True)
+
+    def on_mount(self) -> None:
+        self.border_title = "Output"
+        self.set_interval(TICK_S, self.tick)
+        self.watch_target(self.target)
+
+    def show(self, snapshot: Snapshot) -> None:
+        """Follow the file the snapshot's loop writes to (a reactive: a change only if it moved)."""
+        self.target = followed(self.workspace, snapshot)
+        self.display = snapshot.loop is not None  # a finished loop has no output to follow
+
+    def watch_target(self, target: Followed | None) -> None:
+        self.reader = OutputRead(target) if target is not None else None
+        self.lines.clear()
+        log = self.query_one(RichLog)
+        log.clear()
+        if target is None:
+            self.border_subtitle = ""
+            log.write(Text("waiting for the agent's output", style="dim"))
+            return
+        self.border_subtitle = f"{target.kind} {target.path.name}"
+        self.tick()
+
+    def tick(self) -> None:
+        # One read at a time: a tick that finds the last one still going lets it finish.
+        reader = self.reader
+        if reader is None or (self.reading is not None and not self.reading.is_finished):
+            return
+        if reader.offset is not None:  # a stat is cheap; a thread per idle tick is not
+            try:
+                if os.stat(reader.target.path).st_size == reader.offset:
+                    return
+            except OSError:
+                return
+        self.reading = self.read(reader)
+
+    @work(thread=True, group="output", exit_on_error=False)
+    def read(self, reader: OutputRead) -> None:
+        lines = reader.read()
+        if lines:
+            self.app.call_from_thread(self.add_lines, reader, lines)
+
+    def add_lines(self, reader: OutputRead, raw: list[str]) -> None:
+        if reader is not self.reader:
+            return  # a read of a file no longer followed
+        log = self.query_one(RichLog)
+        log.auto_scroll = log.is_vertical_scroll_end or log.max_scroll_y == 0  # the person scrolled up
+        if reader.skipped:
+            log.write(Text(f"… {reader.skipped // 1024} KB skipped", style="dim"))
+            reader.skipped = 0
+        wanted = self.query_text.lower()
+        self.lines_read += len(raw)
+        shown = []
+        for line in raw:
+            for text in render_line(line):
+                self.lines.append(text)
+                if not wanted or wanted in text.plain.lower():
+                    shown.append(text)
+        if len(shown) > WRITE_LINES:  # nobody reads faster than this: the search still has them
+            log.write(Text(f"… {len(shown) - WRITE_LINES} lines passed by (search finds them)", style="dim"))
+            shown = shown[-WRITE_LINES:]
+        for text in shown:
+            log.write(text)
+
+    def watch_query_text(self, text: str) -> None:
+        log = self.query_one(RichLog)
+        log.clear()
+        wanted = text.lower()
+        for line in self.lines:
+            if not wanted or wanted in line.plain.lower():
+                log.write(line)
+
+    def start_search(self) -> None:
+        self.add_class("-searching")
+        self.query_one("#output-search", Input).focus()
+
+    def action_clear_search(self) -> None:
+        self.clear_search()
+
+    def clear_search(self) -> None:
+        search = self.query_one("#output-search", Input)
+        search.value = ""
+        self.query_text = ""
+        self.remove_class("-searching")
+
+    @on(Input.Changed, "#output-search")
+    def search_changed(self, event: Input.Changed) -> None:
+        self.query_text = event.value
