@@ -3,7 +3,7 @@
 Claude Code runs this on every turn of the agent with one JSON object on stdin; printing
 `{"decision": "block", "reason": …}` keeps the agent working, printing nothing lets it stop.
 It must be fast (it runs every turn: no Textual, no GitPython, the transcript read from its
-tail only) and it must fail safe (seed 000 §3.6): whatever goes wrong, the user is never
+tail only) and it must fail safe: whatever goes wrong, the user is never
 trapped: the stop is allowed, the error journaled with its traceback, and a one-line
 systemMessage says so. stdout carries one JSON object or nothing, never a traceback.
 """
