@@ -606,3 +606,32 @@ async def test_journal_panel_wraps_again_on_a_new_width(tmp_path: Path) -> None:
         widest = max(len(line.rstrip()) for line in journal_text(monitor).splitlines())
         assert widest <= SIZE[0] - 40
         assert "Iteration 11 complete" in journal_text(monitor)
+
+
+async def test_a_usage_limit_counts_down_the_cost_shows_and_t_sends_a_note(tmp_path: Path) -> None:
+    """Left alone overnight: the bar counts down to the limit's reset, the iteration panel
+    shows what the agent reported it cost, and `t` puts a note into the next prompt."""
+    from datetime import timedelta
+
+    from loop.timeutil import iso_s
+    from tui.screens.text import NoteScreen
+
+    ws = make(tmp_path, "running")
+    text = ws.state.read_text()
+    resets = iso_s(screenshots.NOW + timedelta(minutes=4, seconds=12))
+    extra = (
+        f'waiting_for: {{"kind": "usage-limit", "reason": "limit reached", "since": "", "until": "{resets}"}}\n'
+        'usage: {"cost_micro_usd": 1230000, "output_tokens": 4000}\n---\n'
+    )
+    ws.state.write_text(text.replace("\n---\n", "\n" + extra, 1))
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        assert "usage limit · resets in 4m 12s" in text_of(monitor, "#status-bar")
+        assert "$1.23 (4,000 tokens)" in text_of(monitor, "#iteration-facts")
+        await pilot.press("t")
+        assert isinstance(monitor.screen, NoteScreen)
+        await pilot.press(*"use sqlite", "enter")
+        await until(pilot, lambda: any(c["kind"] == "say" for c in commands(ws)))
+    (note,) = [c for c in commands(ws) if c["kind"] == "say"]
+    assert note["reason"] == "use sqlite"

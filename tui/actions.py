@@ -75,6 +75,15 @@ ACTIONS: tuple[Action, ...] = (
     ),
     Action("set_max", "m", "Max", "Set max iterations", "move the escalation threshold", "loop.set_max"),
     Action(
+        "say",
+        "t",
+        "Tell",
+        "Tell the agent something",
+        "a note for its next prompt, delivered once",
+        "loop.say",
+        show=False,
+    ),
+    Action(
         "restore_backup",
         "b",
         "Restore",

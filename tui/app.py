@@ -31,7 +31,7 @@ from tui.screens.confirm import ConfirmScreen
 from tui.screens.escalation import EscalationScreen
 from tui.screens.number import NumberScreen
 from tui.screens.resume import ResumeScreen
-from tui.screens.text import QuestionScreen, TextScreen
+from tui.screens.text import NoteScreen, QuestionScreen, TextScreen
 from tui.watch import (
     DEBOUNCE_MS,
     GIT_DEBOUNCE_MS,
@@ -407,7 +407,7 @@ class LoopdeckApp(App[None]):
                 loop.status == "paused"
                 or (snapshot is not None and resume.find(snapshot) is not None and loop.status != "stopped")
             )
-        if action in ("skip", "complete", "stop", "set_max"):
+        if action in ("skip", "complete", "stop", "set_max", "say"):
             return loop is not None and loop.status in ("running", "paused", "initializing", "stopping")
         if action == "toggle_output":
             return loop is not None  # a finished loop has no output panel
@@ -492,6 +492,13 @@ class LoopdeckApp(App[None]):
             ConfirmScreen("Stop the loop?", "It is kept (status stopped); `loopdeck run` continues it."),
             answer,
         )
+
+    def action_say(self) -> None:
+        def said(note: str | None) -> None:
+            if note:
+                self.send("say", reason=note)
+
+        self.push_screen(NoteScreen(), said)
 
     def action_set_max(self) -> None:
         loop = self.snapshot.loop if self.snapshot else None

@@ -64,6 +64,28 @@ def help_screen() -> TextScreen:
     return TextScreen("Help", HELP, markdown=True)
 
 
+class NoteScreen(ModalScreen[str | None]):
+    """A note for the agent: it goes into the next prompt, once (`loopdeck say`)."""
+
+    DEFAULT_CSS = MODAL_CSS.format(name="NoteScreen")
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label("A note for the agent", classes="title")
+            yield Input(placeholder="what it should know (Enter sends it; it reaches the next prompt once)")
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.value.strip():
+            self.dismiss(event.value.strip())
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
 class QuestionScreen(ModalScreen[str | None]):
     DEFAULT_CSS = MODAL_CSS.format(name="QuestionScreen")
     BINDINGS = [Binding("escape", "later", "Later")]

@@ -110,6 +110,7 @@ class IterationPanel(Vertical):
         facts.update(
             f"iteration {loop.iteration} of {limit} · {loop.status}"
             + (" · ESCALATED" if loop.escalated else "")
+            + (f" · {cost_line(loop.usage, loop.limits)}" if loop.usage else "")
             + f"\ndriver {loop.driver or '-'} ({alive}) · started {elapsed} ago · {average}"
             + f"\ntask: {clip(loop.current_task or '-', 70)}"
         )

@@ -38,6 +38,9 @@ class StatusBar(Static):
     def show(self, snapshot: Snapshot, now: datetime) -> None:
         self.shown = snapshot
         state, text = describe(snapshot)
+        limit = limit_text(snapshot, now)
+        if limit:
+            text = f"{text} · {limit}"
         waiting = pending_text(snapshot, now)
         if waiting:
             state = "pending"
@@ -54,6 +57,19 @@ WORDS = {
     "complete": "COMPLETING",
     "skip": "SKIPPING",
 }
+
+
+def limit_text(snapshot: Snapshot, now: datetime) -> str:
+    """`usage limit · resets in 4m 12s`: the loop waits for the agent's limit to reset."""
+    loop = snapshot.loop
+    waiting = loop.waiting_for if loop is not None else None
+    if not waiting or waiting.get("kind") != "usage-limit":
+        return ""
+    until = parse_iso(str(waiting.get("until", "")))
+    if until is None:
+        return "usage limit · waiting"
+    left = int((until - now).total_seconds())
+    return f"usage limit · resets in {human_duration(left)}" if left > 0 else "usage limit · resetting"
 
 
 def pending_text(snapshot: Snapshot, now: datetime) -> str:
