@@ -465,7 +465,7 @@ def cmd_trust(args: argparse.Namespace) -> int:
 def cmd_hook(args: argparse.Namespace) -> int:
     from loop import hook
 
-    return hook.main(event=args.event)
+    return hook.main(event=args.event, input_file=getattr(args, "input", None))
 
 
 def cmd_hook_prompt(args: argparse.Namespace) -> int:
@@ -723,6 +723,7 @@ def build_parser() -> argparse.ArgumentParser:
     failure_hook = events.add_parser(
         "stop-failure", help="the StopFailure hook: a turn ended on an API error (usage limits)"
     )
+    failure_hook.add_argument("--input", metavar="FILE", help="read the hook input from FILE (and remove it)")
     failure_hook.set_defaults(func=cmd_hook)
     prompt_hook = events.add_parser(
         "prompt", help="the UserPromptSubmit hook: runs the slash commands (JSON on stdin, no shell)"

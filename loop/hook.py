@@ -346,7 +346,11 @@ def _deadline(env: Mapping[str, str]) -> Any:
 
 
 def main(
-    stdin: Any = None, env: Mapping[str, str] | None = None, now: datetime | None = None, event: str = "stop"
+    stdin: Any = None,
+    env: Mapping[str, str] | None = None,
+    now: datetime | None = None,
+    event: str = "stop",
+    input_file: str | None = None,
 ) -> int:
     """`loopdeck hook stop` (and `hook stop-failure`): always exit 0; stdout holds one JSON
     object or nothing."""
@@ -355,7 +359,14 @@ def main(
     out: dict[str, Any] | None
     alarm = _deadline(env)
     try:
-        raw = (stdin or sys.stdin.buffer).read(MAX_STDIN + 1)
+        if input_file is not None:
+            # The StopFailure hook's input, saved by its shell line before Claude Code exited.
+            with open(input_file, "rb") as saved:
+                raw = saved.read(MAX_STDIN + 1)
+            with contextlib.suppress(OSError):
+                os.unlink(input_file)
+        else:
+            raw = (stdin or sys.stdin.buffer).read(MAX_STDIN + 1)
         if len(raw) > MAX_STDIN:
             raise ValueError("hook input larger than 16 MB")
         try:

@@ -53,13 +53,27 @@ SHARED = "settings.json"
 LOCAL = "settings.local.json"
 MANIFEST = "install.json"
 
+_EXE = r"(?:'[^']*/loopdeck'|[^\s']*/loopdeck|\S+ -m loop\.cli)"
 _OURS = re.compile(
-    r"\A(?:'[^']*/loopdeck'|[^\s']*/loopdeck|\S+ -m loop\.cli)"
-    r" hook (?:stop|stop-failure|prompt)\Z"
+    rf"\A{_EXE} hook (?:stop|stop-failure|prompt)\Z"
+    rf'|\Af=\$\(mktemp\) && cat > "\$f" && \{{ {_EXE} hook stop-failure --input "\$f" '
+    r"</dev/null >/dev/null 2>&1 & \}\Z"
 )
 """The exact shape of a command loopdeck writes: `<abs path>/loopdeck hook stop|prompt` (or the
 `python -m loop.cli` form). Nothing else is taken for ours, so another tool's `… hook stop` is
 left alone even without the install record."""
+
+
+DETACHED = 'f=$(mktemp) && cat > "$f" && {{ {exe} {verb} --input "$f" </dev/null >/dev/null 2>&1 & }}'
+"""How the StopFailure hook is installed. `claude -p` ends (and its hooks with it) the moment a
+turn fails, before a Python hook could even start: the shell saves the input in a moment and
+hands it to a detached loopdeck. The string is loopdeck's own: no user text is in it."""
+
+
+def hook_command(exe: str, verb: str) -> str:
+    if verb == "hook stop-failure":
+        return DETACHED.format(exe=exe, verb=verb)
+    return f"{exe} {verb}"
 
 
 def loopdeck_command() -> str:
@@ -275,7 +289,7 @@ def install(
                 event,
                 {
                     "type": "command",
-                    "command": f"{exe} {verb}",
+                    "command": hook_command(exe, verb),
                     "timeout": timeout,
                 },
             )

@@ -13,7 +13,11 @@ from loop.paths import Workspace
 EXE = "/opt/tools/bin/loopdeck"
 STOP = {"type": "command", "command": f"{EXE} hook stop", "timeout": 600}
 PROMPT = {"type": "command", "command": f"{EXE} hook prompt", "timeout": 60}
-FAILURE = {"type": "command", "command": f"{EXE} hook stop-failure", "timeout": 60}
+FAILURE = {
+    "type": "command",
+    "command": f'f=$(mktemp) && cat > "$f" && {{ {EXE} hook stop-failure --input "$f" </dev/null >/dev/null 2>&1 & }}',
+    "timeout": 60,
+}
 
 
 def local(ws: Workspace) -> Any:

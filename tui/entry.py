@@ -14,10 +14,15 @@ HOOK_EVENTS = ("stop", "stop-failure")
 
 
 def main() -> int:
-    if sys.argv[1:2] == ["hook"] and sys.argv[2:3] and sys.argv[2] in HOOK_EVENTS and len(sys.argv) == 3:
+    if sys.argv[1:2] == ["hook"] and sys.argv[2:3] and sys.argv[2] in HOOK_EVENTS:
         from loop import hook
 
-        code = hook.main(event=sys.argv[2])
+        given = sys.argv[3:]
+        if given and (given[0] != "--input" or len(given) != 2 or sys.argv[2] != "stop-failure"):
+            from tui.cli import main as verbs  # not a form the fast path knows: let argparse say
+
+            return verbs()
+        code = hook.main(event=sys.argv[2], input_file=given[1] if given else None)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

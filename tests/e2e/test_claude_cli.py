@@ -494,3 +494,27 @@ def test_the_runner_waits_out_a_usage_limit_without_spending_a_retry(project: Pr
     assert kinds.count("usage-limit") == 1 and "limit-lifted" in kinds, kinds
     assert "agent-failed" not in kinds and "retry" not in kinds
     assert_completed(project)
+
+
+def test_a_hook_loop_waits_out_a_usage_limit_through_stop_failure(project: Project) -> None:
+    """`claude -p` ends the moment the API refuses a turn; the installed StopFailure line saves
+    its input and hands it to a detached loopdeck, which records the wait; after the reset the
+    session is continued and the loop goes on."""
+    project.write("TODO.md", "- [ ] first\n- [ ] second\n")
+    project.commit()
+    project.loopdeck("install")
+    project.loopdeck("start", "Work through TODO.md", "--task-file", "TODO.md")
+    project.api.script = limited_once(project, seconds=3)
+    started = time.monotonic()
+    first = project.claude("Work through TODO.md")
+    deadline = started + 30
+    while time.monotonic() < deadline and "usage-limit" not in project.kinds():
+        time.sleep(0.1)  # the detached recorder, by its nature, finishes after claude exits
+    waiting = project.status().get("waiting_for") or {}
+    assert waiting.get("kind") == "usage-limit", (waiting, project.kinds(), first.stdout[-500:])
+    time.sleep(max(0.0, started + 3.5 - time.monotonic()))  # past the reset the mock announced
+    project.api.script = worker(project)
+    again = project.claude("continue", "--resume", first.data.get("session_id", ""))
+    assert again.code == 0, again.stderr
+    assert "limit-lifted" in project.kinds()
+    assert_completed(project)
