@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A Stop hook doing what Anthropic's ralph-loop plugin hook does, for comparison in
-# bench_hook.py: read the state file's front matter, grep the WHOLE transcript for assistant
+# bench_hook_vs_bash.py: read the state file's front matter, grep the WHOLE transcript for assistant
 # lines, take the last with tail, pull its text with jq, look for the promise, bump the
 # iteration with sed, print the block decision with jq.
 set -euo pipefail

@@ -88,13 +88,12 @@ def _size(path: Path | None) -> int | None:
         return None
 
 
-def _tool_round(transcript: Path | None, seen: object) -> bool:
+def _tool_round(transcript: Path | None, seen: object, size: int | None) -> bool:
     """Did the agent run a tool since the last block? Claude Code's consecutive-block count
     restarts after every tool round, so loopdeck's must too. Only what was appended since then
     is read (at most a window of it); more than the window appended is a tool round for sure."""
     if transcript is None or not isinstance(seen, int) or isinstance(seen, bool):
         return False
-    size = _size(transcript)
     if size is None or size <= seen:
         return False
     if size - seen > TOOL_ROUND_WINDOW:
@@ -145,11 +144,14 @@ def handle(
             return None  # no live loop, or another session's Stop: not even the transcript is read
         commands, bad, end = control.read_since(ws.control, state.control_offset)
         transcript = Path(stop.transcript_path).expanduser() if stop.transcript_path else None
+        size = _size(transcript)
         stop = replace(
             stop,
             last_text=_last_text(payload),
-            tool_round=_tool_round(transcript, state.extra.get("transcript_seen")),
-            transcript_size=_size(transcript),
+            # Only a capped, continuing turn needs to know (the cap is off once installed).
+            tool_round=bool(stop.block_cap and stop.stop_hook_active)
+            and _tool_round(transcript, state.extra.get("transcript_seen"), size),
+            transcript_size=size,
         )
         sources = _count(ws, state, stop) if engine.needs_sources(state, stop, commands) else None
         if sources is not None and engine.wants_verification(state, stop, sources):
