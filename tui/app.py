@@ -15,6 +15,7 @@ from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker, WorkerState
@@ -58,10 +59,34 @@ RAISE_BY = 20
 
 
 class ErrorPanel(Static):
+    """A corrupt state file: where, what, and how to get the loop back."""
+
     DEFAULT_CSS = """
     ErrorPanel { display: none; border: thick $error; background: $error 15%; padding: 1 2; height: auto; }
     ErrorPanel.-shown { display: block; }
     """
+
+    snapshot: var[Snapshot | None] = var(None, init=False)
+    """The workspace as last read (bound to the app's)."""
+    problem: var[str] = var("", init=False)
+    """What the panel says ("" when the state file reads fine: the panel is hidden)."""
+
+    def watch_snapshot(self, snapshot: Snapshot | None) -> None:
+        error = snapshot.error if snapshot is not None else None
+        if snapshot is None or error is None:
+            self.problem = ""
+            return
+        restore = "  Press b to restore the backup." if snapshot.backup_exists else ""
+        self.problem = (
+            f"The loop's state file is corrupt and was left as it is.\n\n"
+            f"file: {relative(error.path, snapshot.workspace)}\n"
+            f"line: {error.line or '-'}\n"
+            f"problem: {error.problem}\n\n{restore}"
+        )
+
+    def watch_problem(self, problem: str) -> None:
+        self.update(problem)
+        self.set_class(bool(problem), "-shown")
 
 
 class LoopdeckApp(App[None]):
@@ -75,6 +100,12 @@ class LoopdeckApp(App[None]):
     """Escape clears a search; `o` and `l` leave full screen (the keys that entered it)."""
     BINDINGS = actions.bindings()
     """Made from the one registry (`tui.actions`), like the help and the palette."""
+
+    snapshot: var[Snapshot | None] = var(None, init=False)
+    """The workspace as last read. The app sets it when a read arrives; every panel is bound
+    to it and works out, and redraws, only the part it shows."""
+    git_status: var[GitStatus | None] = var(None, init=False)
+    """The repository as last read (by its own worker, on its own clock)."""
 
     def __init__(
         self,
@@ -94,8 +125,6 @@ class LoopdeckApp(App[None]):
         self.use_git = git
         self.prompts = prompts
         self.on_quit = on_quit
-        self.snapshot: Snapshot | None = None
-        self.git_status: GitStatus | None = None
         self.git_dirty = True
         self.awaiting: dict[str, str] = {}
         """Commands sent and not yet applied: id → kind, so the app can say when they land."""
@@ -114,19 +143,20 @@ class LoopdeckApp(App[None]):
     # --- layout --------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield StatusBar(id="status-bar")
-        yield ErrorPanel(id="error-panel")
+        snapshot = LoopdeckApp.snapshot
+        yield StatusBar(id="status-bar").data_bind(snapshot)
+        yield ErrorPanel(id="error-panel").data_bind(snapshot)
         with Horizontal(id="panels"):
             with Vertical(id="left"):
-                yield SourcesPanel(id="sources")
-                yield IterationPanel(id="iteration")
+                yield SourcesPanel(id="sources").data_bind(snapshot)
+                yield IterationPanel(id="iteration").data_bind(snapshot)
             with Vertical(id="right"):
-                yield VerificationPanel(id="verification")
-                yield GitPanel(id="git")
-        yield WorkersPanel(self.workspace, id="workers")
+                yield VerificationPanel(id="verification").data_bind(snapshot)
+                yield GitPanel(id="git").data_bind(status=LoopdeckApp.git_status)
+        yield WorkersPanel(id="workers").data_bind(snapshot)
         with Horizontal(id="logs"):
-            yield JournalPanel(id="journal")
-            yield OutputPanel(self.workspace, id="output")
+            yield JournalPanel(id="journal").data_bind(snapshot)
+            yield OutputPanel(id="output").data_bind(snapshot)
         yield Footer(compact=True)
 
     def on_resize(self, event: events.Resize) -> None:
@@ -214,7 +244,6 @@ class LoopdeckApp(App[None]):
         if not self.screen_stack:
             return
         self.git_status = message.status
-        self.main.query_one(GitPanel).show_git(message.status)
         if isinstance(self.screen, ResumeScreen):
             self.screen.show_changes(message.status.changes)
 
@@ -233,26 +262,10 @@ class LoopdeckApp(App[None]):
     # --- drawing -------------------------------------------------------------------------------
 
     def show_snapshot(self, snapshot: Snapshot) -> None:
+        """One value set, the panels follow; then what only the app can do: prompts, the keys
+        on offer, the files to watch."""
         previous = self.snapshot
         self.snapshot = snapshot
-        now = self.clock()
-        self.main.query_one(StatusBar).show(snapshot, now)
-        error = self.main.query_one(ErrorPanel)
-        if snapshot.error is not None:
-            restore = "  Press b to restore the backup." if snapshot.backup_exists else ""
-            error.update(
-                f"The loop's state file is corrupt and was left as it is.\n\n"
-                f"file: {relative(snapshot.error.path, snapshot.workspace)}\n"
-                f"line: {snapshot.error.line or '-'}\n"
-                f"problem: {snapshot.error.problem}\n\n{restore}"
-            )
-        error.set_class(snapshot.error is not None, "-shown")
-        self.main.query_one(SourcesPanel).show(snapshot, now)
-        self.main.query_one(IterationPanel).show(snapshot, now)
-        self.main.query_one(VerificationPanel).show(snapshot, now)
-        self.main.query_one(WorkersPanel).show(snapshot, now)
-        self.main.query_one(JournalPanel).show_events(snapshot.events)
-        self.main.query_one(OutputPanel).show(snapshot)
         self.close_modal_if_moot(snapshot)
         self.report_applied(snapshot)
         self.refresh_bindings_if_changed()

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
+from weakref import WeakKeyDictionary
 
-from loop.timeutil import human_duration, parse_iso
+from textual.cache import LRUCache
+from textual.widget import Widget
+from textual.widgets import RichLog
+
+from loop.timeutil import human_duration, parse_iso, utcnow
 
 
 def ago(ts: str | None, now: datetime) -> str:
@@ -29,3 +35,47 @@ def relative(path: str, root: str) -> str:
 def clip(text: str, width: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+def clock_of(widget: Widget) -> datetime:
+    """The app's "now" for a panel's own clock: tests and screenshots fix it on the app."""
+    return getattr(widget.app, "clock", utcnow)()
+
+
+def word_lengths(text: str) -> list[list[int]]:
+    """The shape of a text as wrapping sees it: two texts with the same shape wrap to the same
+    height at any width, so replacing one by the other needs no new layout."""
+    return [[len(word) for word in line.split(" ")] for line in text.split("\n")]
+
+
+class TailLog(RichLog):
+    """A `RichLog` for a log that is tailed: its cache of drawn lines holds a few screens.
+
+    While a log follows its tail every frame scrolls, so every line drawn is drawn under a new
+    cache key: `RichLog`'s 1,024-line cache filled with lines never shown again, megabytes a
+    monitor carried for nothing. A few screens' worth keeps scrolling back cheap."""
+
+    LINE_CACHE = 256
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._line_cache = LRUCache(self.LINE_CACHE)
+
+
+_BORDERS: WeakKeyDictionary[Widget, tuple[str | None, str | None]] = WeakKeyDictionary()
+
+
+def set_border(widget: Widget, *, title: str | None = None, subtitle: str | None = None) -> None:
+    """Set a panel's border texts, only when they change (None: leave as is).
+
+    Textual redraws the whole widget each time a border text is set, even to the same text; a
+    panel that refreshes its "checked 2s ago" with every read would redraw its table five times
+    a second for nothing."""
+    old_title, old_subtitle = _BORDERS.get(widget, (None, None))
+    if title is not None and title != old_title:
+        widget.border_title = title
+        old_title = title
+    if subtitle is not None and subtitle != old_subtitle:
+        widget.border_subtitle = subtitle
+        old_subtitle = subtitle
+    _BORDERS[widget] = (old_title, old_subtitle)

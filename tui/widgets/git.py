@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual.reactive import var
 from textual.widgets import Static
 
 from loop.gitstate import GitStatus
@@ -14,11 +15,17 @@ class GitPanel(Static):
     GitPanel { border: round $primary 50%; padding: 0 1; height: auto; }
     """
 
+    status: var[GitStatus | None] = var(None, init=False)
+    """The repository as last read (bound to the app's): redrawn only when it changes."""
+
     def on_mount(self) -> None:
         self.border_title = "Git"
         self.update("reading git…")
 
-    def show_git(self, status: GitStatus) -> None:
+    def watch_status(self, status: GitStatus | None) -> None:
+        if status is None:
+            self.update("reading git…")
+            return
         if status.error:
             self.update(status.error)
             return

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.reactive import var
 from textual.widgets import Sparkline, Static
 
 from loop.snapshot import Snapshot
 from loop.summary import cost_line
-from loop.timeutil import parse_iso, utcnow
-from tui.widgets.common import clip, duration, relative
+from loop.timeutil import parse_iso
+from tui.widgets.common import clip, clock_of, duration, relative, set_border, word_lengths
 
 
 def meter(done: int, total: int, width: int = 30) -> str:
@@ -49,6 +51,52 @@ def finished_text(archive: dict[str, Any], snapshot: Snapshot) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class IterationView:
+    """What the panel shows, computed from a snapshot and the time: equal views draw nothing."""
+
+    title: str
+    bar: str
+    facts: str
+    durations: tuple[float, ...]
+    subtitle: str
+    idle: bool
+
+
+def iteration_view(snapshot: Snapshot, now: datetime) -> IterationView:
+    loop = snapshot.loop
+    if loop is None:
+        archive = snapshot.archive
+        facts = (
+            finished_text(archive, snapshot)
+            if archive
+            else 'no loop here: `loopdeck run "what to do"` starts one (or `loopdeck start` '
+            "inside Claude Code)"
+        )
+        return IterationView("Last loop" if archive else "Iteration", "", facts, (), "", idle=True)
+    started = parse_iso(loop.started_at)
+    elapsed = duration((now - started).total_seconds()) if started else "?"
+    alive = {True: "running", False: "not running", None: "inside Claude Code's session"}[loop.alive]
+    durations = snapshot.durations
+    average = f"{duration(sum(durations) / len(durations))} per iteration" if durations else "no timings yet"
+    limit = loop.max_iterations or "∞"
+    facts = (
+        f"iteration {loop.iteration} of {limit} · {loop.status}"
+        + (" · ESCALATED" if loop.escalated else "")
+        + (f" · {cost_line(loop.usage, loop.limits)}" if loop.usage else "")
+        + f"\ndriver {loop.driver or '-'} ({alive}) · started {elapsed} ago · {average}"
+        + f"\ntask: {clip(loop.current_task or '-', 70)}"
+    )
+    return IterationView(
+        "Iteration",
+        meter(loop.iteration, loop.max_iterations),
+        facts,
+        tuple(durations) or (0.0,),
+        f"{loop.iteration}/{limit}",
+        idle=False,
+    )
+
+
 class IterationPanel(Vertical):
     DEFAULT_CSS = """
     IterationPanel { border: round $primary 50%; padding: 0 1; height: auto; }
@@ -58,61 +106,41 @@ class IterationPanel(Vertical):
     IterationPanel.-idle #iteration-bar, IterationPanel.-idle Sparkline { display: none; }
     """
 
+    snapshot: var[Snapshot | None] = var(None, init=False)
+    """The workspace as last read (bound to the app's)."""
+    view: var[IterationView | None] = var(None, init=False)
+    """What is on screen; the panel's own 1 s clock recomputes it (the time since the start)."""
+
     def compose(self) -> ComposeResult:
         yield Static(id="iteration-bar")
         yield Static(id="iteration-facts")
         yield Sparkline([], id="iteration-times")
 
-    shown: Snapshot | None = None
-    """The snapshot on screen: the panel's own 1 s timer redraws its clock from it. The timer is
-    the panel's, so it stops when the panel goes (never a tick into a screen being torn down)."""
-
     def on_mount(self) -> None:
+        """The clock is the panel's: it stops with the panel, never ticking into a screen being
+        torn down."""
         self.border_title = "Iteration"
         self.set_interval(1.0, self._tick)
 
     def _tick(self) -> None:
-        if self.shown is not None and self.shown.loop is not None:
-            clock = getattr(self.app, "clock", utcnow)
-            self.show(self.shown, clock())
+        if self.snapshot is not None and self.snapshot.loop is not None:
+            self.view = iteration_view(self.snapshot, clock_of(self))
 
-    def show(self, snapshot: Snapshot, now: datetime) -> None:
-        self.shown = snapshot
-        bar = self.query_one("#iteration-bar", Static)
-        facts = self.query_one("#iteration-facts", Static)
-        spark = self.query_one(Sparkline)
-        loop = snapshot.loop
-        if loop is None:
-            bar.update("")
-            self.add_class("-idle")
-            archive = snapshot.archive
-            self.border_title = "Last loop" if archive else "Iteration"
-            facts.update(
-                finished_text(archive, snapshot)
-                if archive
-                else 'no loop here: `loopdeck run "what to do"` starts one (or `loopdeck start` '
-                "inside Claude Code)"
-            )
-            spark.data = []
-            self.border_subtitle = ""
+    def watch_snapshot(self, snapshot: Snapshot | None) -> None:
+        self.view = iteration_view(snapshot, clock_of(self)) if snapshot is not None else None
+
+    def watch_view(self, old: IterationView | None, view: IterationView | None) -> None:
+        if view is None:
             return
-        self.border_title = "Iteration"
-        self.remove_class("-idle")
-        bar.update(meter(loop.iteration, loop.max_iterations))
-        started = parse_iso(loop.started_at)
-        elapsed = duration((now - started).total_seconds()) if started else "?"
-        alive = {True: "running", False: "not running", None: "inside Claude Code's session"}[loop.alive]
-        durations = snapshot.durations
-        average = (
-            f"{duration(sum(durations) / len(durations))} per iteration" if durations else "no timings yet"
-        )
-        limit = loop.max_iterations or "∞"
-        facts.update(
-            f"iteration {loop.iteration} of {limit} · {loop.status}"
-            + (" · ESCALATED" if loop.escalated else "")
-            + (f" · {cost_line(loop.usage, loop.limits)}" if loop.usage else "")
-            + f"\ndriver {loop.driver or '-'} ({alive}) · started {elapsed} ago · {average}"
-            + f"\ntask: {clip(loop.current_task or '-', 70)}"
-        )
-        spark.data = list(durations) or [0.0]
-        self.border_subtitle = f"{loop.iteration}/{limit}"
+        set_border(self, title=view.title, subtitle=view.subtitle)
+        self.set_class(view.idle, "-idle")
+        if old is None or old.bar != view.bar:
+            self.query_one("#iteration-bar", Static).update(view.bar, layout=False)
+        if old is None or old.facts != view.facts:
+            facts = self.query_one("#iteration-facts", Static)
+            # Words of the same lengths wrap the same way: a clock that ticks from 3m 4s to 3m 5s
+            # changes no height, so nothing needs laying out again.
+            reshaped = old is None or word_lengths(old.facts) != word_lengths(view.facts)
+            facts.update(view.facts, layout=reshaped)
+        if old is None or old.durations != view.durations:
+            self.query_one(Sparkline).data = list(view.durations)

@@ -11,11 +11,13 @@ from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.reactive import var
 from textual.widgets import Input, RichLog
 
 from loop.journal import Event, message
-from loop.snapshot import JOURNAL_TAIL
+from loop.snapshot import JOURNAL_TAIL, Snapshot
 from loop.timeutil import log_stamp
+from tui.widgets.common import TailLog, set_border
 
 KIND_CLASS = {
     "error": "journal--error",
@@ -58,6 +60,9 @@ class JournalPanel(Vertical):
         "journal--command",
     }
 
+    snapshot: var[Snapshot | None] = var(None, init=False)
+    """The workspace as last read (bound to the app's): its journal's tail is shown."""
+
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.events: tuple[Event, ...] = ()
@@ -73,7 +78,7 @@ class JournalPanel(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="search the journal (Enter keeps it, Escape clears)", id="journal-search")
-        yield RichLog(id="journal-lines", wrap=True, max_lines=JOURNAL_TAIL, auto_scroll=True)
+        yield TailLog(id="journal-lines", wrap=True, max_lines=JOURNAL_TAIL, auto_scroll=True)
 
     def on_mount(self) -> None:
         self.border_title = "Journal"
@@ -85,6 +90,10 @@ class JournalPanel(Vertical):
             self.width = event.size.width
             if changed and self.events:
                 self.redraw()
+
+    def watch_snapshot(self, snapshot: Snapshot | None) -> None:
+        if snapshot is not None:
+            self.show_events(snapshot.events)
 
     def show_events(self, events: tuple[Event, ...]) -> None:
         if events == self.events:
@@ -132,7 +141,7 @@ class JournalPanel(Vertical):
     def show_count(self) -> None:
         shown = sum(self.matches)
         wanted = self.query_text
-        self.border_subtitle = f"{shown} of {len(self.events)}" + (f" · /{wanted}" if wanted else "")
+        set_border(self, subtitle=f"{shown} of {len(self.events)}" + (f" · /{wanted}" if wanted else ""))
 
     def start_search(self) -> None:
         self.add_class("-searching")

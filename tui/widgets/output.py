@@ -25,12 +25,13 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.reactive import reactive
+from textual.reactive import var
 from textual.widgets import Input, RichLog
 from textual.worker import Worker
 
 from loop.paths import Workspace
 from loop.snapshot import Snapshot
+from tui.widgets.common import TailLog
 
 TICK_S = 0.1
 """How often the panel looks for new output: well under the 100 ms a person notices."""
@@ -60,9 +61,7 @@ def followed(workspace: Workspace, snapshot: Snapshot | None) -> Followed | None
     if loop.driver == "runner":
         logs = workspace.private_dir / "iterations"
         try:
-            newest = max(
-                (p for p in logs.iterdir() if p.suffix == ".log"), key=lambda p: p.name, default=None
-            )
+            newest = max((p for p in logs.iterdir() if p.suffix == ".log"), key=_log_order, default=None)
         except OSError:
             return None
         return Followed(newest, "iteration log") if newest is not None else None
@@ -75,6 +74,12 @@ def followed(workspace: Workspace, snapshot: Snapshot | None) -> Followed | None
     if state is not None and state.transcript_path:
         return Followed(Path(state.transcript_path), "transcript")
     return None
+
+
+def _log_order(path: Path) -> tuple[int, str]:
+    """Iteration logs in the order they were written: `0042.log`, `0042.retry1.log`, … `10000.log`."""
+    number = path.name.split(".", 1)[0]
+    return (int(number) if number.isdigit() else -1, path.name)
 
 
 def _brief(value: Any, width: int = 80) -> str:
@@ -187,33 +192,45 @@ class OutputPanel(Vertical):
     BINDINGS = [Binding("escape", "clear_search", "Clear search", show=False)]
     """Escape in the search clears it here, before the screen takes it to leave full screen."""
 
-    target: reactive[Followed | None] = reactive(None)
-    """The file followed; set from each snapshot, and a change starts the panel afresh."""
-    query_text: reactive[str] = reactive("", init=False)
+    snapshot: var[Snapshot | None] = var(None, init=False)
+    """The workspace as last read (bound to the app's): which loop, which iteration."""
+    target: var[Followed | None] = var(None)
+    """The file followed; a change starts the panel afresh."""
+    query_text: var[str] = var("", init=False)
     """The search: only lines containing it (case-insensitive) are shown."""
 
-    def __init__(self, workspace: Workspace, **kwargs: Any) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.workspace = workspace
         self.reader: OutputRead | None = None
         self.lines: deque[Text] = deque(maxlen=KEEP_LINES)
         self.lines_read = 0
-        self.reading: Worker[None] | None = None
         """Lines taken from the file in all: for tests and the bench."""
+        self.reading: Worker[None] | None = None
+        self.looked: tuple[object, ...] | None = None
+        """What `target` was last worked out from: the folder is listed (or the state read) again
+        only when the loop moves to another iteration or session, not on every snapshot."""
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="search the output (Enter keeps it, Escape clears)", id="output-search")
-        yield RichLog(id="output-lines", wrap=True, max_lines=KEEP_LINES, auto_scroll=True)
+        yield TailLog(id="output-lines", wrap=True, max_lines=KEEP_LINES, auto_scroll=True)
 
     def on_mount(self) -> None:
         self.border_title = "Output"
         self.set_interval(TICK_S, self.tick)
         self.watch_target(self.target)
 
-    def show(self, snapshot: Snapshot) -> None:
-        """Follow the file the snapshot's loop writes to (a reactive: a change only if it moved)."""
-        self.target = followed(self.workspace, snapshot)
-        self.display = snapshot.loop is not None  # a finished loop has no output to follow
+    def watch_snapshot(self, snapshot: Snapshot | None) -> None:
+        loop = snapshot.loop if snapshot is not None else None
+        self.display = loop is not None  # a finished loop has no output to follow
+        if snapshot is None or loop is None:
+            self.looked = None
+            self.target = None
+            return
+        attempt = next((e.data.get("attempt") for e in reversed(snapshot.events) if e.kind == "retry"), None)
+        key = (snapshot.workspace, loop.driver, loop.session_id, loop.iteration, loop.started_at, attempt)
+        if key != self.looked or self.target is None:
+            self.looked = key
+            self.target = followed(Workspace(Path(snapshot.workspace)), snapshot)
 
     def watch_target(self, target: Followed | None) -> None:
         self.reader = OutputRead(target) if target is not None else None

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
+from textual.reactive import var
 from textual.widgets import Static
 
 from loop.prompts import SOURCE_LABELS
 from loop.snapshot import Snapshot
-from tui.widgets.common import ago, clip, relative
+from tui.widgets.common import ago, clip, clock_of, relative, set_border
 
 
 def next_steps(snapshot: Snapshot) -> str:
@@ -26,6 +29,63 @@ def next_steps(snapshot: Snapshot) -> str:
     )
 
 
+Cell = tuple[str, str]
+"""A table cell: its text and its style ("" plain, or one of the panel's `sources--*` names)."""
+
+
+@dataclass(frozen=True)
+class SourcesView:
+    """What the panel shows: equal views draw nothing."""
+
+    rows: tuple[tuple[Cell, ...], ...] | None
+    """The table's rows; None when there is no loop (then `text` says what to do)."""
+    text: str = ""
+
+
+def sources_view(snapshot: Snapshot, items: int) -> SourcesView:
+    """The table for a snapshot, with at most `items` pending items under each source."""
+    aggregate = snapshot.sources
+    if aggregate is None:
+        return SourcesView(None, next_steps(snapshot))
+    rows: list[tuple[Cell, ...]] = [tuple((h, "bold") for h in ("source", "pending", "doing", "done", ""))]
+    for report in aggregate.sources:
+        label = SOURCE_LABELS.get(report.name, report.name)
+        if not report.enabled:
+            why = clip(f"off: {report.error}", 60)
+            rows.append(((label, "off"), ("-", ""), ("-", ""), ("-", ""), (why, "off")))
+            continue
+        if not report.available:
+            problem = clip(f"UNAVAILABLE: {report.error}", 60)
+            rows.append(((label, "error"), ("?", ""), ("?", ""), ("?", ""), (problem, "error")))
+            continue
+        style = "pending" if report.open_count else ""
+        rows.append(
+            (
+                (label, style),
+                (str(report.pending), style),
+                (str(report.in_progress), ""),
+                (str(report.done), ""),
+                (clip(relative(report.detail or "", snapshot.workspace), 60), "off"),
+            )
+        )
+        for item in report.pending_items()[:items]:
+            mark = "~" if item.status == "in_progress" else " "
+            at = f"{item.line}: " if item.line else ""
+            rows.append((("", ""),) * 4 + ((f"[{mark}] {at}{clip(item.title, 50)}", "item"),))
+    return SourcesView(tuple(rows))
+
+
+def sources_subtitle(snapshot: Snapshot | None, now: datetime) -> str:
+    aggregate = snapshot.sources if snapshot is not None else None
+    if aggregate is None:
+        return ""
+    return (
+        f"{aggregate.pending_total} open"
+        + (" · UNCERTAIN" if aggregate.uncertain else "")
+        + f" · checked {ago(aggregate.checked_at, now)}"
+    )
+
+
 class SourcesPanel(Static):
     DEFAULT_CSS = """
     SourcesPanel { border: round $primary 50%; border-title-color: $text; padding: 0 1; height: auto; }
@@ -38,58 +98,44 @@ class SourcesPanel(Static):
     SourcesPanel > .sources--item { color: $text-muted; }
     """
 
+    snapshot: var[Snapshot | None] = var(None, init=False)
+    """The workspace as last read (bound to the app's)."""
+    view: var[SourcesView | None] = var(None, init=False)
+    """The table on screen: redrawn only when it changes."""
+
     def on_mount(self) -> None:
         self.border_title = "Task sources"
+        self.set_interval(1.0, self._tick)
 
-    def show(self, snapshot: Snapshot, now: datetime) -> None:
-        aggregate = snapshot.sources
-        if aggregate is None:
-            self.border_subtitle = ""
-            self.update(Text(next_steps(snapshot), style=self.get_component_rich_style("sources--off")))
+    def _tick(self) -> None:
+        """Ages "checked 12s ago": the subtitle alone, the table stays as drawn."""
+        set_border(self, subtitle=sources_subtitle(self.snapshot, clock_of(self)))
+
+    def on_resize(self) -> None:
+        self.watch_snapshot(self.snapshot)  # how many items fit depends on the terminal's height
+
+    def watch_snapshot(self, snapshot: Snapshot | None) -> None:
+        if snapshot is None:
             return
-        off = self.get_component_rich_style("sources--off")
-        bad = self.get_component_rich_style("sources--error")
-        hot = self.get_component_rich_style("sources--pending")
-        item_style = self.get_component_rich_style("sources--item")
+        # On a short terminal one pending item per source: the panels below keep their lines.
+        self.view = sources_view(snapshot, 3 if self.app.size.height >= 30 else 1)
+        self._tick()
+
+    def watch_view(self, view: SourcesView | None) -> None:
+        if view is None:
+            return
+        if view.rows is None:
+            self.update(Text(view.text, style=self.get_component_rich_style("sources--off")))
+            return
+        names = ("off", "error", "pending", "item")
+        styles = {name: self.get_component_rich_style(f"sources--{name}") for name in names}
+        styles["bold"] = Style(bold=True)
         table = Table.grid(padding=(0, 1), expand=True)
         table.add_column("source", min_width=14, no_wrap=True)  # "GitHub project" whole
         table.add_column("pending", justify="right")
         table.add_column("doing", justify="right")
         table.add_column("done", justify="right")
         table.add_column("where", ratio=3, no_wrap=True)
-        table.add_row(*(Text(h, style="bold") for h in ("source", "pending", "doing", "done", "")))
-        for report in aggregate.sources:
-            label = SOURCE_LABELS.get(report.name, report.name)
-            if not report.enabled:
-                table.add_row(
-                    Text(label, style=off), "-", "-", "-", Text(clip(f"off: {report.error}", 60), style=off)
-                )
-                continue
-            if not report.available:
-                table.add_row(
-                    Text(label, style=bad),
-                    "?",
-                    "?",
-                    "?",
-                    Text(clip(f"UNAVAILABLE: {report.error}", 60), style=bad),
-                )
-                continue
-            style = hot if report.open_count else None
-            table.add_row(
-                Text(label, style=style or ""),
-                Text(str(report.pending), style=style or ""),
-                str(report.in_progress),
-                str(report.done),
-                Text(clip(relative(report.detail or "", snapshot.workspace), 60), style=off),
-            )
-            # On a short terminal one pending item per source: the panels below keep their lines.
-            for item in report.pending_items()[: 3 if self.app.size.height >= 30 else 1]:
-                mark = "~" if item.status == "in_progress" else " "
-                at = f"{item.line}: " if item.line else ""
-                table.add_row("", "", "", "", Text(f"[{mark}] {at}{clip(item.title, 50)}", style=item_style))
-        self.border_subtitle = (
-            f"{aggregate.pending_total} open"
-            + (" · UNCERTAIN" if aggregate.uncertain else "")
-            + f" · checked {ago(aggregate.checked_at, now)}"
-        )
+        for row in view.rows:
+            table.add_row(*(Text(text, style=styles.get(style, "")) for text, style in row))
         self.update(table)

@@ -5,10 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
+from textual.reactive import var
 from textual.widgets import Static
 
 from loop.snapshot import Snapshot
-from loop.timeutil import human_duration, parse_iso, utcnow
+from loop.timeutil import human_duration, parse_iso
+from tui.widgets.common import clock_of
 
 STATES = ("running", "paused", "escalated", "failed", "completed", "idle", "error", "pending")
 
@@ -25,29 +27,44 @@ class StatusBar(Static):
     StatusBar.-pending { background: $accent 40%; }
     """
 
-    shown: Snapshot | None = None
-    """The snapshot on screen: while a command waits, the bar's own 1 s timer ages it."""
+    snapshot: var[Snapshot | None] = var(None, init=False)
+    """The workspace as last read (bound to the app's)."""
+    line: var[tuple[str, str]] = var(("idle", "loopdeck  reading…"))
+    """(state, text) on screen: the bar redraws only when this changes."""
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self._tick)
 
     def _tick(self) -> None:
-        if self.shown is not None and self.shown.pending:
-            self.show(self.shown, getattr(self.app, "clock", utcnow)())
+        """Ages what waits for a time (a pending command, a usage limit's reset)."""
+        snapshot = self.snapshot
+        if snapshot is not None and (snapshot.pending or limit_text(snapshot, clock_of(self))):
+            self.line = bar_line(snapshot, clock_of(self))
 
-    def show(self, snapshot: Snapshot, now: datetime) -> None:
-        self.shown = snapshot
-        state, text = describe(snapshot)
-        limit = limit_text(snapshot, now)
-        if limit:
-            text = f"{text} · {limit}"
-        waiting = pending_text(snapshot, now)
-        if waiting:
-            state = "pending"
-            text = f"{text} · {waiting}"
+    def watch_snapshot(self, snapshot: Snapshot | None) -> None:
+        if snapshot is None:
+            self.line = ("idle", "loopdeck  reading…")
+        else:
+            self.line = bar_line(snapshot, clock_of(self))
+
+    def watch_line(self, line: tuple[str, str]) -> None:
+        state, text = line
         for name in STATES:
             self.set_class(name == state, f"-{name}")
-        self.update(f"loopdeck  {text}")
+        self.update(text, layout=False)  # one line, always: no layout to redo
+
+
+def bar_line(snapshot: Snapshot, now: datetime) -> tuple[str, str]:
+    """(state, the bar's text) for a snapshot at `now`."""
+    state, text = describe(snapshot)
+    limit = limit_text(snapshot, now)
+    if limit:
+        text = f"{text} · {limit}"
+    waiting = pending_text(snapshot, now)
+    if waiting:
+        state = "pending"
+        text = f"{text} · {waiting}"
+    return state, f"loopdeck  {text}"
 
 
 WORDS = {

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.reactive import var
 from textual.widgets import DataTable, Static
 
 from loop.snapshot import Snapshot, Verification
@@ -18,10 +17,12 @@ class VerificationPanel(Vertical):
     VerificationPanel DataTable { height: auto; max-height: 7; overflow-x: hidden; }
     """
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
-        self.results: tuple[Verification, ...] = ()
-        """What the table shows, in row order: the Enter key opens one of these."""
+    snapshot: var[Snapshot | None] = var(None, init=False)
+    """The workspace as last read (bound to the app's)."""
+    mode: var[str] = var("", init=False)
+    """Working or verifying, and the tally of runs."""
+    results: var[tuple[Verification, ...]] = var((), init=False)
+    """What the table shows, in row order: the Enter key opens one of these."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="verification-mode")
@@ -33,39 +34,40 @@ class VerificationPanel(Vertical):
         table = self.query_one(DataTable)
         table.add_columns("result", "command", "exit", "time")
 
-    def show(self, snapshot: Snapshot, now: datetime) -> None:
+    def watch_snapshot(self, snapshot: Snapshot | None) -> None:
+        if snapshot is None:
+            return
         loop = snapshot.loop
-        mode = self.query_one("#verification-mode", Static)
         runs = history(snapshot)
         passed = sum(r.passed for r in runs)
         tally = f"{len(runs)} runs: {passed} passed, {len(runs) - passed} failed" if runs else "not run yet"
         if loop is None:
-            mode.update(tally)
+            self.mode = tally
         elif loop.verification_mode:
-            mode.update(
+            self.mode = (
                 f"VERIFYING · loop {loop.verification_loop} of {loop.verify_loops} · "
                 f"{loop.verification_remaining} left\n{tally}"
             )
         else:
-            mode.update(f"working · {loop.verify_loops} checks at the end\n{tally}")
-        # A live loop shows each command's latest run; a finished one, its last runs.
-        shown = snapshot.verifications if loop is not None else tuple(reversed(runs[-5:]))  # newest first
-        if shown == self.results:
-            return
-        self.results = shown
+            self.mode = f"working · {loop.verify_loops} checks at the end\n{tally}"
+        # A live loop shows each command's latest run; a finished one, its last runs, newest first.
+        self.results = snapshot.verifications if loop is not None else tuple(reversed(runs[-5:]))
+
+    def watch_mode(self, mode: str) -> None:
+        self.query_one("#verification-mode", Static).update(mode)
+
+    def watch_results(self, results: tuple[Verification, ...]) -> None:
         table = self.query_one(DataTable)
         table.clear()
-        for result in self.results:
+        for result in results:
             table.add_row(
                 "PASS" if result.passed else "FAIL",
                 clip(result.command, 18),
                 "-" if result.exit_code is None else str(result.exit_code),
                 "-" if result.duration_s is None else f"{result.duration_s:.1f}s",
             )
-        self.border_subtitle = (
-            f"{sum(r.passed for r in self.results)}/{len(self.results)} passing" if self.results else ""
-        )
-        table.display = bool(self.results)
+        self.border_subtitle = f"{sum(r.passed for r in results)}/{len(results)} passing" if results else ""
+        table.display = bool(results)
 
 
 def history(snapshot: Snapshot) -> list[Verification]:

@@ -8,12 +8,15 @@ the worker as their target: the monitor never touches a worker or the graph itse
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.reactive import var
 from textual.widgets import DataTable, Static
 
 from loop import control
@@ -22,7 +25,52 @@ from loop.journal import Journal
 from loop.paths import Workspace
 from loop.snapshot import Snapshot
 from loop.timeutil import parse_iso
-from tui.widgets.common import clip, duration
+from tui.widgets.common import clip, clock_of, duration, set_border
+
+
+@dataclass(frozen=True)
+class WorkersView:
+    """What the panel shows: equal views draw nothing."""
+
+    names: tuple[str, ...]
+    """Worker names in row order: the keys act on the row under the cursor."""
+    rows: tuple[tuple[str, ...], ...]
+    locks: str
+    subtitle: str
+
+
+def workers_view(snapshot: Snapshot, now: datetime) -> WorkersView | None:
+    """The workers of a parallel loop at `now` (None for any other loop)."""
+    section = snapshot.parallel if snapshot.loop is not None else None
+    if section is None:
+        return None
+    names, rows = [], []
+    for worker in section.get("workers") or []:
+        if not isinstance(worker, dict):
+            continue
+        started = parse_iso(str(worker.get("started", "")))
+        elapsed = duration((now - started).total_seconds()) if started else "?"
+        names.append(str(worker.get("name")))
+        rows.append(
+            (
+                clip(str(worker.get("task", "?")), 8),
+                str(worker.get("name", "?")),
+                clip(", ".join(str(f) for f in worker.get("files") or []) or "-", 34),
+                elapsed,
+                str(worker.get("turns", 1)),
+                str(worker.get("status", "?")),
+            )
+        )
+    locks = section.get("locks") or {}
+    held = sorted(locks.items()) if isinstance(locks, dict) else []
+    lines = [f"{name} → {holder}" for name, holder in held]
+    deferred = [str(d.get("line")) for d in section.get("deferred") or [] if isinstance(d, dict)]
+    text = "locks: " + (", ".join(lines) if lines else "none")
+    if deferred:
+        text += "\n" + "\n".join(deferred[:4])
+    streak = section.get("defer_streak", 0)
+    subtitle = f"{len(rows)}/{section.get('capacity', '?')} busy · defer streak {streak}"
+    return WorkersView(tuple(names), tuple(rows), text, subtitle)
 
 
 class WorkersPanel(Vertical):
@@ -38,12 +86,24 @@ class WorkersPanel(Vertical):
         Binding("a", "answer_worker", "Answer worker", id="worker.answer"),
     ]
 
-    def __init__(self, workspace: Workspace | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.workspace = workspace
-        self.rows: list[str] = []
+    snapshot: var[Snapshot | None] = var(None, init=False)
+    """The workspace as last read (bound to the app's)."""
+    view: var[WorkersView | None] = var(None, init=False)
+    """The table and the locks on screen (None: not a parallel loop, the panel is hidden)."""
+
+    @property
+    def workspace(self) -> Workspace | None:
+        """Where the commands go: the workspace on screen (the monitor can switch folders)."""
+        return Workspace(Path(self.snapshot.workspace)) if self.snapshot is not None else None
+
+    @property
+    def rows(self) -> list[str]:
         """Worker names in row order: the keys act on the row under the cursor."""
-        self.section: dict[str, Any] | None = None
+        return list(self.view.names) if self.view else []
+
+    @property
+    def section(self) -> dict[str, Any] | None:
+        return self.snapshot.parallel if self.snapshot is not None else None
 
     def compose(self) -> ComposeResult:
         table: DataTable[str] = DataTable(id="workers-table", cursor_type="row", zebra_stripes=True)
@@ -53,47 +113,31 @@ class WorkersPanel(Vertical):
     def on_mount(self) -> None:
         self.border_title = "Workers"
         self.query_one(DataTable).add_columns("task", "worker", "files locked", "elapsed", "turns", "status")
+        self.set_interval(1.0, self._tick)
 
-    def show(self, snapshot: Snapshot, now: datetime) -> None:
-        section = snapshot.parallel if snapshot.loop is not None else None
-        self.set_class(section is not None, "-shown")
-        if section is None:
+    def _tick(self) -> None:
+        """Ages each worker's elapsed time."""
+        if self.snapshot is not None and self.snapshot.parallel is not None:
+            self.view = workers_view(self.snapshot, clock_of(self))
+
+    def watch_snapshot(self, snapshot: Snapshot | None) -> None:
+        self.view = workers_view(snapshot, clock_of(self)) if snapshot is not None else None
+
+    def watch_view(self, view: WorkersView | None) -> None:
+        self.set_class(view is not None, "-shown")
+        if view is None:
             return
-        self.section = section
-        workers = [w for w in section.get("workers") or [] if isinstance(w, dict)]
         table = self.query_one(DataTable)
         cursor = table.cursor_row
         table.clear()
-        self.rows = []
-        for worker in workers:
-            started = parse_iso(str(worker.get("started", "")))
-            elapsed = duration((now - started).total_seconds()) if started else "?"
-            table.add_row(
-                clip(str(worker.get("task", "?")), 8),
-                str(worker.get("name", "?")),
-                clip(", ".join(str(f) for f in worker.get("files") or []) or "-", 34),
-                elapsed,
-                str(worker.get("turns", 1)),
-                str(worker.get("status", "?")),
-            )
-            self.rows.append(str(worker.get("name")))
-        if not workers:
+        for row in view.rows:
+            table.add_row(*row)
+        if not view.rows:
             table.add_row("-", "no worker running", "", "", "", "")
-        elif 0 <= cursor < len(workers):
+        elif 0 <= cursor < len(view.rows):
             table.move_cursor(row=cursor)
-        locks = section.get("locks") or {}
-        lines = (
-            [f"{name} → {holder}" for name, holder in sorted(locks.items())]
-            if isinstance(locks, dict)
-            else []
-        )
-        deferred = [str(d.get("line")) for d in section.get("deferred") or [] if isinstance(d, dict)]
-        text = "locks: " + (", ".join(lines) if lines else "none")
-        if deferred:
-            text += "\n" + "\n".join(deferred[:4])
-        self.query_one("#workers-locks", Static).update(text)
-        streak = section.get("defer_streak", 0)
-        self.border_subtitle = f"{len(workers)}/{section.get('capacity', '?')} busy · defer streak {streak}"
+        self.query_one("#workers-locks", Static).update(view.locks)
+        set_border(self, subtitle=view.subtitle)
 
     def selected(self) -> str | None:
         table = self.query_one(DataTable)
