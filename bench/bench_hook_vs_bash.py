@@ -1,10 +1,11 @@
-"""`loopdeck hook stop` against a ralph-loop style bash hook, side by side, warm and cold.
+"""loopdeck's Stop hook against a ralph-loop style bash hook, side by side, warm and cold.
 
 The bash hook (bench/ralph_hook.sh) does what Anthropic's ralph-loop plugin's Stop hook does:
 grep the WHOLE transcript for assistant lines, keep the last, pull its text with jq and look for
-the promise. loopdeck reads the transcript from the end. Both run as whole processes (what
-Claude Code pays on every turn), interleaved run by run so that neither gets a warmer machine,
-on transcripts shaped like real sessions (see `generate`), with the page cache warm and cold
+the promise. loopdeck, run by the very command `loopdeck install` writes into the project's
+settings, reads the transcript from the end. Both run as whole processes (what Claude Code pays
+on every turn), interleaved run by run so that neither gets a warmer machine, on transcripts
+shaped like real sessions (see `generate`), with the page cache warm and cold
 (`posix_fadvise(POSIX_FADV_DONTNEED)` on the transcript before each cold run).
 
     python bench/bench_hook_vs_bash.py [--sizes 1,20,200,1024] [--runs 7]
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -160,32 +162,23 @@ def timed(argv: list[str], cwd: Path, payload: str) -> tuple[float, str]:
     return (time.perf_counter() - start) * 1000, done.stdout
 
 
-def workspace(root: Path) -> None:
+def workspace(root: Path) -> list[str]:
+    """A project with a loop and loopdeck installed; the Stop hook's command as installed."""
     (root / ".claude").mkdir(parents=True)
     (root / "TODO.md").write_text("- [ ] one task left\n")
-    subprocess.run(
-        [
-            str(LOOPDECK),
-            "start",
-            "bench",
-            "--task-file",
-            "TODO.md",
-            "--no-github",
-            "--no-tasks",
-            "--max-iterations",
-            "0",
-        ],
-        cwd=root,
-        check=True,
-        capture_output=True,
-    )
+    start = ["start", "bench", "--task-file", "TODO.md", "--no-github", "--no-tasks", "--max-iterations", "0"]
+    for verb in (start, ["install"]):
+        subprocess.run([str(LOOPDECK), *verb], cwd=root, check=True, capture_output=True)
+    settings = json.loads((root / ".claude" / "settings.local.json").read_text())
+    command: str = settings["hooks"]["Stop"][0]["hooks"][0]["command"]
+    return shlex.split(command)  # run without a shell, as the bash hook is: neither pays for one
 
 
 def compare(transcript: Path, tmp: Path, runs: int, cold: bool) -> tuple[list[float], list[float]]:
     ours_ws, bash_ws = tmp / "ours", tmp / "bash"
     for folder in (ours_ws, bash_ws):
         shutil.rmtree(folder, ignore_errors=True)
-    workspace(ours_ws)
+    hook = workspace(ours_ws)
     (bash_ws / ".claude").mkdir(parents=True)
     payload = json.dumps(
         {
@@ -203,9 +196,7 @@ def compare(transcript: Path, tmp: Path, runs: int, cold: bool) -> tuple[list[fl
             if cold:
                 drop_cache(transcript)
             if who == 0:
-                ms, out = timed(
-                    [str(LOOPDECK), "hook", "stop"], ours_ws, payload.replace('""', f'"{ours_ws}"')
-                )
+                ms, out = timed(hook, ours_ws, payload.replace('""', f'"{ours_ws}"'))
                 assert json.loads(out)["decision"] == "block", out
                 if run:
                     ours.append(ms)
@@ -230,7 +221,7 @@ def main() -> None:
     if not shutil.which("jq"):
         sys.exit("the bash hook needs jq (apt-get install jq)")
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    print(f"loopdeck hook stop vs ralph-loop style bash hook, median of {args.runs} runs (interleaved)")
+    print(f"loopdeck's Stop hook vs ralph-loop style bash hook, median of {args.runs} runs (interleaved)")
     print(f"{'transcript':>11}  {'cache':>5}  {'loopdeck':>10}  {'bash':>10}  {'bash / loopdeck':>15}")
     with tempfile.TemporaryDirectory(prefix="loopdeck-hook-bench-") as tmp_name:
         tmp = Path(tmp_name)

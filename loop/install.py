@@ -1,13 +1,13 @@
 """`loopdeck install`: put loopdeck's hooks and slash commands into a project's `.claude/`.
 
 What goes where follows Claude Code's own split between shared and personal settings. The hook
-commands name this loopdeck by its absolute path (Claude Code runs hooks without the user's
-virtual environment on PATH), a path that exists only on this machine, so by default they go
-into `.claude/settings.local.json` (personal, not committed) rather than the team's
-`.claude/settings.json`; `shared=True` writes the team file instead. Claude Code runs the hooks
+commands name this loopdeck's Python and its launcher by absolute path (Claude Code runs hooks
+without the user's virtual environment on PATH), paths that exist only on this machine, so by
+default they go into `.claude/settings.local.json` (personal, not committed) rather than the
+team's `.claude/settings.json`; `shared=True` writes the team file instead. Claude Code runs the hooks
 of every settings file (they are merged, not replaced) and the more local file wins for `env`.
 The slash command files in `.claude/commands/` hold no path and run no shell, so they can be
-committed: the `UserPromptSubmit` hook (`loopdeck hook prompt`) does their work.
+committed: the `UserPromptSubmit` hook (what `loopdeck hook prompt` runs) does their work.
 
 Precise and reversible: a settings file is merged, never replaced (every other key stays, a file
 that is not valid JSON is refused with its line and column). Every change is backed up under a
@@ -45,35 +45,51 @@ HOOK_TIMEOUT = 600
 """Claude Code's default: verification commands run inside the Stop hook on a completion signal."""
 PROMPT_TIMEOUT = 60
 HOOKS = {
-    "Stop": ("hook stop", HOOK_TIMEOUT),
-    "StopFailure": ("hook stop-failure", PROMPT_TIMEOUT),
-    "UserPromptSubmit": ("hook prompt", PROMPT_TIMEOUT),
+    "Stop": ("stop", HOOK_TIMEOUT),
+    "StopFailure": ("stop-failure", PROMPT_TIMEOUT),
+    "UserPromptSubmit": ("prompt", PROMPT_TIMEOUT),
 }
 SHARED = "settings.json"
 LOCAL = "settings.local.json"
 MANIFEST = "install.json"
+LAUNCHER = Path(__file__).resolve().with_name("launcher.py")
 
 _EXE = r"(?:'[^']*/loopdeck'|[^\s']*/loopdeck|\S+ -m loop\.cli)"
+_LAUNCHED = r"(?:'[^']*'|[^\s']+) -I -S (?:'[^']*/loop/launcher\.py'|[^\s']*/loop/launcher\.py)"
+_RUNNER = rf"(?:{_LAUNCHED}|{_EXE} hook)"
 _OURS = re.compile(
-    rf"\A{_EXE} hook (?:stop|stop-failure|prompt)\Z"
-    rf'|\Af=\$\(mktemp\) && cat > "\$f" && \{{ {_EXE} hook stop-failure --input "\$f" '
+    rf"\A{_RUNNER} (?:stop|stop-failure|prompt)\Z"
+    rf'|\Af=\$\(mktemp\) && cat > "\$f" && \{{ {_RUNNER} stop-failure --input "\$f" '
     r"</dev/null >/dev/null 2>&1 & \}\Z"
 )
-"""The exact shape of a command loopdeck writes: `<abs path>/loopdeck hook stop|prompt` (or the
-`python -m loop.cli` form). Nothing else is taken for ours, so another tool's `… hook stop` is
-left alone even without the install record."""
+"""The exact shape of a command loopdeck writes: `<abs python> -I -S <abs path>/loop/launcher.py
+stop|prompt`, or an older install's `<abs path>/loopdeck hook stop|prompt` (or the `python -m
+loop.cli` form). Nothing else is taken for ours, so another tool's `… hook stop` is left alone
+even without the install record."""
 
 
-DETACHED = 'f=$(mktemp) && cat > "$f" && {{ {exe} {verb} --input "$f" </dev/null >/dev/null 2>&1 & }}'
+DETACHED = 'f=$(mktemp) && cat > "$f" && {{ {runner} {event} --input "$f" </dev/null >/dev/null 2>&1 & }}'
 """How the StopFailure hook is installed. `claude -p` ends (and its hooks with it) the moment a
 turn fails, before a Python hook could even start: the shell saves the input in a moment and
 hands it to a detached loopdeck. The string is loopdeck's own: no user text is in it."""
 
 
-def hook_command(exe: str, verb: str) -> str:
-    if verb == "hook stop-failure":
-        return DETACHED.format(exe=exe, verb=verb)
-    return f"{exe} {verb}"
+def hook_command(runner: str, event: str) -> str:
+    """The command for one hook: `runner` (which ends where the event's name goes) and the event."""
+    if event == "stop-failure":
+        return DETACHED.format(runner=runner, event=event)
+    return f"{runner} {event}"
+
+
+def hook_runner() -> str:
+    """The start of every hook command: this interpreter, isolated and without the site start-up,
+    on the launcher (`loop/launcher.py` says why). The interpreter's path is kept as it is, not
+    resolved: a virtual environment's `python` is a link, and the environment is found through
+    it. Where there is no launcher file to run (a zipped install), the `loopdeck` command."""
+    python = sys.executable
+    if python and os.path.isabs(python) and LAUNCHER.is_file():
+        return shlex.join([python, "-I", "-S", str(LAUNCHER)])
+    return f"{loopdeck_command()} hook"
 
 
 def loopdeck_command() -> str:
@@ -266,8 +282,11 @@ def install(
     local: bool = True,
     exe: str | None = None,
 ) -> Report:
-    """Merge loopdeck's hooks and env into the settings (local by default) and write the commands."""
-    exe = exe or loopdeck_command()
+    """Merge loopdeck's hooks and env into the settings (local by default) and write the commands.
+
+    The hooks run the launcher (`hook_runner`); `exe` names a `loopdeck` command to run them
+    through instead (`<exe> hook stop`), the form older installs wrote."""
+    runner = f"{exe} hook" if exe else hook_runner()
     name = LOCAL if local else SHARED
     path = ws.claude_dir / name
     report = Report(path)
@@ -280,7 +299,7 @@ def install(
         created.append("hooks")
     hooks = _expect(data, "hooks", dict, path, '"hooks"')
     planned: list[tuple[list[Any], str, dict[str, Any]]] = []
-    for event, (verb, timeout) in HOOKS.items():
+    for event, (argument, timeout) in HOOKS.items():
         if event not in hooks:
             created.append(f"hooks.{event}")
         planned.append(
@@ -289,7 +308,7 @@ def install(
                 event,
                 {
                     "type": "command",
-                    "command": hook_command(exe, verb),
+                    "command": hook_command(runner, argument),
                     "timeout": timeout,
                 },
             )

@@ -86,7 +86,7 @@ def _quotes(prose: str, match: re.Match[str], echo: str) -> bool:
 
 def question(text: str | None) -> str | None:
     """The text of a `<question>…</question>` the agent asks a person, if any."""
-    if not text:
-        return None
+    if not text or "<question>" not in text:
+        return None  # most turns: no pattern to compile
     match = re.search(r"<question>(.*?)</question>", "\n".join(_own_words(text, "")), re.DOTALL)
     return match.group(1).strip() if match and match.group(1).strip() else None

@@ -176,7 +176,7 @@ def render(state: LoopState) -> str:
 
 _DEFAULTS: dict[str, Any] = LoopState().values()
 
-_SURROGATES = re.compile("[\ud800-\udfff]")
+_SURROGATES = "[\ud800-\udfff]"
 _PLAIN_KEY = re.compile(r"[A-Za-z_][\w.-]*")
 
 
@@ -192,7 +192,7 @@ def storable(value: Any, cap: int | None = None, key: str = "value") -> Any:
             raise Unstorable(f"{key}: a number of {digits} digits is larger than 2**63-1")
         return value
     if isinstance(value, str):
-        text = _SURROGATES.sub("\ufffd", value)
+        text = value if value.isascii() else _without_surrogates(value)
         return text[:cap] if cap is not None and len(text) > cap else text
     if isinstance(value, list | tuple):
         return [storable(v, None, key) for v in value]
@@ -202,6 +202,16 @@ def storable(value: Any, cap: int | None = None, key: str = "value") -> Any:
             for k, v in value.items()
         }
     return value
+
+
+def _without_surrogates(text: str) -> str:
+    """`text` with each lone surrogate as U+FFFD. UTF-8 refuses them, so a text it encodes has
+    none, and the pattern (compiled on first use) is only run over the rare one that does."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return re.sub(_SURROGATES, "\ufffd", text)
+    return text
 
 
 def _key_text(key: str) -> str:
@@ -368,6 +378,24 @@ def _describe(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
+_HEX = frozenset("0123456789abcdef")
+
+
+def _orphan_pid(name: str, state_name: str) -> int | None:
+    """The writer's pid in a temp file's name (`.<state>.<pid>.<hex>.tmp`, or the backup's hard
+    link `.<state>.bak.<pid>.<hex>` and its `.tmp`), None for any other name. Read by hand: a
+    pattern built from the state's name would be compiled on every Stop that writes."""
+    prefix = f".{state_name}."
+    if not name.startswith(prefix):
+        return None
+    rest = name[len(prefix) :]
+    rest = rest.removeprefix("bak.").removesuffix(".tmp")
+    pid, dot, tag = rest.partition(".")
+    if not (dot and pid.isdecimal() and tag and _HEX.issuperset(tag)):
+        return None
+    return int(pid)
+
+
 class StateStore:
     """Reads and writes one workspace's state file; the only door to it.
 
@@ -497,12 +525,10 @@ class StateStore:
         """Remove temp files left by writers that were killed mid-write (SIGKILL, power cut):
         the state's `.….<pid>.<hex>.tmp`, and the backup's hard link `.….bak.<pid>.<hex>` and
         its `.tmp`, whenever the pid that made them is dead."""
-        orphan = re.compile(rf"\.{re.escape(self.path.name)}(?:\.bak)?\.(\d+)\.[0-9a-f]+(?:\.tmp)?")
         for entry in os.scandir(self.path.parent):
-            match = orphan.fullmatch(entry.name)
-            if match is None or entry.is_dir(follow_symlinks=False):
+            pid = _orphan_pid(entry.name, self.path.name)
+            if pid is None or entry.is_dir(follow_symlinks=False):
                 continue
-            pid = int(match.group(1))
             if pid != os.getpid() and alive(pid) is False:
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)

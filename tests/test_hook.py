@@ -359,26 +359,43 @@ HEAVY = (
 dataclasses 8 with inspect, subprocess and shutil 5, argparse 2, traceback 4), or is a UI."""
 
 
-def test_the_hooks_path_stays_lean(ws: Workspace, env: dict[str, str]) -> None:
-    """The console script's hook path, as Claude Code runs it, loads none of the heavy
-    modules: a change that pulls one in fails here, long before anyone measures."""
+LAUNCHER = REPO / "loop" / "launcher.py"
+
+
+@pytest.mark.parametrize(
+    ("how", "start"),
+    [
+        # the console script, `loopdeck hook stop` (older installs)
+        ([], "sys.argv = ['loopdeck', 'hook', 'stop']\nfrom tui.entry import main\nmain()\n"),
+        # the launcher, as `loopdeck install` writes it: isolated, without the site start-up
+        (
+            ["-I", "-S"],
+            f"sys.argv = [{str(LAUNCHER)!r}, 'stop']\n"
+            f"exec(compile(open(sys.argv[0]).read(), sys.argv[0], 'exec'), {{'__name__': '__main__', "
+            f"'__file__': sys.argv[0]}})\n",
+        ),
+    ],
+    ids=["console-script", "launcher"],
+)
+def test_the_hooks_path_stays_lean(ws: Workspace, env: dict[str, str], how: list[str], start: str) -> None:
+    """The hook's path, as Claude Code runs it, loads none of the heavy modules, and through the
+    launcher never runs the site start-up it skipped (a module the fast path looks for and does
+    not find would): a change that pulls one in fails here, long before anyone measures."""
     (ws.root / "TODO.md").write_text("- [ ] a\n")
     session = Session(ws, env)
     session.loopdeck("start", "x", "--task-file", "TODO.md", "--no-github")
     payload = json.dumps({"session_id": "s", "transcript_path": str(session.transcript), "cwd": str(ws.root)})
     code = (
-        "import atexit, json, os, sys\n"
-        "sys.argv = ['loopdeck', 'hook', 'stop']\n"
+        "import json, os, sys\n"
         "real_exit = os._exit\n"
         "def report(status):\n"
         "    print(json.dumps(sorted(sys.modules)), file=sys.stderr, flush=True)\n"
         "    real_exit(status)\n"
         "os._exit = report\n"
-        "from tui.entry import main\n"
-        "main()\n"
+        f"{start}"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, *how, "-c", code],
         cwd=REPO,
         input=payload,
         capture_output=True,
@@ -390,6 +407,8 @@ def test_the_hooks_path_stays_lean(ws: Workspace, env: dict[str, str]) -> None:
     loaded = set(json.loads(done.stderr.splitlines()[-1]))
     allowed = {"tui", "tui.entry"}  # the console script itself
     assert sorted(m for m in loaded - allowed if m.split(".")[0] in HEAVY) == []
+    if how:
+        assert "site" not in loaded
 
 
 def test_completion_runs_verification_first(ws: Workspace, env: dict[str, str]) -> None:

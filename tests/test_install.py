@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +11,7 @@ import pytest
 from loop.errors import FileProblem
 from loop.install import BLOCK_CAP, MARKER, TODO_TOOLS, install, uninstall
 from loop.paths import Workspace
+from tests.conftest import REPO
 
 EXE = "/opt/tools/bin/loopdeck"
 STOP = {"type": "command", "command": f"{EXE} hook stop", "timeout": 600}
@@ -209,8 +212,9 @@ def test_cli_install(cli, ws: Workspace) -> None:
     ran = cli("install")
     assert ran.code == 0 and "Stop hook" in ran.out
     command = local(ws)["hooks"]["Stop"][0]["hooks"][0]["command"]
-    assert command.endswith(" hook stop") and ("/" in command.split()[0])
-    assert local(ws)["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"].endswith(" hook prompt")
+    assert command.endswith("/loop/launcher.py stop") and " -I -S " in command
+    assert command.startswith("/")
+    assert local(ws)["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"].endswith("launcher.py prompt")
     assert MARKER in (ws.claude_dir / "commands" / "loop-pause.md").read_text()
     assert cli("install", "--uninstall").code == 0
     assert cli("install", "--shared").code == 0 and "hooks" in shared(ws)
@@ -235,3 +239,56 @@ def test_hook_commands_written_are_recognised_as_ours(ws: Workspace, tmp_path: P
         "/x/loopdeck hook stop; echo",
     ]:
         assert not _is_ours({"type": "command", "command": command}, set())
+
+
+def test_installs_the_hooks_through_the_isolated_launcher(ws: Workspace) -> None:
+    """By default every hook runs this Python on the launcher, isolated (-I: nothing of the
+    environment or the project on its import path) and without the site start-up (-S)."""
+    from loop.install import DETACHED, _is_ours
+
+    install(ws)
+    runner = shlex.join([sys.executable, "-I", "-S", str(REPO / "loop" / "launcher.py")])
+    commands = {event: groups[0]["hooks"][0]["command"] for event, groups in local(ws)["hooks"].items()}
+    assert commands == {
+        "Stop": f"{runner} stop",
+        "StopFailure": DETACHED.format(runner=runner, event="stop-failure"),
+        "UserPromptSubmit": f"{runner} prompt",
+    }
+    for command in commands.values():  # found again without the install record
+        assert _is_ours({"type": "command", "command": command}, set())
+
+
+def test_launcher_install_round_trip_and_an_older_install_is_upgraded_in_place(ws: Workspace) -> None:
+    path = ws.claude_dir / "settings.local.json"
+    path.write_text(json.dumps({"model": "opus"}))
+    install(ws, exe=EXE)  # what an older loopdeck wrote
+    install(ws)
+    hooks = local(ws)["hooks"]
+    for event in ("Stop", "StopFailure", "UserPromptSubmit"):
+        (only,) = [h["command"] for group in hooks[event] for h in group["hooks"]]
+        assert " -I -S " in only and f"{EXE} hook" not in only
+    uninstall(ws)
+    assert local(ws) == {"model": "opus"}
+    install(ws)
+    (ws.claude_dir / "loopdeck" / "install.json").unlink()  # the record lost: the shape still says ours
+    uninstall(ws)
+    assert all(groups == [] for groups in local(ws)["hooks"].values())
+
+
+def test_launcher_commands_are_recognised_by_their_exact_shape() -> None:
+    from loop.install import _is_ours
+
+    for command in [
+        "/x/.venv/bin/python -I -S /x/site-packages/loop/launcher.py stop",
+        "'/a b/python3' -I -S '/a b/loop/launcher.py' prompt",
+        'f=$(mktemp) && cat > "$f" && { /p/python -I -S /s/loop/launcher.py stop-failure --input "$f" '
+        "</dev/null >/dev/null 2>&1 & }",
+    ]:
+        assert _is_ours({"type": "command", "command": command}, set()), command
+    for command in [
+        "/usr/bin/python3 -I -S /x/other/launcher.py stop",
+        "/usr/bin/python3 -I -S /x/loop/launcher.py stop; rm -rf x",
+        "/usr/bin/python3 /x/loop/launcher.py stop",
+        "/usr/bin/python3 -I -S /x/loop/launcher.py hook stop",
+    ]:
+        assert not _is_ours({"type": "command", "command": command}, set()), command
