@@ -391,6 +391,25 @@ def ready(app: object) -> bool:
     return True
 
 
+async def tables_measured(app: object) -> None:
+    """Wait until every table has measured its rows: a `DataTable` works out its column widths
+    and its height when its queue is empty, which a busy machine can put off past a fixed wait
+    (the picture then shows the header at the old widths and the panel a row short)."""
+    from textual.app import App
+    from textual.widgets import DataTable
+
+    assert isinstance(app, App)
+    for _ in range(250):
+        waiting = [
+            table
+            for table in app.query(DataTable)
+            if table._require_update_dimensions or table._updated_cells or table._new_rows
+        ]
+        if not waiting:
+            return
+        await asyncio.sleep(0.02)
+
+
 async def settle(app: object) -> None:
     """Wait until the first snapshot and git are on screen (and any prompt is up)."""
     from tui.app import LoopdeckApp
@@ -410,6 +429,7 @@ async def settle(app: object) -> None:
             break
     await asyncio.sleep(0.1)
     await finite_workers()
+    await tables_measured(app)
     # A log's scroll to its end is deferred to after the next layout; a panel appearing above
     # it (the corrupt-state panel) can leave it short of the end: put every following log there.
     from textual.widgets import RichLog
@@ -423,6 +443,7 @@ async def settle(app: object) -> None:
         if log.auto_scroll:
             log.scroll_end(animate=False, immediate=True)
     await asyncio.sleep(0.05)
+    await tables_measured(app)
 
 
 async def _shoot(name: str, root: Path, out: Path, keys: tuple[str, ...] = ()) -> Path:
