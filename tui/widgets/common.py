@@ -21,6 +21,31 @@ def ago(ts: str | None, now: datetime) -> str:
     return f"{duration(seconds)} ago"
 
 
+def roughly_ago(ts: str | None, now: datetime) -> str:
+    """`just now`, `15s ago`, `3m ago`, `2h ago`: an age that changes every few seconds at most.
+
+    For a freshness mark on a panel's border: the panel is drawn again whenever its border text
+    changes, and a table drawn every second is most of what an idle monitor costs."""
+    moment = parse_iso(ts or "")
+    if moment is None:
+        return "?"
+    seconds = max(0, int((now - moment).total_seconds()))
+    if seconds < 5:
+        return "just now"
+    return f"{roughly(seconds // 5 * 5 if seconds < 60 else seconds)} ago"
+
+
+def roughly(seconds: float) -> str:
+    """`42s`, `11m`, `7h 05m`: a long time to the minute, so a clock showing it is redrawn once
+    a minute rather than every second (an idle monitor's main cost)."""
+    total = max(0, int(seconds))
+    if total < 60:
+        return f"{total}s"
+    if total < 3600:
+        return f"{total // 60}m"
+    return f"{total // 3600}h {total % 3600 // 60:02d}m"
+
+
 def duration(seconds: float | None) -> str:
     return "?" if seconds is None else human_duration(seconds)
 

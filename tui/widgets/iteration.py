@@ -14,7 +14,7 @@ from textual.widgets import Sparkline, Static
 from loop.snapshot import Snapshot
 from loop.summary import cost_line
 from loop.timeutil import parse_iso
-from tui.widgets.common import clip, clock_of, duration, relative, set_border, word_lengths
+from tui.widgets.common import clip, clock_of, duration, relative, roughly, set_border, word_lengths
 
 
 def meter(done: int, total: int, width: int = 30) -> str:
@@ -75,7 +75,7 @@ def iteration_view(snapshot: Snapshot, now: datetime) -> IterationView:
         )
         return IterationView("Last loop" if archive else "Iteration", "", facts, (), "", idle=True)
     started = parse_iso(loop.started_at)
-    elapsed = duration((now - started).total_seconds()) if started else "?"
+    elapsed = roughly((now - started).total_seconds()) if started else "?"
     alive = {True: "running", False: "not running", None: "inside Claude Code's session"}[loop.alive]
     durations = snapshot.durations
     average = f"{duration(sum(durations) / len(durations))} per iteration" if durations else "no timings yet"

@@ -26,6 +26,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.reactive import var
+from textual.timer import Timer
 from textual.widgets import Input, RichLog
 from textual.worker import Worker
 
@@ -206,6 +207,9 @@ class OutputPanel(Vertical):
         self.lines_read = 0
         """Lines taken from the file in all: for tests and the bench."""
         self.reading: Worker[None] | None = None
+        self.ticker: Timer | None = None
+        """The panel's clock (started on mount, stopped with the panel), paused while nothing
+        is followed."""
         self.looked: tuple[object, ...] | None = None
         """What `target` was last worked out from: the folder is listed (or the state read) again
         only when the loop moves to another iteration or session, not on every snapshot."""
@@ -216,7 +220,7 @@ class OutputPanel(Vertical):
 
     def on_mount(self) -> None:
         self.border_title = "Output"
-        self.set_interval(TICK_S, self.tick)
+        self.ticker = self.set_interval(TICK_S, self.tick, pause=self.target is None)
         self.watch_target(self.target)
 
     def watch_snapshot(self, snapshot: Snapshot | None) -> None:
@@ -237,6 +241,8 @@ class OutputPanel(Vertical):
         self.lines.clear()
         log = self.query_one(RichLog)
         log.clear()
+        if self.ticker is not None:  # nothing followed, nothing to look for: the clock rests
+            self.ticker.resume() if target is not None else self.ticker.pause()
         if target is None:
             self.border_subtitle = ""
             log.write(Text("waiting for the agent's output", style="dim"))

@@ -13,7 +13,7 @@ from textual.widgets import Static
 
 from loop.prompts import SOURCE_LABELS
 from loop.snapshot import Snapshot
-from tui.widgets.common import ago, clip, clock_of, relative, set_border
+from tui.widgets.common import clip, clock_of, relative, roughly_ago, set_border
 
 
 def next_steps(snapshot: Snapshot) -> str:
@@ -82,8 +82,12 @@ def sources_subtitle(snapshot: Snapshot | None, now: datetime) -> str:
     return (
         f"{aggregate.pending_total} open"
         + (" · UNCERTAIN" if aggregate.uncertain else "")
-        + f" · checked {ago(aggregate.checked_at, now)}"
+        + f" · checked {roughly_ago(aggregate.checked_at, now)}"
     )
+
+
+def shape(rows: tuple[tuple[Cell, ...], ...]) -> list[list[int]]:
+    return [[len(text) for text, _style in row] for row in rows]
 
 
 class SourcesPanel(Static):
@@ -121,7 +125,7 @@ class SourcesPanel(Static):
         self.view = sources_view(snapshot, 3 if self.app.size.height >= 30 else 1)
         self._tick()
 
-    def watch_view(self, view: SourcesView | None) -> None:
+    def watch_view(self, old: SourcesView | None, view: SourcesView | None) -> None:
         if view is None:
             return
         if view.rows is None:
@@ -138,4 +142,5 @@ class SourcesPanel(Static):
         table.add_column("where", ratio=3, no_wrap=True)
         for row in view.rows:
             table.add_row(*(Text(text, style=styles.get(style, "")) for text, style in row))
-        self.update(table)
+        # Cells of the same lengths as before make a table of the same height at any width.
+        self.update(table, layout=old is None or old.rows is None or shape(old.rows) != shape(view.rows))
