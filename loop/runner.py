@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import signal
 import sys
@@ -557,13 +558,17 @@ class Runner:
         with contextlib.suppress(Exception):
             counts = self.count(state) if state is not None else None
         folder = None
+        recorded: dict[str, Any] | None = None
         if archived:
             from loop.archive import latest
 
             folder = latest(self.ws)
+            with contextlib.suppress(OSError, ValueError):
+                loaded = json.loads((folder / "summary.json").read_text()) if folder else None
+                recorded = loaded if isinstance(loaded, dict) else None
         elif state is not None:
             folder = writer.archive_ending(self.ws, state, how, self.summary_data(how, reason, counts, state))
-        for line in summary_lines(how, reason, self.tally, counts, folder, state):
+        for line in summary_lines(how, reason, self.tally, counts, folder, state, recorded):
             self.out(line)
         if how in ("completed", "stopped"):
             return EXIT_DONE

@@ -264,9 +264,14 @@ class Step:
     end: list[str] = field(default_factory=list)
     """Workers whose processes the driver ends now (stopped, skipped, replaced)."""
     archive: dict[str, Any] | None = None
+    counted: int = 0
+    """Turns in `start` already counted into the state's iteration."""
 
     def seal(self) -> LoopState:
-        """The state with the board written into it."""
+        """The state with the board written into it. Every worker turn started is one of the
+        loop's iterations: what the monitor, `status` and the summary count."""
+        self.state.iteration += len(self.start) - self.counted
+        self.counted = len(self.start)
         return keep(self.state, self.board)
 
 
@@ -333,7 +338,7 @@ def cycle(state: LoopState, tasks: Sequence[Task], now: datetime) -> Step:
     if state.status != "running":
         return step
     if tasks and all(t.status == COMPLETED for t in tasks) and not board.workers:
-        return complete(step, now, f"all {len(tasks)} tasks completed")
+        return complete(step, now, f"all {len(tasks)} tasks completed", tasks)
     held = {w.task for w in board.workers}
     # A worker (Claude Code with the shared list) may mark its own task completed: until the
     # audit approves, the task is still in progress and whatever it blocks waits.
@@ -409,11 +414,33 @@ def _wait(step: Step, now: datetime, kind: str, reason: str, **more: Any) -> Non
     step.events.append(("paused", {"reason": reason, "waiting_for": kind}))
 
 
-def complete(step: Step, now: datetime, reason: str) -> Step:
-    step.state.status = "completed"
-    step.state.waiting_for = None
-    step.events.append(("completed", {"reason": reason}))
-    step.archive = {"outcome": "completed", "reason": reason, "completed_at": iso_s(now)}
+def complete(step: Step, now: datetime, reason: str, tasks: Sequence[Task] = ()) -> Step:
+    """The loop is done: its summary says how, after how many worker turns and how long, what it
+    cost, and the graph's tasks by name (not counted when the graph was not read: never a zero
+    made up)."""
+    state = step.state
+    state.status = "completed"
+    state.waiting_for = None
+    step.events.append(("completed", {"reason": reason, "iterations": state.iteration}))
+    started = parse_iso(state.started_at)
+    left = [t.subject for t in tasks if t.status != COMPLETED]
+    step.archive = {
+        "outcome": "completed",
+        "reason": reason,
+        "completed_at": iso_s(now),
+        "ended_at": iso_s(now),
+        "iterations": state.iteration,
+        "duration_s": round((now - started).total_seconds(), 1) if started else None,
+        "pending_at_end": len(left) if tasks else None,
+        "tasks": {
+            "done": [t.subject for t in tasks if t.status == COMPLETED],
+            "skipped": [],
+            "remaining": left,
+        }
+        if tasks
+        else None,
+        "usage": dict(state.usage),
+    }
     return step
 
 
@@ -491,7 +518,7 @@ def turn_ended(state: LoopState, tasks: Sequence[Task], end: TurnEnd, now: datet
         if tasks:
             after = [replace(t, status=COMPLETED, owner=None) if t.id == worker.task else t for t in tasks]
             if all(t.status == COMPLETED for t in after) and not step.board.workers:
-                complete(step, now, f"all {len(after)} tasks completed")
+                complete(step, now, f"all {len(after)} tasks completed", after)
         return step
     feedback = (end.feedback or end.output or f"exit {end.exit_code}")[-FEEDBACK_CHARS:]
     step.events.append(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from loop.model import Aggregate, LoopState
 from loop.redact import redact
@@ -88,9 +89,11 @@ def summary_lines(
     counts: Aggregate | None,
     folder: Path | None,
     state: LoopState | None,
+    recorded: dict[str, Any] | None = None,
 ) -> list[str]:
     """The summary a person reads at the end of a run. Task figures come from `counts`, the
-    sources as the run ended; without them the summary says they are unknown, never zero."""
+    sources as the run ended, or else from the tasks the loop's own `recorded` summary names
+    (a parallel loop's graph); without either, the summary says they are unknown, never zero."""
     seconds = time.monotonic() - tally.started
     minutes, secs = divmod(int(seconds), 60)
     next_step = NEXT_STEPS.get(how, "read the journal (`loopdeck log`)")
@@ -102,7 +105,13 @@ def summary_lines(
         f"Duration:    {minutes}m {secs}s",
     ]
     names = task_names(counts)
-    if counts is None or names is None:
+    tasks = recorded.get("tasks") if recorded else None
+    if (counts is None or names is None) and isinstance(tasks, dict):
+        for label, key in (("Done:", "done"), ("Skipped:", "skipped"), ("Remaining:", "remaining")):
+            titles = [str(t) for t in tasks.get(key) or []]
+            if titles or key != "skipped":
+                lines.append(_named(label, len(titles), titles))
+    elif counts is None or names is None:
         lines.append("Tasks:       unknown (the task sources could not be read)")
     else:
         done = sum(r.done for r in counts.sources if r.enabled and r.available)

@@ -349,3 +349,10 @@ def test_the_demo_with_workers_runs_to_completion(tmp_path: Path) -> None:
     assert "Task 4 deferred — file conflict with worker-" in done.stdout
     assert "Audit REJECTED task 4" in done.stdout
     assert "Loop complete: all 8 tasks completed" in done.stdout
+    # The ending says what was done, by name, and how many worker turns it took (one rework).
+    assert "Done:        8 task(s): Sketch the data model" in done.stdout
+    assert "Remaining:   0 task(s)" in done.stdout and "Tasks:       unknown" not in done.stdout
+    (summary,) = tmp_path.glob("*/project/.claude/loops/*/summary.json")
+    record = json.loads(summary.read_text())
+    assert record["iterations"] >= 9 and record["pending_at_end"] == 0  # 8 tasks, one reworked
+    assert len(record["tasks"]["done"]) == 8 and isinstance(record["duration_s"], float)

@@ -4,6 +4,7 @@ bound to it, works out the part it shows and redraws only when that part changed
 from __future__ import annotations
 
 import dataclasses
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from loop.model import replace
 from loop.snapshot import Snapshot
 from tests.test_tui import SIZE, app, make, text_of, until
 from tui import screenshots
-from tui.widgets.common import TailLog, set_border
+from tui.widgets.common import TailLog, roughly, roughly_ago, set_border
 from tui.widgets.git import GitPanel
 from tui.widgets.iteration import IterationPanel
 from tui.widgets.journal import JournalPanel
@@ -127,3 +128,17 @@ async def test_a_tailed_log_keeps_a_few_screens_of_drawn_lines_not_a_thousand() 
         await pilot.pause()
         assert "event 1499" in log.lines[-1].text
         assert len(log._line_cache) <= TailLog.LINE_CACHE
+
+
+def test_ages_on_screen_change_every_few_seconds_then_every_minute() -> None:
+    """A clock on a panel redraws the panel each time its text changes: an idle monitor must
+    not redraw a table every second for a 'checked 12s ago'."""
+    now = datetime(2026, 11, 26, 12, 0, 0, tzinfo=UTC)
+
+    def at(seconds: int) -> str:
+        return roughly_ago((now - timedelta(seconds=seconds)).isoformat(), now)
+
+    assert [at(s) for s in (0, 4, 5, 9, 17, 59)] == ["just now"] * 2 + ["5s ago"] * 2 + ["15s ago", "55s ago"]
+    assert [at(s) for s in (60, 119, 689)] == ["1m ago", "1m ago", "11m ago"]
+    assert roughly(7 * 3600 + 5 * 60 + 59) == "7h 05m"
+    assert roughly_ago("not a time", now) == "?"
