@@ -7,7 +7,6 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
 from textual.app import App, ComposeResult
 from textual.widget import Widget
 
@@ -16,20 +15,13 @@ from loop.journal import Event
 from loop.model import replace
 from loop.snapshot import Snapshot
 from tests.test_tui import SIZE, app, make, text_of, until
+from tests.test_tui_round2 import isolated  # noqa: F401  (autouse: no user config, fixed git)
 from tui import screenshots
 from tui.widgets.common import TailLog, roughly, roughly_ago, set_border
 from tui.widgets.git import GitPanel
 from tui.widgets.iteration import IterationPanel
 from tui.widgets.journal import JournalPanel
 from tui.widgets.sources import SourcesPanel
-
-
-@pytest.fixture(autouse=True)
-def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-home"))
-    monkeypatch.setenv("LOOPDECK_KEYMAP", str(tmp_path / "no-keymap.toml"))
-    for key, value in screenshots.GIT_ENV.items():
-        monkeypatch.setenv(key, value)
 
 
 def count_refreshes(widget: Widget) -> list[int]:

@@ -238,7 +238,10 @@ class LoopdeckApp(App[None]):
         self.load_git()
 
     def on_files_changed(self, message: FilesChanged) -> None:
-        self.git_dirty = True
+        # With the working tree watched, git is read when the tree moves; without, a loop file's
+        # change is the hint that a commit may have happened, picked up by the 2 s tick.
+        if not self.watching:
+            self.git_dirty = True
         self.load_snapshot()
 
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
