@@ -3,7 +3,6 @@ on the files (the control queue); snapshots for the screenshots' situations."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -67,6 +66,19 @@ async def until(pilot: Pilot[None], check: Callable[[], bool], timeout: float = 
         await pilot.pause(0.02)
         if check():
             return
+    raise AssertionError("the screen never showed it")
+
+
+async def until_seen(pilot: Pilot[None], act: Callable[[], object], check: Callable[[], bool]) -> None:
+    """Do `act` until `check` holds (bounded): the file watcher starts in the background, and a
+    change made before it is up is never reported, so the change is made again until seen."""
+    for _ in range(20):
+        act()
+        try:
+            await until(pilot, check, timeout=0.5)
+            return
+        except AssertionError:
+            continue
     raise AssertionError("the screen never showed it")
 
 
@@ -329,12 +341,11 @@ async def test_editing_the_task_file_reaches_the_panel(tmp_path: Path) -> None:
     async with monitor.run_test(size=SIZE) as pilot:
         await screenshots.settle(monitor)
         await until(pilot, lambda: monitor.watched is not None)
-        await asyncio.sleep(0.3)  # the watcher is up
         panel = monitor.query_one(SourcesPanel)
         assert "3 open" in str(panel.border_subtitle)
         todo = ws.root / "TODO.md"
-        todo.write_text(todo.read_text().replace("- [ ] Validate input", "- [x] Validate input"))
-        await until(pilot, lambda: "2 open" in str(panel.border_subtitle))
+        done = todo.read_text().replace("- [ ] Validate input", "- [x] Validate input")
+        await until_seen(pilot, lambda: todo.write_text(done), lambda: "2 open" in str(panel.border_subtitle))
         Journal(ws.journal).append("warning", 12, {"message": "live journal line"})
         await until(pilot, lambda: "live journal line" in journal_text(monitor))
 
@@ -458,15 +469,7 @@ async def test_monitor_started_inside_a_runner_workspace_sees_task_file_edits(
         assert "3 open" in str(panel.border_subtitle)
         todo = ws.root / "TODO.md"
         done = todo.read_text().replace("- [ ] Validate input", "- [x] Validate input")
-        # The watcher starts in the background: write until a write is seen (bounded).
-        for _ in range(20):
-            todo.write_text(done)
-            try:
-                await until(pilot, lambda: "2 open" in str(panel.border_subtitle), timeout=0.5)
-                break
-            except AssertionError:
-                continue
-        assert "2 open" in str(panel.border_subtitle)
+        await until_seen(pilot, lambda: todo.write_text(done), lambda: "2 open" in str(panel.border_subtitle))
 
 
 def test_watch_paths_come_from_the_reports_paths(tmp_path: Path) -> None:
