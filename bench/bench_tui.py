@@ -2,9 +2,9 @@
 
 Latency: 100 edits of the task file; for each, the time until the Task sources panel shows the
 new count (the real app with real watchfiles, headless). CPU: the real `loopdeck tui` in a tmux
-pseudo-terminal, its process's CPU time over 30 s, first with nothing happening, then while the
-demo's runner works (1–2 s per iteration). Targets (issue 6): p95 < 200 ms; CPU < 3 % of a core
-when idle.
+pseudo-terminal, its process's CPU time over 60 s (after 5 s of start-up), first with nothing
+happening, then while the demo's runner works (1–2 s per iteration). Targets: p95 < 100 ms; CPU
+< 1 % of a core when idle, < 5 % while the demo runs.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from loop.demo import workspace
 from loop.paths import Workspace
 
-SECONDS = 30
+SECONDS = 60
 
 
 async def latency(root: Path) -> list[float]:
@@ -75,7 +75,7 @@ def cpu_percent(root: Path, session: str) -> float:
         check=True,
     )
     try:
-        time.sleep(3)  # start-up is not idle
+        time.sleep(5)  # start-up is not idle
         pid = tui_pid(session)
         before, start = cpu_seconds(pid), time.monotonic()
         time.sleep(SECONDS)
@@ -91,7 +91,7 @@ def main() -> None:
         ordered = sorted(times)
         print(
             f"file change → screen, 100 changes: p50 {statistics.median(ordered):.0f} ms, "
-            f"p95 {ordered[94]:.0f} ms, max {ordered[-1]:.0f} ms   target p95 < 200 ms"
+            f"p95 {ordered[94]:.0f} ms, max {ordered[-1]:.0f} ms   target p95 < 100 ms"
         )
         if not shutil.which("tmux"):
             print("CPU: tmux not found; skipped")
@@ -115,7 +115,7 @@ def main() -> None:
             capture_output=True,
         )
         print(
-            f"CPU over {SECONDS} s, idle loop: {cpu_percent(idle, 'ld-idle'):.2f} % of a core   target < 3 %",
+            f"CPU over {SECONDS} s, idle loop: {cpu_percent(idle, 'ld-idle'):.2f} % of a core   target < 1 %",
             flush=True,
         )
         demo = workspace.create(Path(tmp) / "demo", tasks=40)
@@ -142,7 +142,10 @@ def main() -> None:
             while not Workspace(demo).state.exists():
                 time.sleep(0.05)
             busy = cpu_percent(demo, "ld-busy")
-            print(f"CPU over {SECONDS} s while the demo runs (1–2 s per iteration): {busy:.2f} % of a core")
+            print(
+                f"CPU over {SECONDS} s while the demo runs (1–2 s per iteration): {busy:.2f} % of a core"
+                "   target < 5 %"
+            )
         finally:
             runner.terminate()
             runner.wait(30)

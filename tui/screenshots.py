@@ -444,6 +444,19 @@ async def settle(app: object) -> None:
             log.scroll_end(animate=False, immediate=True)
     await asyncio.sleep(0.05)
     await tables_measured(app)
+    await laid_out(app)
+
+
+async def laid_out(app: object) -> None:
+    """Lay the screen out again and wait until that frame is drawn: a table that measured its
+    rows at the last moment changes its panel's height only at the next layout."""
+    from textual.app import App
+
+    assert isinstance(app, App)
+    drawn = asyncio.Event()
+    app.screen.refresh(layout=True)
+    app.screen.call_after_refresh(drawn.set)
+    await asyncio.wait_for(drawn.wait(), 10)
 
 
 async def _shoot(name: str, root: Path, out: Path, keys: tuple[str, ...] = ()) -> Path:

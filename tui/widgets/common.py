@@ -22,7 +22,7 @@ def ago(ts: str | None, now: datetime) -> str:
 
 
 def roughly_ago(ts: str | None, now: datetime) -> str:
-    """`just now`, `15s ago`, `3m ago`, `2h ago`: an age that changes every few seconds at most.
+    """`just now`, `15s ago`, `3m ago`, `2h 05m ago`: an age that changes every 15 s at most.
 
     For a freshness mark on a panel's border: the panel is drawn again whenever its border text
     changes, and a table drawn every second is most of what an idle monitor costs."""
@@ -30,9 +30,9 @@ def roughly_ago(ts: str | None, now: datetime) -> str:
     if moment is None:
         return "?"
     seconds = max(0, int((now - moment).total_seconds()))
-    if seconds < 5:
+    if seconds < 15:
         return "just now"
-    return f"{roughly(seconds // 5 * 5 if seconds < 60 else seconds)} ago"
+    return f"{roughly(seconds // 15 * 15 if seconds < 60 else seconds)} ago"
 
 
 def roughly(seconds: float) -> str:

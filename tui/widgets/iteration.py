@@ -14,7 +14,7 @@ from textual.widgets import Sparkline, Static
 from loop.snapshot import Snapshot
 from loop.summary import cost_line
 from loop.timeutil import parse_iso
-from tui.widgets.common import clip, clock_of, duration, relative, roughly, set_border, word_lengths
+from tui.widgets.common import clip, clock_of, duration, relative, roughly_ago, set_border, word_lengths
 
 
 def meter(done: int, total: int, width: int = 30) -> str:
@@ -74,8 +74,6 @@ def iteration_view(snapshot: Snapshot, now: datetime) -> IterationView:
             "inside Claude Code)"
         )
         return IterationView("Last loop" if archive else "Iteration", "", facts, (), "", idle=True)
-    started = parse_iso(loop.started_at)
-    elapsed = roughly((now - started).total_seconds()) if started else "?"
     alive = {True: "running", False: "not running", None: "inside Claude Code's session"}[loop.alive]
     durations = snapshot.durations
     average = f"{duration(sum(durations) / len(durations))} per iteration" if durations else "no timings yet"
@@ -84,7 +82,7 @@ def iteration_view(snapshot: Snapshot, now: datetime) -> IterationView:
         f"iteration {loop.iteration} of {limit} · {loop.status}"
         + (" · ESCALATED" if loop.escalated else "")
         + (f" · {cost_line(loop.usage, loop.limits)}" if loop.usage else "")
-        + f"\ndriver {loop.driver or '-'} ({alive}) · started {elapsed} ago · {average}"
+        + f"\ndriver {loop.driver or '-'} ({alive}) · started {roughly_ago(loop.started_at, now)} · {average}"
         + f"\ntask: {clip(loop.current_task or '-', 70)}"
     )
     return IterationView(

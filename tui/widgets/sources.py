@@ -114,9 +114,23 @@ class SourcesPanel(Static):
     def _tick(self) -> None:
         """Ages "checked 12s ago": the subtitle alone, the table stays as drawn."""
         set_border(self, subtitle=sources_subtitle(self.snapshot, clock_of(self)))
+        self.draw_at_width()
+
+    drawn_width = 0
+    """The width the table was last drawn at: a new width draws it again."""
 
     def on_resize(self) -> None:
         self.watch_snapshot(self.snapshot)  # how many items fit depends on the terminal's height
+        self.draw_at_width()
+
+    def draw_at_width(self) -> None:
+        """The table again if it was drawn at another width (or before the panel had one)."""
+        if (
+            self.view is not None
+            and self.view.rows is not None
+            and self.content_size.width != self.drawn_width
+        ):
+            self.draw(self.view, reshaped=True)
 
     def watch_snapshot(self, snapshot: Snapshot | None) -> None:
         if snapshot is None:
@@ -128,6 +142,13 @@ class SourcesPanel(Static):
     def watch_view(self, old: SourcesView | None, view: SourcesView | None) -> None:
         if view is None:
             return
+        # Cells of the same lengths as before make a table of the same height at any width.
+        reshaped = True
+        if old is not None and old.rows is not None and view.rows is not None:
+            reshaped = shape(old.rows) != shape(view.rows)
+        self.draw(view, reshaped)
+
+    def draw(self, view: SourcesView, reshaped: bool) -> None:
         if view.rows is None:
             self.update(Text(view.text, style=self.get_component_rich_style("sources--off")))
             return
@@ -142,5 +163,16 @@ class SourcesPanel(Static):
         table.add_column("where", ratio=3, no_wrap=True)
         for row in view.rows:
             table.add_row(*(Text(text, style=styles.get(style, "")) for text, style in row))
-        # Cells of the same lengths as before make a table of the same height at any width.
-        self.update(table, layout=old is None or old.rows is None or shape(old.rows) != shape(view.rows))
+        width = self.content_size.width
+        if width <= 0:  # not laid out yet: the table itself, drawn again at its width on resize
+            self.update(table, layout=True)
+            return
+        # Measured and drawn here, once: the panel is redrawn far more often than the table
+        # changes (its border's "checked 15s ago"), and a table costs milliseconds to draw.
+        console = self.app.console
+        lines = console.render_lines(table, console.options.update_width(width), pad=False)
+        drawn = Text("\n", no_wrap=True, overflow="crop").join(
+            Text.assemble(*((s.text, s.style or "") for s in line if not s.control)) for line in lines
+        )
+        self.drawn_width = width
+        self.update(drawn, layout=reshaped)
