@@ -444,7 +444,26 @@ async def settle(app: object) -> None:
             log.scroll_end(animate=False, immediate=True)
     await asyncio.sleep(0.05)
     await tables_measured(app)
-    await laid_out(app)
+    await steady(app)
+
+
+async def steady(app: object) -> None:
+    """Wait until the screen stops changing: two frames in a row that draw the same picture.
+
+    On a busy machine a worker's answer (git read again after the index was touched, a table
+    measured late) can land after every other wait, its layout still pending when the picture
+    is taken: a panel drawn at its old height, cut by the one below."""
+    from textual.app import App
+
+    assert isinstance(app, App)
+    previous = None
+    for _ in range(40):
+        await laid_out(app)
+        picture = app.export_screenshot()
+        if picture == previous:
+            return
+        previous = picture
+        await asyncio.sleep(0.05)
 
 
 async def laid_out(app: object) -> None:

@@ -106,6 +106,8 @@ class SourcesPanel(Static):
     """The workspace as last read (bound to the app's)."""
     view: var[SourcesView | None] = var(None, init=False)
     """The table on screen: redrawn only when it changes."""
+    drawn_width = 0
+    """The width the table was last drawn at: a new width draws it again."""
 
     def on_mount(self) -> None:
         self.border_title = "Task sources"
@@ -115,9 +117,6 @@ class SourcesPanel(Static):
         """Ages "checked 12s ago": the subtitle alone, the table stays as drawn."""
         set_border(self, subtitle=sources_subtitle(self.snapshot, clock_of(self)))
         self.draw_at_width()
-
-    drawn_width = 0
-    """The width the table was last drawn at: a new width draws it again."""
 
     def on_resize(self) -> None:
         self.watch_snapshot(self.snapshot)  # how many items fit depends on the terminal's height
