@@ -140,6 +140,9 @@ class LoopdeckApp(App[None]):
         self.snapshots_shown = 0
         self.binding_answers: tuple[bool | None, ...] | None = None
         """`check_action` for each bound action, as the footer last showed them."""
+        self.found_for: Snapshot | None = None
+        self.found: resume.Interrupted | None = None
+        """`resume.find` for the snapshot `found_for`."""
         self.moot_prompts: list[str] = []
         """Why each prompt closed itself (the notification says the same)."""
         self.keymap: dict[str, str] = {}
@@ -287,6 +290,13 @@ class LoopdeckApp(App[None]):
         if self.prompts:
             self.prompt_if_needed(snapshot, first=previous is None)
 
+    def interrupted(self, snapshot: Snapshot) -> resume.Interrupted | None:
+        """Whether the snapshot's loop waits to be resumed, asked once per snapshot: the answer
+        looks at the driver's process, and the keys on offer ask it on every read."""
+        if self.found_for is not snapshot:
+            self.found_for, self.found = snapshot, resume.find(snapshot)
+        return self.found
+
     def refresh_bindings_if_changed(self) -> None:
         """Refresh the footer only when `check_action`'s answers change: a refresh recomposes
         the footer, and one per snapshot (several a second while a loop runs) grew the monitor
@@ -317,7 +327,7 @@ class LoopdeckApp(App[None]):
             return
         if first and not self.asked_resume:
             self.asked_resume = True
-            found = resume.find(snapshot) if snapshot.escalation is None else None
+            found = self.interrupted(snapshot) if snapshot.escalation is None else None
             if found is not None:
                 # Git is read by its worker, never here: the prompt fills in when it arrives.
                 changes = self.git_status.changes if self.git_status is not None else None
@@ -426,7 +436,11 @@ class LoopdeckApp(App[None]):
         if action == "resume":
             return loop is not None and (
                 loop.status == "paused"
-                or (snapshot is not None and resume.find(snapshot) is not None and loop.status != "stopped")
+                or (
+                    snapshot is not None
+                    and self.interrupted(snapshot) is not None
+                    and loop.status != "stopped"
+                )
             )
         if action in ("skip", "complete", "stop", "set_max", "say"):
             return loop is not None and loop.status in ("running", "paused", "initializing", "stopping")

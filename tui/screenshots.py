@@ -473,6 +473,8 @@ async def laid_out(app: object) -> None:
 
     assert isinstance(app, App)
     drawn = asyncio.Event()
+    for widget in app.screen.walk_children():  # every container's arrangement, not only the screen's
+        widget.refresh(layout=True)
     app.screen.refresh(layout=True)
     app.screen.call_after_refresh(drawn.set)
     await asyncio.wait_for(drawn.wait(), 10)
