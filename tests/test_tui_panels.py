@@ -6,21 +6,25 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from textual.app import App, ComposeResult
+from textual.screen import Screen
 from textual.widget import Widget
+from textual.widgets import Static
 
-from loop.gitstate import GitStatus
+from loop.gitstate import Commit, GitStatus
 from loop.journal import Event
 from loop.model import replace
 from loop.snapshot import Snapshot
 from tests.test_tui import SIZE, app, make, text_of, until
-from tests.test_tui_round2 import isolated  # noqa: F401  (autouse: no user config, fixed git)
+from tests.test_tui_round2 import isolated, output_text  # noqa: F401  (autouse: no user config, fixed git)
 from tui import screenshots
-from tui.widgets.common import TailLog, roughly, roughly_ago, set_border
+from tui.widgets.common import TailLog, roughly, roughly_ago, set_border, update_static
 from tui.widgets.git import GitPanel
 from tui.widgets.iteration import IterationPanel
 from tui.widgets.journal import JournalPanel
+from tui.widgets.output import OutputPanel
 from tui.widgets.sources import SourcesPanel
 
 
@@ -34,6 +38,19 @@ def count_refreshes(widget: Widget) -> list[int]:
         return original(*args, **kwargs)  # type: ignore[arg-type]
 
     widget.refresh = counting  # type: ignore[method-assign]
+    return calls
+
+
+def count_layouts(screen: Screen[object]) -> list[int]:
+    """Counts the screen's layouts from now on."""
+    calls = [0]
+    original = screen._refresh_layout
+
+    def counting(*args: Any, **kwargs: Any) -> None:
+        calls[0] += 1
+        original(*args, **kwargs)
+
+    screen._refresh_layout = counting  # type: ignore[method-assign]
     return calls
 
 
@@ -84,11 +101,34 @@ async def test_a_panel_redraws_only_when_what_it_shows_changes(tmp_path: Path) -
 async def test_the_git_panel_follows_the_apps_git_status(tmp_path: Path) -> None:
     ws = make(tmp_path, "running")
     monitor = app(ws, git=False)
+    async with monitor.run_test(size=(80, 40)) as pilot:  # a narrow git panel
+        await screenshots.settle(monitor)
+        panel = monitor.query_one(GitPanel)
+        monitor.git_status = GitStatus(branch="feature/x", head="abc1234", modified=3)
+        await until(pilot, lambda: "feature/x @ abc1234" in str(panel.render()))
+        assert "changed 3" in str(panel.render())
+        long = "a commit message far longer than the panel is wide, however wide"
+        commits = (Commit("abc1234", long, ""), Commit("def5678", "short", ""))
+        monitor.git_status = GitStatus(branch="feature/x", head="abc1234", commits=commits)
+        await until(pilot, lambda: panel.content_size.height == 4)  # a line per commit, cut (…)
+
+
+async def test_the_output_is_wrapped_again_when_shown_full_screen(tmp_path: Path) -> None:
+    ws = make(tmp_path, "running")
+    monitor = app(ws, git=False)
     async with monitor.run_test(size=SIZE) as pilot:
         await screenshots.settle(monitor)
-        monitor.git_status = GitStatus(branch="feature/x", head="abc1234", modified=3)
-        await until(pilot, lambda: "feature/x @ abc1234" in str(monitor.query_one(GitPanel).render()))
-        assert "changed 3" in str(monitor.query_one(GitPanel).render())
+        panel = monitor.query_one(OutputPanel)
+        log = panel.query_one(TailLog)
+        assert panel.target is not None
+        words = [f"w{n}" for n in range(60)]
+        with panel.target.path.open("a") as out:
+            out.write(" ".join(words) + "\n")
+        await until(pilot, lambda: "w59" in output_text(monitor))
+        narrow = max(line.cell_length for line in log.lines)
+        await pilot.press("o")
+        await until(pilot, lambda: max(line.cell_length for line in log.lines) > narrow + 20)
+        assert " ".join(words) in " ".join(output_text(monitor).split())
 
 
 def test_a_border_text_set_again_unchanged_redraws_nothing() -> None:
@@ -103,8 +143,91 @@ def test_a_border_text_set_again_unchanged_redraws_nothing() -> None:
 
 
 class Tailing(App[None]):
+    CSS = "TailLog { width: 40; height: 10; } #other { height: auto; }"
+
     def compose(self) -> ComposeResult:
         yield TailLog(id="log", max_lines=300, auto_scroll=True)
+        yield Static("one line", id="other")
+
+
+async def test_a_tailed_log_wraps_at_its_width_and_never_scrolls_sideways() -> None:
+    """A log 40 columns wide shows every word of a long line on lines of at most 40 columns
+    (Textual's log wraps at 78 and hides the rest behind a sideways scrollbar)."""
+    tailing = Tailing()
+    async with tailing.run_test(size=(80, 24)) as pilot:
+        log = tailing.query_one(TailLog)
+        log.write("word " * 30)
+        await pilot.pause()
+        assert log.virtual_size.width <= log.scrollable_content_region.width <= 40
+        assert not log.show_horizontal_scrollbar
+        assert " ".join(line.text.strip() for line in log.lines).split() == ["word"] * 30
+
+
+async def test_a_followed_log_scrolls_with_the_write_not_a_frame_later() -> None:
+    tailing = Tailing()
+    async with tailing.run_test(size=(80, 24)) as pilot:
+        log = tailing.query_one(TailLog)
+        for n in range(30):
+            log.write(f"line {n}")
+            assert log.scroll_y == log.max_scroll_y > 0 or n < 10
+        await pilot.pause()
+        log.scroll_to(y=0, animate=False, immediate=True)  # the person scrolled up: stay there
+        log.write("one more", scroll_end=False)
+        assert log.scroll_y == 0
+
+
+class Shrinking(Tailing):
+    CSS = "TailLog { width: 40; height: 1fr; } #other { height: auto; }"
+
+
+async def test_a_log_shown_at_its_end_stays_there_when_the_panel_gets_shorter() -> None:
+    shrinking = Shrinking()
+    async with shrinking.run_test(size=(80, 24)) as pilot:
+        log = shrinking.query_one(TailLog)
+        for n in range(40):
+            log.write(f"line {n}")
+        await pilot.pause()
+        assert log.scroll_y == log.max_scroll_y > 0
+        shrinking.query_one("#other", Static).update("\n".join(["taller"] * 8))
+        await until(pilot, lambda: log.size.height < 20)
+        assert log.scroll_y == log.max_scroll_y
+
+
+async def test_a_layout_elsewhere_does_not_redraw_the_logs_scrollbar() -> None:
+    """Textual draws every scrolling widget's scrollbars again on any layout of the screen;
+    with the monitor's panels changing every iteration that was most of what a frame cost."""
+    tailing = Tailing()
+    async with tailing.run_test(size=(80, 24)) as pilot:
+        log = tailing.query_one(TailLog)
+        for n in range(30):
+            log.write(f"line {n}")
+        await pilot.pause()
+        await pilot.pause()
+        bar = count_refreshes(log.vertical_scrollbar)
+        other = tailing.query_one("#other", Static)
+        for n in range(3):
+            other.update(f"line {n}\nand another", layout=True)
+            await pilot.pause()
+        assert other.size.height == 2
+        assert bar == [0]
+
+
+async def test_a_panels_text_lays_the_screen_out_again_only_when_its_height_changes() -> None:
+    tailing = Tailing()
+    async with tailing.run_test(size=(80, 24)) as pilot:
+        other = tailing.query_one("#other", Static)
+        await pilot.pause()
+        screen = count_layouts(tailing.screen)
+        update_static(other, "another line")  # same height
+        await pilot.pause()
+        assert screen == [0]
+        update_static(other, "two\nlines")
+        await pilot.pause()
+        assert screen[0] >= 1 and other.size.height == 2
+        laid_out = screen[0]
+        update_static(other, "x" * 100)  # one line, wrapped to two at 80 columns
+        await pilot.pause()
+        assert screen == [laid_out] and other.size.height == 2
 
 
 async def test_a_tailed_log_keeps_a_few_screens_of_drawn_lines_not_a_thousand() -> None:

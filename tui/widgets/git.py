@@ -7,12 +7,15 @@ from textual.reactive import var
 from textual.widgets import Static
 
 from loop.gitstate import GitStatus
-from tui.widgets.common import clip
+from tui.widgets.common import clip, update_static
 
 
 class GitPanel(Static):
     DEFAULT_CSS = """
-    GitPanel { border: round $primary 50%; padding: 0 1; height: auto; }
+    GitPanel {
+        border: round $primary 50%; padding: 0 1; height: auto;
+        text-wrap: nowrap; text-overflow: ellipsis;
+    }
     """
 
     status: var[GitStatus | None] = var(None, init=False)
@@ -24,10 +27,10 @@ class GitPanel(Static):
 
     def watch_status(self, status: GitStatus | None) -> None:
         if status is None:
-            self.update("reading git…")
+            update_static(self, "reading git…")
             return
         if status.error:
-            self.update(status.error)
+            update_static(self, status.error)
             return
         tracking = ""
         if status.ahead is not None:
@@ -37,5 +40,6 @@ class GitPanel(Static):
             f"staged {status.staged} · changed {status.modified} · new {status.untracked}",
         ]
         lines += [f"{c.sha} {clip(c.summary, 72)}" for c in status.commits]
-        # Cut at the panel's width when drawn (…), whatever the width is when git answers.
-        self.update(Text("\n".join(lines), no_wrap=True, overflow="ellipsis"))
+        # A line per fact or commit, cut at the panel's width when drawn (…, the panel's style),
+        # whatever the width is when git answers.
+        update_static(self, Text("\n".join(lines)))

@@ -14,7 +14,7 @@ from textual.widgets import Sparkline, Static
 from loop.snapshot import Snapshot
 from loop.summary import cost_line
 from loop.timeutil import parse_iso
-from tui.widgets.common import clip, clock_of, duration, relative, roughly_ago, set_border, word_lengths
+from tui.widgets.common import clip, clock_of, duration, relative, roughly_ago, set_border, update_static
 
 
 def meter(done: int, total: int, width: int = 30) -> str:
@@ -135,10 +135,6 @@ class IterationPanel(Vertical):
         if old is None or old.bar != view.bar:
             self.query_one("#iteration-bar", Static).update(view.bar, layout=False)
         if old is None or old.facts != view.facts:
-            facts = self.query_one("#iteration-facts", Static)
-            # Words of the same lengths wrap the same way: a clock that ticks from 3m 4s to 3m 5s
-            # changes no height, so nothing needs laying out again.
-            reshaped = old is None or word_lengths(old.facts) != word_lengths(view.facts)
-            facts.update(view.facts, layout=reshaped)
+            update_static(self.query_one("#iteration-facts", Static), view.facts)
         if old is None or old.durations != view.durations:
             self.query_one(Sparkline).data = list(view.durations)

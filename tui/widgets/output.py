@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -210,6 +210,8 @@ class OutputPanel(Vertical):
         self.ticker: Timer | None = None
         """The panel's clock (started on mount, stopped with the panel), paused while nothing
         is followed."""
+        self.drawn_width = 0
+        """The width the lines were wrapped at."""
         self.looked: tuple[object, ...] | None = None
         """What `target` was last worked out from: the folder is listed (or the state read) again
         only when the loop moves to another iteration or session, not on every snapshot."""
@@ -292,9 +294,20 @@ class OutputPanel(Vertical):
             log.write(text)
 
     def watch_query_text(self, text: str) -> None:
+        self.rewrite()
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Lines are wrapped when written: a new width (full screen, a resized terminal) wraps
+        them all again."""
+        if event.size.width != self.drawn_width:
+            if self.drawn_width and self.lines:
+                self.rewrite()
+            self.drawn_width = event.size.width
+
+    def rewrite(self) -> None:
         log = self.query_one(RichLog)
         log.clear()
-        wanted = text.lower()
+        wanted = self.query_text.lower()
         for line in self.lines:
             if not wanted or wanted in line.plain.lower():
                 log.write(line)
