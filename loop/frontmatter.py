@@ -78,7 +78,8 @@ def _fast_scalar(text: str) -> tuple[bool, Any]:
         if "\\u" in text:
             return False, None  # JSON and YAML disagree on escaped surrogate pairs
         try:
-            value = json.loads(text)  # JSON strings are YAML double-quoted strings
+            # JSON strings are YAML double-quoted strings; a number YAML reads otherwise is unsure
+            value = json.loads(text, parse_float=_plain_decimal, parse_constant=lambda _: _Unsure())
         except ValueError:
             return False, None
         if isinstance(value, str) and json_safe(value):
@@ -119,13 +120,29 @@ def json_safe(text: str) -> bool:
     return text.isprintable() or re.search(_UNSAFE, text) is None
 
 
+class _Unsure:
+    """A number JSON reads one way and YAML another (`1e5`, `NaN`): the caller asks PyYAML."""
+
+
+def _plain_decimal(text: str) -> float | _Unsure:
+    """`1800.0`, `-0.25`: a JSON number with a point and no exponent, which YAML reads as the
+    same float. YAML 1.1 reads `1e5` as a string and JSON's `Infinity` is no YAML at all."""
+    return float(text) if "." in text and "e" not in text.lower() else _Unsure()
+
+
 def _flat_map(value: Any) -> bool:
-    """A map of plain keys to strings, whole numbers, booleans or nulls: JSON writes it as a
-    YAML flow mapping that both parsers read alike (the state's `waiting_for` and `stuck`)."""
+    """A map of plain keys to strings, whole numbers, plain decimals, booleans or nulls: JSON
+    writes it as a YAML flow mapping that both parsers read alike (the state's `waiting_for`,
+    `stuck` and the runner's settings)."""
     return isinstance(value, dict) and all(
         isinstance(k, str)
         and _FAST_KEY.fullmatch(k) is not None
-        and (v is None or isinstance(v, bool | int) or (isinstance(v, str) and json_safe(v)))
+        and (
+            v is None
+            or isinstance(v, bool | int)
+            or (isinstance(v, float) and isinstance(_plain_decimal(repr(v)), float))
+            or (isinstance(v, str) and json_safe(v))
+        )
         for k, v in value.items()
     )
 

@@ -310,6 +310,13 @@ scalar_text = st.one_of(
             "'single'",
             "a #c",
             "[a, b]",
+            '{"timeout": 1800.0, "retries": 2}',
+            '{"a": -0.25}',
+            '{"a": 1e5}',
+            '{"a": 1.5E3}',
+            '{"a": NaN}',
+            '{"a": Infinity}',
+            '{"a": 1.}',
         ]
     ),
     st.integers(-(10**6), 10**6).map(str),
@@ -328,8 +335,21 @@ def test_fast_front_matter_agrees_with_yaml(values: list[str]) -> None:
     assert fast == _yaml_reference("".join(lines))
 
 
+flat_maps = st.dictionaries(
+    st.sampled_from(["a", "b_c", "iteration_timeout"]),
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(10**6), 10**6),
+        st.floats(allow_nan=False),
+        st.text(max_size=8),
+    ),
+    max_size=4,
+)
+
+
 @settings(max_examples=500, deadline=None)
-@given(st.one_of(st.text(max_size=40), st.lists(st.text(max_size=10), max_size=4)))
+@given(st.one_of(st.text(max_size=40), st.lists(st.text(max_size=10), max_size=4), flat_maps))
 def test_written_scalars_read_back_through_yaml(value: object) -> None:
     from loop.frontmatter import fast_front_matter as _fast_front_matter
     from loop.frontmatter import scalar as _scalar
@@ -349,3 +369,14 @@ def test_hook_state_files_take_the_fast_path(ws: Workspace) -> None:
     text = ws.state.read_text().split("---\n")[1]
     assert _fast_front_matter(text.splitlines(keepends=True)) is not None
     assert _fast_front_matter(SEED_STATE.split("---\n")[1].splitlines(keepends=True)) is not None
+
+
+def test_a_runners_state_takes_the_fast_path(ws: Workspace) -> None:
+    """The monitor reads the state on every change: its runner settings (a timeout in seconds)
+    must not send every read through PyYAML."""
+    from loop.frontmatter import fast_front_matter as _fast_front_matter
+    from loop.frontmatter import scalar as _scalar
+
+    settings = {"agent": "claude -p", "commit": False, "iteration_timeout": 1800.0, "retries": 2}
+    line = f"runner: {_scalar(settings)}\n"
+    assert _fast_front_matter([line]) == {"runner": settings} == _yaml_reference(line)
