@@ -172,7 +172,7 @@ async def test_a_followed_log_scrolls_with_the_write_not_a_frame_later() -> None
             assert log.scroll_y == log.max_scroll_y > 0 or n < 10
         await pilot.pause()
         log.scroll_to(y=0, animate=False, immediate=True)  # the person scrolled up: stay there
-        log.write("one more", scroll_end=False)
+        log.write("one more")
         assert log.scroll_y == 0
 
 

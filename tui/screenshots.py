@@ -430,8 +430,8 @@ async def settle(app: object) -> None:
     await asyncio.sleep(0.1)
     await finite_workers()
     await tables_measured(app)
-    # A log's scroll to its end is deferred to after the next layout; a panel appearing above
-    # it (the corrupt-state panel) can leave it short of the end: put every following log there.
+    # Every following log at its end, whatever order the panels above it (the corrupt-state
+    # panel, tables that just measured) settled in.
     from textual.widgets import RichLog
 
     for log in app.query(RichLog):

@@ -92,6 +92,7 @@ class TailLog(RichLog):
 
     - Lines wrap at the panel's width. `RichLog` wraps at 78 columns at least, so a log narrower
       than that hid the end of every long line behind a sideways scrollbar.
+    - It follows its tail unless the person has scrolled up.
     - A write lays nothing out and, following the tail, scrolls in the same frame. `RichLog`
       lays the whole screen out for every line written (its length is a layout value), then
       scrolls after the next refresh: two frames where one does.
@@ -141,7 +142,9 @@ class TailLog(RichLog):
     ) -> Self:
         if not self._size_known:  # kept until the log has a size, then written through here
             return super().write(content, width, expand, shrink, scroll_end, animate)
-        follow = self.auto_scroll if scroll_end is None else scroll_end
+        follow = (
+            self.auto_scroll if scroll_end is None else scroll_end
+        ) and self.scroll_y >= self.max_scroll_y
         super().write(content, width, expand, shrink, scroll_end=False, animate=animate)
         if follow:
             self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)

@@ -274,8 +274,7 @@ class OutputPanel(Vertical):
     def add_lines(self, reader: OutputRead, raw: list[str]) -> None:
         if reader is not self.reader:
             return  # a read of a file no longer followed
-        log = self.query_one(RichLog)
-        log.auto_scroll = log.is_vertical_scroll_end or log.max_scroll_y == 0  # the person scrolled up
+        log = self.query_one(RichLog)  # it follows its tail unless the person scrolled up
         if reader.skipped:
             log.write(Text(f"… {reader.skipped // 1024} KB skipped", style="dim"))
             reader.skipped = 0
