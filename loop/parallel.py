@@ -294,6 +294,9 @@ class ParallelRunner:
                 text += f"\n(timed out after {self.options.iteration_timeout:g} s)"
             outputs[worker.name] = text
             if ended.exit_code == 0 and not signals.question(text) and self.start_audit(worker, text):
+                # A turn that ended is a worker heard from, audited or not: while its audit runs,
+                # a task waiting for a lock is waiting, not spinning.
+                self.apply_if(scheduler.output_seen)
                 return
             approved = ended.exit_code == 0
             feedback = "" if approved else verify.redact(text.strip()[-2000:] or f"exit {ended.exit_code}")

@@ -326,6 +326,55 @@ def test_a_question_pauses_that_worker_only_until_a_person_answers(repo: Workspa
     assert "A PERSON ANSWERED YOUR QUESTION:\nyes, keep it" in prompts[-1].read_text()
 
 
+AUDIT_AFTER_ALL = """import pathlib, sys, time
+# The audits end only once every other worker has ended its turn.
+deadline = time.monotonic() + 60
+while not all(pathlib.Path(f"{n}.py").exists() for n in "bcdef") and time.monotonic() < deadline:
+    time.sleep(0.02)
+time.sleep(0.5)
+"""
+
+
+def test_turns_ending_while_a_task_waits_for_a_lock_are_not_a_deadlock(repo: Workspace) -> None:
+    """Task 2 waits for the file worker-1 holds; five other workers end their turns, one by one,
+    and their audits run. Workers ending turns is progress: no deadlock is reported."""
+    graph = demo_graph.create(
+        repo.root / "graph",
+        (
+            ("1", "Hang", (), ("a.py",)),
+            ("2", "Wait", (), ("a.py",)),
+            ("3", "B", (), ("b.py",)),
+            ("4", "C", (), ("c.py",)),
+            ("5", "D", (), ("d.py",)),
+            ("6", "E", (), ("e.py",)),
+            ("7", "F", (), ("f.py",)),
+        ),
+    )
+    (repo.root / "audit_after_all.py").write_text(AUDIT_AFTER_ALL)
+    audit = f"{PY} audit_after_all.py"
+    agent = " ".join([PY, "-m", "loop.demo.worker", "--hang-on", "1", "--sleep", "0.2", "1.5"])
+    # Seven slots, six workers: a slot stays free, so every pass asks whether task 2 can start.
+    argv = [PY, "-m", "loop.cli", "-C", str(repo.root), "run", "Build it", "--workers", "7"]
+    argv += ["--graph", str(graph), "--agent", agent, "--audit", audit, "--verify-allow", audit, "--headless"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        argv, cwd=repo.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            evs = events(repo) if repo.journal.exists() else []
+            if sum(e.kind == "task-completed" for e in evs) == 5:
+                break
+            time.sleep(0.05)
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    evs = events(repo)
+    assert not any(e.kind == "escalation" for e in evs), out
+    assert sorted(e.data["task"] for e in evs if e.kind == "task-completed") == ["3", "4", "5", "6", "7"], out
+
+
 def test_headless_a_question_nobody_can_answer_ends_the_run(repo: Workspace) -> None:
     graph = demo_graph.create(repo.root / "graph", (("1", "Ask", (), ("a.py",)),))
     done = run(repo, graph, worker=("--ask-on", "1"), timeout=60)
