@@ -113,6 +113,20 @@ async def test_the_git_panel_follows_the_apps_git_status(tmp_path: Path) -> None
         await until(pilot, lambda: panel.content_size.height == 4)  # a line per commit, cut (…)
 
 
+async def test_a_long_journal_message_wraps_under_itself_clear_of_time_and_kind(tmp_path: Path) -> None:
+    ws = make(tmp_path, "running")
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        log = monitor.query_one("#journal-lines", TailLog)
+        lines = [line.text.rstrip() for line in log.lines]
+        at = next(i for i, line in enumerate(lines) if line.endswith("Verification PASSED (exit"))
+        assert lines[at + 1] == " " * 30 + "0)"
+        assert all(len(line) <= log.scrollable_content_region.width for line in lines)
+        await pilot.press("l")  # full screen: wide enough for every message on its line
+        await until(pilot, lambda: any(line.text.rstrip().endswith("PASSED (exit 0)") for line in log.lines))
+
+
 async def test_the_output_is_wrapped_again_when_shown_full_screen(tmp_path: Path) -> None:
     ws = make(tmp_path, "running")
     monitor = app(ws, git=False)

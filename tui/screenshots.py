@@ -8,6 +8,7 @@ task file written through loopdeck's own modules, so the pictures show what user
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -417,10 +418,13 @@ async def settle(app: object) -> None:
     assert isinstance(app, LoopdeckApp)
 
     async def finite_workers() -> None:
-        # The watcher never completes, and an empty list means "every worker" to Textual.
-        finite = [w for w in app.workers if w.group not in ("watch", "git-watch")]
-        if finite:
-            await app.workers.wait_for_complete(finite)
+        # The watcher never completes. A read replaced by a newer one (a change seen meanwhile)
+        # ends cancelled, and one that failed is the app's to report: neither is waited on.
+        from textual.worker import WorkerCancelled, WorkerFailed
+
+        for worker in [w for w in app.workers if w.group not in ("watch", "git-watch")]:
+            with contextlib.suppress(WorkerCancelled, WorkerFailed):
+                await worker.wait()
 
     for _ in range(200):
         await asyncio.sleep(0.02)

@@ -7,6 +7,8 @@ or truncated (the events it showed are no longer there) or when the search chang
 
 from __future__ import annotations
 
+from rich.cells import cell_len
+from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
@@ -18,6 +20,9 @@ from loop.journal import Event, message
 from loop.snapshot import JOURNAL_TAIL, Snapshot
 from loop.timeutil import log_stamp
 from tui.widgets.common import TailLog, set_border
+
+HANGING_MIN = 24
+"""Columns a message needs beside the time and kind before it is wrapped under itself."""
 
 KIND_CLASS = {
     "error": "journal--error",
@@ -84,11 +89,11 @@ class JournalPanel(Vertical):
         self.border_title = "Journal"
 
     def on_resize(self, event: events.Resize) -> None:
-        """A `RichLog` wraps a line when it is written: a new width wraps everything again."""
+        """A line is wrapped when it is written: a new width (or the first one known, after
+        lines written before it) wraps everything again."""
         if event.size.width != self.width:
-            changed = self.width != 0
             self.width = event.size.width
-            if changed and self.events:
+            if self.events:
                 self.redraw()
 
     def watch_snapshot(self, snapshot: Snapshot | None) -> None:
@@ -111,18 +116,25 @@ class JournalPanel(Vertical):
             self.write_event(log, event)
         self.show_count()
 
-    def line_of(self, event: Event) -> str:
-        return f"{log_stamp(event.ts)[11:19]} {event.kind:<20} {message(event)}"
-
     def write_event(self, log: RichLog, event: Event) -> None:
-        line = self.line_of(event)
+        head = f"{log_stamp(event.ts)[11:19]} {event.kind:<20} "
+        body = message(event)
         wanted = self.query_text.lower()
-        match = not wanted or wanted in line.lower()
+        match = not wanted or wanted in (head + body).lower()
         self.matches.append(match)
         if match:
             style = self.get_component_rich_style(KIND_CLASS[event.kind]) if event.kind in KIND_CLASS else ""
-            log.write(Text(line, style=style))
+            log.write(self.hanging(head, body, log.scrollable_content_region.width, style))
             self.lines_written += 1
+
+    def hanging(self, head: str, body: str, width: int, style: Style | str) -> Text:
+        """An event's line with its message wrapped under itself, clear of the time and kind
+        columns, when the log is wide enough for that to read well; plain otherwise."""
+        room = width - len(head)
+        if room < HANGING_MIN or len(head) + cell_len(body) <= width:
+            return Text(head + body, style=style)
+        lines = Text(body).wrap(self.app.console, room)
+        return Text(head + ("\n" + " " * len(head)).join(line.plain.rstrip() for line in lines), style=style)
 
     def redraw(self) -> None:
         """Everything again: a new journal, or a new search."""
