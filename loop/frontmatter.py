@@ -78,8 +78,7 @@ def _fast_scalar(text: str) -> tuple[bool, Any]:
         if "\\u" in text:
             return False, None  # JSON and YAML disagree on escaped surrogate pairs
         try:
-            # JSON strings are YAML double-quoted strings; a number YAML reads otherwise is unsure
-            value = json.loads(text, parse_float=_plain_decimal, parse_constant=lambda _: _Unsure())
+            value = _DECODER.decode(text)  # JSON strings are YAML double-quoted strings
         except ValueError:
             return False, None
         if isinstance(value, str) and json_safe(value):
@@ -128,6 +127,15 @@ def _plain_decimal(text: str) -> float | _Unsure:
     """`1800.0`, `-0.25`: a JSON number with a point and no exponent, which YAML reads as the
     same float. YAML 1.1 reads `1e5` as a string and JSON's `Infinity` is no YAML at all."""
     return float(text) if "." in text and "e" not in text.lower() else _Unsure()
+
+
+def _unsure(_text: str) -> _Unsure:
+    return _Unsure()
+
+
+_DECODER = json.JSONDecoder(parse_float=_plain_decimal, parse_constant=_unsure)
+"""JSON as YAML reads it: a number the two read differently comes back unsure. One decoder for
+every value (`json.loads` with options builds a new one per call, on the Stop hook's path)."""
 
 
 def _flat_map(value: Any) -> bool:
