@@ -38,59 +38,27 @@ def _workspace(args: argparse.Namespace) -> Workspace:
 
 
 def cmd_start(args: argparse.Namespace) -> int:
-    from loop.journal import Journal
-    from loop.state import LoopState, StateStore
+    from loop.person import refuse_inside_agent
+    from loop.start import Request, start_loop
 
-    prompt = " ".join(args.prompt).strip()
-    if not prompt:
-        raise LoopdeckError("start needs a PROMPT: what the agent should work on")
-    if args.max_iterations < 0:
-        raise LoopdeckError("--max-iterations must be 0 (no limit) or more")
+    refuse_inside_agent("`loopdeck start` (in a session, type /orchestrator-loop)")
     ws = Workspace(Path(args.workspace).resolve()) if args.workspace else Workspace(Path.cwd())
-    if args.verify:
-        from loop import verify
-
-        for command in args.verify:
-            verify.check(command, cwd=ws.root)  # refused before the loop starts, with the reason
-    from loop import preflight
-
-    preflight.require(
-        ws.root, task_file=args.task_file, github_project=None if args.no_github else args.github_project
+    request = Request(
+        " ".join(args.prompt),
+        max_iterations=args.max_iterations,
+        completion_promise=args.completion_promise,
+        task_file=args.task_file,
+        check_tasks=not args.no_tasks,
+        check_github=not args.no_github,
+        github_project=args.github_project,
+        verify=list(args.verify or []),
+        limits=limits_from(args),
+        notify=list(args.notify or []),
+        force=args.force,
     )
-    store = StateStore(ws)
-    journal = Journal(ws.journal)
-    with store.locked():
-        from loop import writer
-        from loop.control import end_offset
-
-        state = LoopState.new(
-            prompt,
-            max_iterations=args.max_iterations,
-            completion_promise=args.completion_promise,
-            task_file=args.task_file or "null",
-            check_tasks=not args.no_tasks,
-            check_github=not args.no_github,
-            github_project_id=args.github_project or "",
-            verify=list(args.verify or []),
-            control_offset=end_offset(ws),
-            limits=limits_from(args),
-            notify=list(args.notify or []),
-        )
-        writer.start(ws, store, journal, state, force=args.force)
-        from loop import trust
-
-        trust.record(ws, state)  # the person chose these commands, here
-    journal.append(
-        "loop-started",
-        0,
-        {"max_iterations": state.max_iterations, "prompt": prompt[:200], "promise": state.promise},
-    )
-    limit = state.max_iterations or "no limit"
-    print(f"loopdeck: loop started in {ws.root} (max iterations: {limit})")
-    if state.promise:
-        print(f"To finish, the agent outputs <promise>{state.promise}</promise> (only when true).")
-    else:
-        print("To finish, the agent outputs ALL_TASKS_COMPLETE (only when every task is done).")
+    _state, lines = start_loop(ws, request, "start")
+    for line in lines:
+        print(f"loopdeck: {line}" if not line.startswith("To finish") else line)
     return 0
 
 
@@ -102,135 +70,33 @@ def cmd_status(args: argparse.Namespace) -> int:
     from loop.snapshot import read
 
     ws = _workspace(args)
+    if not args.json:
+        from loop.status_text import render
+
+        code, lines, errors = render(ws)
+        for line in lines:
+            print(line)
+        for line in errors:
+            print(f"loopdeck: {line}", file=sys.stderr)
+        return code
     snap = read(ws)
-    neighbours = formats.detect(ws.root)
-    if args.json:
-        obj = snap.to_json()
-        ours = obj["loop"]
-        if snap.error is not None:  # listed like an unreadable neighbour: kind, file, problem
-            ours = {
-                "kind": formats.OURS,
-                "state_file": str(ws.state),
-                "status": "unreadable",
-                "error": obj["error"],
-            }
-        obj["loops"] = formats.loops_json(ours, neighbours)
-        print(json.dumps(obj, indent=2, ensure_ascii=False))
+    obj = snap.to_json()
+    ours = obj["loop"]
+    if snap.error is not None:  # listed like an unreadable neighbour: kind, file, problem
+        ours = {
+            "kind": formats.OURS,
+            "state_file": str(ws.state),
+            "status": "unreadable",
+            "error": obj["error"],
+        }
+    obj["loops"] = formats.loops_json(ours, formats.detect(ws.root))
+    print(json.dumps(obj, indent=2, ensure_ascii=False))
     if snap.error is not None:
         print(f"loopdeck: error: {snap.error.message}", file=sys.stderr)
         if ws.backup.exists():
             print(f"loopdeck: a backup of the last good state is in {ws.backup}", file=sys.stderr)
         return 1
-    if args.json:
-        return 0
-    _print_neighbours(neighbours)
-    loop = snap.loop
-    if loop is None:
-        print(f"no loop in {ws.root}" if not neighbours else f"no loopdeck loop in {ws.root}")
-
-        _last_summary(ws)
-        return 0
-    from loop.summary import cost_line
-
-    limit = f"/{loop.max_iterations}" if loop.max_iterations else " (no limit)"
-    driver = loop.driver or "none yet"
-    if loop.pid is not None:
-        driver += f", pid {loop.pid} " + ("alive" if loop.alive else "not running")
-    rows = [
-        ("loop", f"{loop.kind}  {loop.state_file}"),
-        ("status", f"{loop.status} (driver: {driver})"),
-        *([("waiting for", _waiting(loop.waiting_for))] if loop.waiting_for else []),
-        *(
-            [("cost", cost_line(loop.usage, loop.limits))]
-            if loop.usage or (loop.limits or {}).get("max_cost_micro_usd")
-            else []
-        ),
-        *([("limits", _limits(loop.limits))] if loop.limits else []),
-        *([("notify", ", ".join(loop.notify))] if loop.notify else []),
-        ("iteration", f"{loop.iteration}{limit}"),
-        (
-            "verification",
-            f"in progress, {loop.verification_remaining} loop(s) remaining"
-            if loop.verification_mode
-            else "not started",
-        ),
-        ("promise", loop.completion_promise if loop.completion_promise != "null" else "ALL_TASKS_COMPLETE"),
-        ("started", loop.started_at or "?"),
-        ("session", loop.session_id or "not bound yet"),
-    ]
-    if snap.parallel is not None:
-        from loop.parallel_cli import status_rows
-
-        rows += status_rows(snap.parallel)
-    if snap.sources is not None:
-        rows.append(("sources", _sources_line(snap.sources)))
-    for name, value in rows:
-        print(f"{name:<13}{value}")
-    if loop.status in ("stopped", "failed"):
-        _last_summary(ws, loop.started_at)
     return 0
-
-
-def _last_summary(ws: Workspace, started_at: str | None = None) -> None:
-    """The summary the last ending archived (of the loop that started at `started_at`)."""
-    from loop.archive import latest
-    from loop.summary import archived_lines
-
-    last = latest(ws)
-    if last is None:
-        return
-    try:
-        record = json.loads((last / "summary.json").read_text())
-    except (OSError, ValueError):
-        return
-    if not isinstance(record, dict) or (started_at is not None and record.get("started_at") != started_at):
-        return
-    for line in archived_lines(record):
-        print(line)
-    print(f"{'archive':<13}{last}")
-
-
-def _sources_line(aggregate: Any) -> str:
-    """`3 pending: task_file 2, claude_tasks 1, github off`: what keeps the loop going, at a glance."""
-    parts = []
-    for report in aggregate.sources:
-        if not report.enabled:
-            parts.append(f"{report.name} off")
-        elif not report.available:
-            parts.append(f"{report.name} unavailable")
-        else:
-            parts.append(f"{report.name} {report.pending}")
-    return f"{aggregate.pending_total} pending: " + ", ".join(parts)
-
-
-def _limits(limits: dict[str, int]) -> str:
-    words = {"stuck_after": "stuck after {} turns", "same_error_after": "same error {} times"}
-    return ", ".join(words[k].format(v) for k, v in limits.items() if k in words) or "defaults"
-
-
-def _print_neighbours(found: Sequence[Any]) -> None:
-    """Other tools' loops in the folder, one line each, before loopdeck's own."""
-    for item in found:
-        view = item.loop
-        if view is None:
-            print(f"{item.kind:<20}unreadable: {item.problem}")
-            continue
-        limit = f"/{view.max_iterations}" if view.max_iterations else ""
-        iteration = f"iteration {view.iteration}{limit}" if view.iteration is not None else ""
-        pending = f"{view.tasks_pending} pending" if view.tasks_pending is not None else ""
-        details = ", ".join(part for part in (iteration, pending) if part)
-        print(
-            f"{item.kind:<20}{view.status}{f' ({details})' if details else ''}"
-            f"  {view.state_file}  (read-only)"
-        )
-    if found:
-        print()
-
-
-def _waiting(waiting: dict[str, Any]) -> str:
-    if waiting.get("kind") == "usage-limit":
-        return f"the usage limit to reset at {waiting.get('until') or '?'} ({waiting.get('reason', '')})"
-    return f"a person: {waiting.get('reason', '')} (since {waiting.get('since') or '?'})"
 
 
 # --- sources -------------------------------------------------------------------------------
@@ -285,11 +151,20 @@ def cmd_sources(args: argparse.Namespace) -> int:
 # --- steering ------------------------------------------------------------------------------
 
 
+CONFIRMING = ("complete", "answer", "set-max-iterations", "resume")
+"""Commands only a person may send: each ends or lifts a wait for a person (forced completion
+skips the verification, an answer is a person's word, a new limit lifts its escalation)."""
+
+
 def _steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int:
     from loop import control
     from loop.journal import Journal
     from loop.state import StateStore
 
+    if kind in CONFIRMING:
+        from loop.person import refuse_inside_agent
+
+        refuse_inside_agent(f"`loopdeck {kind}`")
     ws = _workspace(args)
     state = StateStore(ws).read()
     if state is None:
@@ -299,14 +174,10 @@ def _steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int
     target = getattr(args, "worker", None)
     if target and "parallel" not in state.extra:
         raise LoopdeckError(f"the loop in {ws.root} has no workers (`run --workers N` starts them)")
-    command = control.send(ws, kind, source="cli", reason=args.reason, value=value, target=target)
-    journal = Journal(ws.journal)
-    journal.append(
-        "command-sent",
-        state.iteration,
-        {"id": command.id, "command": kind, "source": "cli", "reason": args.reason, "value": value}
-        | ({"worker": target} if target else {}),
+    command = control.queue(
+        ws, kind, source="cli", reason=args.reason, value=value, target=target, iteration=state.iteration
     )
+    journal = Journal(ws.journal)
     from loop.proc import alive
 
     if state.driver in (None, "hook"):
@@ -438,27 +309,54 @@ def _verbs() -> Any:
 
 
 def cmd_trust(args: argparse.Namespace) -> int:
+    """A person confirms a loop nobody on this machine started (or whose values changed): what
+    it names is shown in full first, and nothing is confirmed inside an agent's session."""
     from loop import trust
+    from loop.person import refuse_inside_agent
     from loop.state import StateStore
 
+    refuse_inside_agent("`loopdeck trust`")
     ws = _workspace(args)
     state = StateStore(ws).read()
     if state is None:
-        raise LoopdeckError(f"no loop in {ws.root}: nothing to trust")
-    pending = trust.untrusted(ws, state)
+        raise LoopdeckError(f"no loop in {ws.root}: nothing to confirm")
+    pending = trust.unconfirmed(ws, state)
     if not pending:
-        print("loopdeck: every command this loop runs was chosen on this machine")
+        print("loopdeck: everything this loop names was confirmed on this machine")
         return 0
-    print("The loop's state file names these commands:")
-    for command in pending:
-        print(f"  {command}")
+    print(f"The loop in {ws.root} names what nobody on this machine confirmed:")
+    for line in pending:
+        print(f"  {line}")
+    if any(line.startswith("prompt:") for line in pending):
+        print("Its whole prompt (sent to the agent's model every iteration):")
+        for line in state.prompt.splitlines() or [""]:
+            print(f"  | {line}")
+    print(
+        "Confirming lets loopdeck run these commands, send its prompt to the agent, notify these "
+        "targets and write these paths, in this folder, from now on (a change asks again)."
+    )
     if not args.yes:
         if not sys.stdin.isatty():
-            raise LoopdeckError("not confirmed: run `loopdeck trust --yes` to trust them")
-        if input("Run them in this loop from now on? [y/N] ").strip().lower() not in ("y", "yes"):
+            raise LoopdeckError("not confirmed: confirm at a terminal, or give --yes")
+        try:
+            answer = input("Confirm? [y/N] ").strip().lower()
+        except EOFError:
+            answer = ""
+        if answer not in ("y", "yes"):
             raise LoopdeckError("not confirmed; nothing changed")
-    trust.record(ws, state)
-    print("loopdeck: trusted on this machine")
+    try:
+        trust.record(ws, state, "trust")
+    except OSError as exc:
+        raise LoopdeckError(
+            f"could not record the confirmation in {trust.home(ws.root)}: {exc.strerror or exc}"
+        ) from None
+    print("loopdeck: confirmed on this machine")
+    waiting = state.waiting_for or {}
+    if state.active and waiting.get("escalation") == "unconfirmed":
+        from loop import control
+
+        command = control.queue(ws, "resume", source="cli", reason="confirmed with loopdeck trust")
+        print(f"loopdeck: resume queued (id {command.id}): the runner goes on")
     return 0
 
 
@@ -731,9 +629,13 @@ def build_parser() -> argparse.ArgumentParser:
     prompt_hook.set_defaults(func=cmd_hook_prompt)
 
     trusting = verbs.add_parser(
-        "trust", help="confirm the commands a loop's state file names (one that came with a repository)"
+        "trust",
+        help="confirm a loop nobody on this machine started (a state file that came with a repository): "
+        "its prompt, commands, notification targets and paths",
     )
-    trusting.add_argument("--yes", action="store_true", help="without asking")
+    trusting.add_argument(
+        "--yes", action="store_true", help="without asking (never inside an agent's session)"
+    )
     trusting.set_defaults(func=cmd_trust)
 
     inst = verbs.add_parser("install", help="put the Stop hook and slash commands into .claude/")

@@ -137,7 +137,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     from loop import classify, control, resume
     from loop.journal import Journal
+    from loop.person import refuse_inside_agent
 
+    refuse_inside_agent("`loopdeck resume` (it lifts a wait for a person)")
     if args.worker:  # one parallel worker: a command for the running loop, nothing to resume
         from loop.cli import _steer
 
@@ -166,10 +168,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
         # Its driver is there to apply a command (a running loop: it lifts a queued pause).
         if found.kind == "waiting":
             print(found.waiting_reason)
-        command_id = resume.send_resume(ws, "cli", args.reason or "loopdeck resume")
+        command_id = resume.send_resume(ws, "cli", args.reason or "loopdeck resume", state.iteration)
         journal = Journal(ws.journal)
-        sent = {"id": command_id, "command": "resume", "source": "cli"}
-        journal.append("command-sent", state.iteration, sent)
         if state.driver == "runner":
             print(f"loopdeck: resume queued (id {command_id}); the runner (pid {state.pid}) applies it")
         else:
@@ -192,16 +192,20 @@ def cmd_resume(args: argparse.Namespace) -> int:
         return 0
     from loop import trust
 
-    pending = trust.untrusted(ws, state)
-    if pending and state.driver == "runner":
-        # The runner it restarts runs these: the person confirms them first (`--yes` does).
-        print("The loop's state file names commands nobody on this machine chose:")
-        for command in pending:
-            print(f"  {command}")
-        if ask("Run them? [Y/n]") != "y":
+    pending = trust.unconfirmed(ws, state)
+    if pending:
+        # Whoever drives it next (a restarted runner, the next session's Stop) runs what it
+        # names: the person confirms that first (`--yes` does).
+        print("The loop names what nobody on this machine confirmed:")
+        for line in pending:
+            print(f"  {line}")
+        if ask("Confirm it and resume? [Y/n]") != "y":
             print("loopdeck: left as it is")
             return 0
-        trust.record(ws, state)
+        from loop.start import confirm
+
+        for line in confirm(ws, state, "resume"):
+            print(f"loopdeck: {line}")
     changes = resume.uncommitted(ws)
     said = None
     if changes:

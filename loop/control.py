@@ -63,6 +63,30 @@ def send(
     return command
 
 
+def queue(
+    workspace: Workspace,
+    kind: str,
+    *,
+    source: str = "cli",
+    reason: str | None = None,
+    value: int | None = None,
+    target: str | None = None,
+    iteration: int | None = None,
+) -> Command:
+    """Queue a command and journal that it was sent: what every sender does (the CLI, the
+    monitor, the slash commands), so the journal shows a command from the moment it exists."""
+    command = send(workspace, kind, source=source, reason=reason, value=value, target=target)
+    data: dict[str, object] = {"id": command.id, "command": kind, "source": source}
+    if reason is not None:
+        data["reason"] = reason
+    if value is not None:
+        data["value"] = value
+    if target:
+        data["worker"] = target
+    Journal(workspace.journal).append("command-sent", iteration, data)
+    return command
+
+
 def end_offset(workspace: Workspace) -> int:
     """Where the queue ends now: a new loop starts here, so commands sent to an older loop (or
     before any loop) are never applied to it."""

@@ -103,7 +103,7 @@ def ours(state: LoopState | None, stop: StopInput) -> bool:
 
 def needs_sources(state: LoopState | None, stop: StopInput, commands: list[Command]) -> bool:
     """Will `decide` look at the task sources? False when a pause or stop settles the Stop."""
-    if not ours(state, stop):
+    if not ours(state, stop) or (stop.unconfirmed and stop.driver == "hook"):
         return False
     assert state is not None
     interim = state.copy()
@@ -147,6 +147,8 @@ def decide(
     `needs_sources` said so."""
     if state is None or not ours(state, stop):
         return Result("allow", None)
+    if stop.unconfirmed and stop.driver == "hook":
+        return _unconfirmed(stop)
 
     state = state.copy()
     result = Result("allow", state)
@@ -193,6 +195,14 @@ def decide(
         events.append(("allowed", {"reason": "loop paused"}))
         result.system_message = f"loopdeck: loop paused at iteration {iteration_of(state)} (loopdeck resume)"
         return result
+    if stop.unconfirmed:
+        # A runner driving a loop whose file changed under it: nothing more runs until a
+        # person confirms what it names now.
+        listed = unconfirmed_line(stop.unconfirmed)
+        reason = f"the loop names things nobody on this machine confirmed: {listed}"
+        events.append(("escalation", {"kind": "unconfirmed", "reason": reason}))
+        _wait(state, result, now, "escalation", reason, escalation="unconfirmed")
+        return result
 
     settled = state.copy()
     settled_events = list(events)
@@ -214,6 +224,29 @@ def decide(
             effects=result.effects,
         )
     return ruled
+
+
+UNCONFIRMED_SHOWN = 4
+"""How many unconfirmed values a one-line message names before it says how many more."""
+
+
+def unconfirmed_line(listed: tuple[str, ...] | list[str]) -> str:
+    """The unconfirmed values, shortened for one line."""
+    shown = "; ".join(item[:120] for item in listed[:UNCONFIRMED_SHOWN])
+    more = len(listed) - UNCONFIRMED_SHOWN
+    return shown + (f"; and {more} more" if more > 0 else "")
+
+
+def _unconfirmed(stop: StopInput) -> Result:
+    """A loop naming what no person here confirmed is data, not a loop to drive: the hook
+    neither adopts the session nor sends the prompt nor applies a command. The stop is allowed,
+    nothing is written, and the person (never the agent) reads one line."""
+    message = (
+        "loopdeck: this folder's loop names things nobody on this machine confirmed "
+        f"({unconfirmed_line(stop.unconfirmed)}); nothing of it runs and its prompt is not sent. "
+        "To run it, review and confirm it from a terminal outside this session: loopdeck trust"
+    )
+    return Result("allow", None, system_message=message)
 
 
 def _rules(

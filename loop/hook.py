@@ -142,6 +142,11 @@ def handle(
         )
         if state is None or not engine.ours(state, stop):
             return None  # no live loop, or another session's Stop: not even the transcript is read
+        from loop import trust
+
+        pending = trust.unconfirmed(ws, state)
+        if pending:  # nobody here confirmed it: not adopted, nothing of it sent or run
+            return _said(engine.decide(state, replace(stop, unconfirmed=tuple(pending)), [], None, now))
         commands, bad, end = control.read_since(ws.control, state.control_offset)
         transcript = Path(stop.transcript_path).expanduser() if stop.transcript_path else None
         size = _size(transcript)
@@ -166,6 +171,11 @@ def handle(
         from loop.timeutil import utcnow
 
         return handle(payload, env, utcnow(), wait=False)
+    return _said(result)
+
+
+def _said(result: engine.Result) -> dict[str, Any] | None:
+    """The hook's output for a decision."""
     if result.blocked:
         return {"decision": "block", "reason": result.reason, "systemMessage": result.system_message}
     if result.system_message:
@@ -261,17 +271,8 @@ def _count(ws: Workspace, state: LoopState, stop: engine.StopInput) -> Aggregate
 
 def _verify(ws: Workspace, state: LoopState, journal: Journal) -> str | None:
     """Run the loop's verification commands; the failures' output, or None when all pass."""
-    from loop import trust, verify
+    from loop import verify
 
-    pending = trust.untrusted(ws, state)
-    if pending:
-        why = (
-            "the verification commands were not run: the loop's state file names commands nobody "
-            "on this machine chose (" + "; ".join(pending) + "). A person confirms them with "
-            "`loopdeck trust`."
-        )
-        journal.append("warning", state.iteration, {"message": why})
-        return why
     allow = state.extra.get("verify_allow") or []
     budget = VERIFY_BUDGET_S / max(1, len(state.verify))
     failures = []

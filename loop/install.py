@@ -110,7 +110,7 @@ def commands() -> dict[str, str]:
     return {
         "orchestrator-loop.md": f"""---
 description: Start a loopdeck loop (no arguments: resume it); it works until every task source is empty
-argument-hint: PROMPT [--max-iterations N] [--completion-promise TEXT] [--task-file PATH] [--verify CMD]
+argument-hint: PROMPT [-- --task-file PATH --max-iterations N --completion-promise TEXT]
 ---
 {MARKER}
 

@@ -538,6 +538,9 @@ class StopInput:
     session_pid: int | None = None
     """The hook's parent: the Claude Code session process that drives an in-session loop, so
     resumption can tell a closed session (gone) from a live one."""
+    unconfirmed: tuple[str, ...] = ()
+    """What the loop names that no person on this machine confirmed (its prompt, commands,
+    notification targets, paths): while anything is listed, nothing of the loop is driven."""
 
 
 @record(frozen=True)

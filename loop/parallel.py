@@ -49,6 +49,9 @@ class Parallel:
     """Commands added to the allowlist for the audit (`--verify-allow`)."""
     idle_cycle_s: float = 1.0
     """With no worker running, how often the scheduler looks again (a deadlock counts these)."""
+    given: frozenset[str] = frozenset()
+    """Which of the graph and the audit this command line gave (a person's choice), as
+    `loop.trust` names them; the others come from the state file and must be confirmed."""
 
 
 class ParallelRunner:
@@ -194,6 +197,7 @@ class ParallelRunner:
         prepared = self.base.prepare(create)
         self.goal = prepared.prompt
         self.apply(self.configure)
+        self.base.reconfirm(self.store.read() or prepared, set(self.parallel.given))
         stamp = ""
         last_cycle = 0.0
         outputs: dict[str, str] = {}

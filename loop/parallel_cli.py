@@ -29,12 +29,27 @@ def graph_path(args: argparse.Namespace, ws: Workspace, existing: LoopState | No
         return claude_home() / "tasks" / str(args.task_list)
     if args.graph:
         path = Path(str(args.graph)).expanduser()
-        return path if path.is_absolute() else (Path.cwd() / path).resolve()
+        return inside(ws, path if path.is_absolute() else (Path.cwd() / path).resolve())
     recorded = board_of(existing).graph if existing is not None else ""
     if recorded:
-        return Path(recorded)
+        return inside(ws, Path(recorded))
     raise LoopdeckError(
         "--workers needs a task graph: --graph PATH (folder or .json/.yaml) or --task-list ID"
+    )
+
+
+def inside(ws: Workspace, path: Path) -> Path:
+    """The graph is written (owners, statuses): it must be inside the workspace, or a Claude Code
+    task list (`~/.claude/tasks/ID`), never anywhere a state file names."""
+    from loop.sources.claude_tasks import claude_home
+
+    real = path.resolve()
+    for root in (ws.root.resolve(), (claude_home() / "tasks").resolve()):
+        if real != root and real.is_relative_to(root):
+            return real
+    raise LoopdeckError(
+        f"the task graph {path} is outside the workspace {ws.root}; expected a file or folder inside "
+        "it, or a Claude Code task list (--task-list ID)"
     )
 
 
@@ -55,7 +70,17 @@ def run_parallel(
     path = graph_path(args, ws, existing)
     if args.audit and args.audit_agent:
         raise LoopdeckError("give --audit or --audit-agent, not both")
-    parallel = Parallel(path, args.workers, args.audit, args.audit_agent, tuple(args.verify_allow or ()))
+    given = frozenset(
+        name
+        for name, value in (
+            ("graph", args.graph or args.task_list),
+            ("audit", args.audit or args.audit_agent),
+        )
+        if value
+    )
+    parallel = Parallel(
+        path, args.workers, args.audit, args.audit_agent, tuple(args.verify_allow or ()), given=given
+    )
 
     def create_parallel() -> LoopState:
         from loop.control import end_offset

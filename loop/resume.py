@@ -188,10 +188,9 @@ def next_steps(ws: Workspace, state: LoopState) -> list[str]:
     ]
 
 
-def send_resume(ws: Workspace, source: str, reason: str) -> str:
+def send_resume(ws: Workspace, source: str, reason: str, iteration: int | None = None) -> str:
     """A paused loop whose driver is alive: the driver applies the command itself."""
-    command = control.send(ws, "resume", source=source, reason=reason)
-    return command.id
+    return control.queue(ws, "resume", source=source, reason=reason, iteration=iteration).id
 
 
 def resume(ws: Workspace, snapshot: Snapshot, source: str = "tui", git: str | None = None) -> str:
@@ -208,9 +207,11 @@ def resume(ws: Workspace, snapshot: Snapshot, source: str = "tui", git: str | No
         if state is not None:
             said.append(handle_git(ws, git, state))
     if loop.status == "paused":
-        control.send(ws, "resume", source=source, reason="resumed from the resume prompt")
+        control.queue(ws, "resume", source=source, reason="resumed from the resume prompt")
     elif loop.status == "stopping":
-        control.send(ws, "complete", source=source, reason="the loop was stopping: marked complete at resume")
+        control.queue(
+            ws, "complete", source=source, reason="the loop was stopping: marked complete at resume"
+        )
     if runner_needed(snapshot):
         pid = start_runner(ws)
         said.append(f"runner restarted (pid {pid})")
@@ -227,5 +228,5 @@ def resume(ws: Workspace, snapshot: Snapshot, source: str = "tui", git: str | No
 def pause(ws: Workspace, snapshot: Snapshot, source: str = "tui") -> str:
     if snapshot.loop is None or snapshot.loop.status == "paused":
         return "nothing to pause"
-    control.send(ws, "pause", source=source, reason="paused from the resume prompt")
+    control.queue(ws, "pause", source=source, reason="paused from the resume prompt")
     return "pause queued"

@@ -151,6 +151,8 @@ class Runner:
         """Kills the agent's process tree when this runner dies, however it dies."""
         self.final: LoopState | None = None
         """The state as the last decision left it (an archived loop has no state file)."""
+        self.confirmed: dict[str, Any] | None = None
+        """What a person confirmed for this loop, as this run last knew it (`trust.pinned`)."""
 
     # --- the journal, echoed as log lines ----------------------------------------------------
 
@@ -196,38 +198,91 @@ class Runner:
             claim = replace(self.settings, driver="runner", pid=os.getpid(), runner=self.options.record())
             result = engine.configure(state, claim, self.now())
             assert result.state is not None
-            if not fresh:
-                self.confirm_commands(state)  # before anything runs, and before it is saved
+            confirm = self.confirm(result.state, fresh)  # before anything runs or is saved
             if fresh:
                 writer.start(self.ws, self.store, self.journal, state)
             writer.carry_out(self.ws, self.store, self.journal, state, result, self.now(), echo=self.echo)
             state = result.state
-            trust.record(self.ws, state)
+            if confirm:
+                self.record(state)
+            self.confirmed = trust.pinned(state)
             self.offset = state.control_offset
         if fresh:
             self.event("loop-started", 0, {"max_iterations": state.max_iterations, "driver": "runner"})
         self.event("runner-started", state.iteration, {"pid": os.getpid(), "agent": self.options.agent})
         return state
 
-    def confirm_commands(self, state: LoopState) -> None:
-        """Commands this machine never chose (a state file that came with a repository) run only
-        once a person confirms them: at the terminal, or with --yes."""
-        given_now = {
-            "agent": self.options.agent_given,
-            "verify": self.settings.verify is not None,
-            "allowed": self.settings.verify_allow is not None,
-        }
-        # What the person gives on this command line is theirs; the rest comes from the file.
-        pending = [c for c in trust.untrusted(self.ws, state) if not given_now.get(c.split(":", 1)[0])]
-        if not pending or self.options.trusted:
+    def record(self, state: LoopState) -> None:
+        try:
+            trust.record(self.ws, state, "run")
+        except OSError as exc:
+            self.out(f"loopdeck: warning: could not record the confirmation ({exc}); asked again next run")
+
+    def reconfirm(self, state: LoopState, given: set[str]) -> None:
+        """Settings a driver adds after `prepare` (the parallel driver's graph and audit): the
+        person's when this command line gave them; anything else stays unconfirmed."""
+        if not trust.unconfirmed(self.ws, state):
+            self.confirmed = trust.pinned(state)
             return
-        if self.options.confirm is not None and self.options.confirm(pending):
-            return
-        listed = "\n".join(f"  {c}" for c in pending)
-        raise LoopdeckError(
-            f"the loop's state file in {self.ws.root} names commands nobody on this machine chose:\n"
-            f"{listed}\nNothing was run. Check them, then `loopdeck trust` or `loopdeck run --yes`."
-        )
+        from loop.person import refuse_inside_agent
+
+        pending = trust.unconfirmed(self.ws, state, given=given)
+        if pending:
+            listed = "\n".join(f"  {c}" for c in pending)
+            raise LoopdeckError(
+                f"the loop in {self.ws.root} names what nobody on this machine confirmed:\n{listed}"
+            )
+        refuse_inside_agent("confirming a loop's task graph or audit")
+        self.record(state)
+        self.confirmed = trust.pinned(state)
+
+    def unconfirmed(self, state: LoopState) -> tuple[str, ...]:
+        """What the state names now that nobody here confirmed: the file may change under a
+        running loop (the agent can write it). What this run confirmed itself is known without
+        reading the record again."""
+        if trust.pinned(state) == self.confirmed:
+            return ()
+        pending = trust.unconfirmed(self.ws, state)
+        if not pending:
+            self.confirmed = trust.pinned(state)  # a person confirmed the change meanwhile
+        return tuple(pending)
+
+    def given(self, fresh: bool) -> set[str]:
+        """The pinned values this run's command line gives: a person's own choice."""
+        if fresh:
+            return set(trust.LABELS)
+        given = {"agent"} if self.options.agent_given else set()
+        for name, value in (
+            ("verify", self.settings.verify),
+            ("allowed", self.settings.verify_allow),
+            ("notify", self.settings.notify),
+        ):
+            if value is not None:
+                given.add(name)
+        return given
+
+    def confirm(self, state: LoopState, fresh: bool) -> bool:
+        """Whether this run must record a confirmation of `state` (the loop as this command line
+        leaves it). What the file names that nobody here chose (a state that came with a
+        repository, or changed since) runs only once a person confirms it: at the terminal, or
+        with --yes; never inside an agent's session, where the command line is the agent's."""
+        from loop.person import refuse_inside_agent
+
+        if self.options.trusted:
+            refuse_inside_agent("`--yes`")
+        changed = trust.unconfirmed(self.ws, state)
+        if not changed:
+            return False
+        refuse_inside_agent("confirming a loop (a new one, or options that change what it runs)")
+        pending = trust.unconfirmed(self.ws, state, given=self.given(fresh))
+        asked = self.options.confirm
+        if pending and not self.options.trusted and (asked is None or not asked(pending)):
+            listed = "\n".join(f"  {c}" for c in pending)
+            raise LoopdeckError(
+                f"the loop in {self.ws.root} names what nobody on this machine confirmed:\n"
+                f"{listed}\nNothing was run. Review it with `loopdeck trust` (or `loopdeck run --yes`)."
+            )
+        return True
 
     # --- the decision --------------------------------------------------------------------------
 
@@ -252,6 +307,7 @@ class Runner:
                 ralph_active=self.ws.ralph_state.exists(),
                 turn=turn,
                 mark=None if turn is not None or "mark" in state.stuck else self.mark(),
+                unconfirmed=self.unconfirmed(state),
             )
             now = self.now()
             sources = self.count(state) if engine.needs_sources(state, stop, commands) else None

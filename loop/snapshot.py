@@ -12,6 +12,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from loop import trust
 from loop.errors import FileProblem
 from loop.journal import Event, Journal
 from loop.model import Command
@@ -120,6 +121,13 @@ class Snapshot:
     """`run --workers`: the workers, the lock table and the deferral streak, as the state has them."""
     pending: tuple[Command, ...] = ()
     """Commands queued and not applied yet, oldest first: a viewer shows them as pending."""
+    unconfirmed: tuple[str, ...] = ()
+    """What the loop names that nobody on this machine confirmed (`loop.trust`): while anything
+    is listed, no driver runs it; a viewer says so and how to confirm it."""
+
+    @property
+    def confirmed(self) -> bool:
+        return not self.unconfirmed
 
     @property
     def escalation(self) -> Event | None:
@@ -156,6 +164,10 @@ class Snapshot:
             obj["last_archive"] = self.archive
         if self.parallel is not None:
             obj["parallel"] = self.parallel
+        if self.loop is not None:
+            obj["loop"]["confirmed"] = self.confirmed
+            if self.unconfirmed:
+                obj["loop"]["unconfirmed"] = list(self.unconfirmed)
         return obj
 
 
@@ -249,6 +261,7 @@ def read(workspace: Workspace, *, with_sources: bool = True, with_events: bool =
         backup_exists=backup,
         parallel=_parallel(state),
         pending=_pending(workspace, state),
+        unconfirmed=tuple(trust.unconfirmed(workspace, state)),
     )
 
 

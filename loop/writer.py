@@ -59,10 +59,12 @@ def carry_out(
         event = journal.append(kind, iteration, data, now=now)
         if echo:
             echo(event)
-    targets = (new or before).notify
-    if targets:
+    if (new or before).notify:
         due = notify.messages(result.events, ws.root.name, iteration)
-        notify.send_detached(ws.root, targets, due)
+        if due:  # only the targets a person here confirmed for this loop are ever told anything
+            from loop import trust
+
+            notify.send_detached(ws.root, trust.confirmed_targets(ws, new or before), due)
 
 
 def _effects(ws: Workspace, store: StateStore, new: LoopState, result: Result) -> None:

@@ -38,9 +38,26 @@ Initial task prompt goes here...
 
 @pytest.fixture(autouse=True)
 def own_state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test keeps loopdeck's machine-local records (trusted commands) to itself, never in
-    the home folder of whoever runs the suite."""
+    """Each test keeps loopdeck's machine-local records (what a person confirmed) to itself,
+    never in the home folder of whoever runs the suite; and no test inherits the marks of an
+    agent's session from the shell that runs the suite."""
+    from loop.person import AGENT_MARKERS
+
+    folder = tmp_path_factory.mktemp("trust-home")
+    folder.chmod(0o700)
+    monkeypatch.setenv("LOOPDECK_TRUST_HOME", str(folder))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state-home")))
+    for name in AGENT_MARKERS:
+        monkeypatch.delenv(name, raising=False)
+
+
+def another_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """From here on the test runs as if on a machine where nobody confirmed anything (a clone):
+    a fresh, empty folder of trust records."""
+    folder = tmp_path / "another-machine"
+    folder.mkdir(mode=0o700)
+    monkeypatch.setenv("LOOPDECK_TRUST_HOME", str(folder))
+    return folder
 
 
 @pytest.fixture

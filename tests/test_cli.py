@@ -63,6 +63,7 @@ def test_start_then_status_json(cli, ws: Workspace) -> None:
         "usage": None,
         "limits": None,
         "notify": [],
+        "confirmed": True,
     }
     assert "iteration    0/5" in cli("status").out
     cli("start", "again", "--force")

@@ -16,8 +16,12 @@ from tests.conftest import REPO
 
 
 def _loop(ws: Workspace) -> StateStore:
+    from loop import trust
+
     store = StateStore(ws)
-    store.write(LoopState.new("p"))
+    state = LoopState.new("p")
+    store.write(state)
+    trust.record(ws, state, "test")  # a person here started it
     return store
 
 
@@ -150,8 +154,12 @@ def test_restoring_the_backup_never_applies_a_command_twice(ws: Workspace) -> No
     from loop import writer
 
     (ws.root / "TODO.md").write_text("- [ ] one\n- [ ] two\n- [ ] three\n")
+    from loop import trust
+
     store = StateStore(ws)
-    store.write(LoopState.new("p", task_file="TODO.md", check_tasks=False, check_github=False))
+    state = LoopState.new("p", task_file="TODO.md", check_tasks=False, check_github=False)
+    store.write(state)
+    trust.record(ws, state, "test")
     drive(ws)  # the backup now holds the state before the skip is sent
     control.send(ws, "skip", source="tui")
     drive(ws)

@@ -19,7 +19,7 @@ import pytest
 from loop.journal import Journal
 from loop.paths import Workspace
 from loop.state import StateStore
-from tests.conftest import REPO, SAMPLES, run_loopdeck
+from tests.conftest import REPO, SAMPLES, another_machine, run_loopdeck
 
 SMALL = SAMPLES / "claude-code-viewer_1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
 LARGE = SAMPLES / "claude-code-viewer_5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
@@ -29,7 +29,11 @@ LARGE = SAMPLES / "claude-code-viewer_5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     home = tmp_path / "claude-home"
     home.mkdir()
-    values = {"CLAUDE_CONFIG_DIR": str(home), "CLAUDE_CODE_TASK_LIST_ID": ""}
+    values = {
+        "CLAUDE_CONFIG_DIR": str(home),
+        "CLAUDE_CODE_TASK_LIST_ID": "",
+        "LOOPDECK_TRUST_HOME": os.environ["LOOPDECK_TRUST_HOME"],  # this machine's confirmations
+    }
     for key, value in values.items():
         monkeypatch.setenv(key, value)  # for the hook and the CLI run in process
     return values
@@ -533,16 +537,24 @@ def test_the_hook_fails_safe_at_its_deadline(
     assert "deadline" in error.data["message"]
 
 
-def test_the_hook_runs_no_verification_nobody_here_chose(
+def test_the_hook_drives_no_loop_nobody_here_confirmed(
     ws: Workspace, env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A loop that came with the folder (as if cloned): the session is not adopted, nothing runs,
+    nothing reaches the agent; the person reads one line saying how to confirm it."""
     session = Session(ws, env)
     assert session.loopdeck("start", "x", "--no-github", "--verify", "true").returncode == 0
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "another-machine"))  # as if cloned
+    env["LOOPDECK_TRUST_HOME"] = str(another_machine(tmp_path, monkeypatch))
     out = session.stop("ALL_TASKS_COMPLETE", active=False)
-    assert out is not None and out["decision"] == "block"
-    assert "were not run" in out["reason"] and "loopdeck trust" in out["reason"]
+    assert out is not None and "decision" not in out and "reason" not in out
+    assert (
+        "nobody on this machine confirmed" in out["systemMessage"]
+        and "loopdeck trust" in out["systemMessage"]
+    )
+    assert "verification command: true" in out["systemMessage"] and "prompt: x" in out["systemMessage"]
     assert "verification-started" not in session.kinds()
+    state = StateStore(ws).read()
+    assert state is not None and state.session_id is None and state.iteration == 0  # not adopted
     assert session.loopdeck("trust", "--yes").returncode == 0
     done = session.stop("ALL_TASKS_COMPLETE", active=False)
     assert done is not None and "decision" not in done and "loop complete" in done["systemMessage"]

@@ -20,7 +20,7 @@ from loop.journal import Journal
 from loop.paths import Workspace
 from loop.proc import alive
 from loop.state import StateStore
-from tests.conftest import REPO, run_loopdeck
+from tests.conftest import REPO, another_machine, run_loopdeck
 
 PY = sys.executable
 CHECK = f"{PY} check.py"
@@ -436,13 +436,13 @@ def test_commands_from_a_state_file_nobody_here_chose_need_a_confirmation(
     evil = f"{PY} -c \"open('pwned', 'w').write('x')\""
     text = demo.state.read_text().replace(json.dumps(state.extra["runner"]["agent"]), json.dumps(evil))
     demo.state.write_text(text)  # as a pull or a clone would bring it
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "another-machine"))
+    another_machine(tmp_path, monkeypatch)
     refused = run_loopdeck("-C", str(demo.root), "run", "--headless", "--max-iterations", "3", cwd=demo.root)
-    assert refused.returncode == 1 and "nobody on this machine chose" in refused.stderr, refused.stderr
-    assert f"agent: {evil}" in refused.stderr and "Nothing was run" in refused.stderr
+    assert refused.returncode == 1 and "nobody on this machine confirmed" in refused.stderr, refused.stderr
+    assert f"agent command: {evil}" in refused.stderr and "Nothing was run" in refused.stderr
     assert not marker.exists()
     trusted = run_loopdeck("-C", str(demo.root), "trust", "--yes")
-    assert trusted.returncode == 0 and "trusted on this machine" in trusted.stdout
+    assert trusted.returncode == 0 and "confirmed on this machine" in trusted.stdout
     ran = run_loopdeck("-C", str(demo.root), "run", "--headless", "--max-iterations", "3", cwd=demo.root)
     assert marker.exists(), ran.stdout + ran.stderr
 

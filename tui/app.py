@@ -23,7 +23,6 @@ from textual.worker import Worker, WorkerState
 from loop import control, resume
 from loop.errors import LoopdeckError
 from loop.gitstate import GitStatus
-from loop.journal import Journal
 from loop.paths import Workspace
 from loop.snapshot import Snapshot
 from loop.timeutil import utcnow
@@ -408,15 +407,17 @@ class LoopdeckApp(App[None]):
     def send(self, kind: str, *, value: int | None = None, reason: str | None = None) -> None:
         loop = self.snapshot.loop if self.snapshot else None
         try:
-            command = control.send(self.workspace, kind, source="tui", value=value, reason=reason)
+            command = control.queue(
+                self.workspace,
+                kind,
+                source="tui",
+                value=value,
+                reason=reason,
+                iteration=loop.iteration if loop else None,
+            )
         except (LoopdeckError, OSError) as exc:
             self.notify(f"{kind} not sent: {exc}", severity="error")
             return
-        Journal(self.workspace.journal).append(
-            "command-sent",
-            loop.iteration if loop else None,
-            {"id": command.id, "command": kind, "source": "tui", "reason": reason, "value": value},
-        )
         self.awaiting[command.id] = kind
         if loop is not None and loop.driver in (None, "hook"):
             self.notify(f"{kind} queued: it applies when the agent's turn ends", title="loopdeck")

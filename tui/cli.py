@@ -162,7 +162,7 @@ def _demo_workers(args: argparse.Namespace, root: Path) -> int:
     from loop.demo import graph, workspace
     from loop.demo.worker import AUDIT
 
-    folder = graph.create(root.parent / "tasks")
+    folder = graph.create(root / ".claude" / "loopdeck" / "demo-tasks")  # inside: a graph is written
     (root / "audit.py").write_text(AUDIT)
     low, high = (os.environ.get("LOOPDECK_DEMO_PACE") or "1 3").split()[:2]
     agent_cmd = workspace.agent_command("--sleep", low, high, "--break-on", "4")

@@ -21,7 +21,6 @@ from textual.widgets import DataTable, Static
 
 from loop import control
 from loop.errors import LoopdeckError
-from loop.journal import Journal
 from loop.paths import Workspace
 from loop.snapshot import Snapshot
 from loop.timeutil import parse_iso
@@ -181,11 +180,8 @@ class WorkersPanel(Vertical):
         if name is None or self.workspace is None:
             return
         try:
-            command = control.send(self.workspace, kind, source="tui", target=name, reason=reason)
+            control.queue(self.workspace, kind, source="tui", target=name, reason=reason)
         except (LoopdeckError, OSError) as exc:
             self.notify(f"{kind} not sent: {exc}", severity="error")
             return
-        Journal(self.workspace.journal).append(
-            "command-sent", None, {"id": command.id, "command": kind, "source": "tui", "worker": name}
-        )
         self.notify(f"{kind} sent to {name}", title="loopdeck")
