@@ -592,16 +592,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tui.set_defaults(func=None)
 
-    serve = verbs.add_parser("serve", help="the monitor in a web browser")
+    serve = verbs.add_parser(
+        "serve",
+        help="the monitor in a web browser",
+        description=(
+            "Serve the monitor to a web browser. Anyone with the page can steer the loops, so every "
+            "request needs a token: a random one unless given, printed once in the address to open "
+            "(http://HOST:PORT/?token=...). The browser then keeps it in a cookie; pages from other "
+            "sites and other host names are refused, and the token is never logged."
+        ),
+    )
     serve.add_argument("dir", nargs="*", metavar="DIR", help="the workspace(s), as for tui")
     serve.add_argument("--scan", metavar="DIR", help="the fleet view of every loop found below DIR")
     serve.add_argument("--depth", type=int, default=4, metavar="N", help="how deep --scan looks (default 4)")
     serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="the port (default 8000)")
+    serve.add_argument("--port", type=int, default=8000, help="the port (default 8000; 0: any free one)")
     serve.add_argument(
         "--token",
         metavar="T",
-        help="a secret the browser must present (?token=T); required for any host but 127.0.0.1",
+        help="the secret the browser must present, at least 8 characters (default: LOOPDECK_SERVE_TOKEN, "
+        "else a random one, printed once)",
     )
     serve.set_defaults(func=None)
 

@@ -1,5 +1,6 @@
-"""`loopdeck serve`: refused on a network without a token, the token checked, and the monitor
-working in a real headless browser (skipped, with one line saying why, where there is none)."""
+"""`loopdeck serve`: a token on every host, pages from elsewhere and rebound names refused, the
+token never logged, all against a real server on a free port; and the monitor working in a real
+headless browser (skipped, with one line saying why, where there is none)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,21 @@ import base64
 import contextlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
+from loop.paths import Workspace
 from tests.conftest import REPO, Ran
 from tui import screenshots, serve
 
@@ -37,42 +42,102 @@ FLAGS = [
 ]
 
 
-def test_other_hosts_need_a_token(cli: Callable[..., Ran]) -> None:
-    ran = cli("serve", "--host", "0.0.0.0")
-    assert ran.code == 1
-    assert "--token" in ran.err and "steer your loops" in ran.err
+def test_a_short_token_is_refused(cli: Callable[..., Ran], monkeypatch: pytest.MonkeyPatch) -> None:
     ran = cli("serve", "--host", "0.0.0.0", "--token", "short")
-    assert ran.code == 1 and "at least 8" in ran.err
-    serve.check_binding("127.0.0.1", None)  # local needs none
-    serve.check_binding("0.0.0.0", "a-long-secret")
+    assert ran.code == 1 and "--token should be at least 8" in ran.err
+    monkeypatch.setenv(serve.TOKEN_ENV, "short")
+    ran = cli("serve")
+    assert ran.code == 1 and f"{serve.TOKEN_ENV} should be at least 8" in ran.err
+    assert ran.out == ""  # nothing served, no address printed
+
+
+def test_a_token_on_every_host_made_up_unless_given() -> None:
+    token, made_up = serve.choose_token(None, {})
+    assert made_up and len(token) >= 43
+    assert serve.choose_token(None, {})[0] != token
+    assert serve.choose_token("given-secret", {serve.TOKEN_ENV: "from-the-env"}) == ("given-secret", False)
+    assert serve.choose_token(None, {serve.TOKEN_ENV: "from-the-env"}) == ("from-the-env", False)
+
+
+def test_a_busy_port_is_one_line(cli: Callable[..., Ran]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ran = cli("serve", "--port", str(port))
+    assert ran.code == 1
+    assert ran.err.strip().splitlines() == [f"loopdeck: error: port {port} is in use; give --port"]
+    assert ran.out == ""
 
 
 def test_no_user_text_reaches_the_shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(serve.ENV, "")  # restored after the test
     odd = tmp_path / "a; rm -rf ~ $(reboot)"
     odd.mkdir()
-    server = serve.make_server([str(odd)], None, 4, "127.0.0.1", 8765, None)
+    server = serve.make_server([str(odd)], None, 4, "127.0.0.1", 8765, "a-long-secret")
     assert server.command == serve.child_command()
     assert str(odd) not in server.command
     assert json.loads(os.environ[serve.ENV])["dirs"] == [str(odd)]
 
 
-async def test_the_token_is_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from aiohttp.test_utils import TestClient, TestServer
+def test_which_host_names_and_origins_are_this_server() -> None:
+    from tui.serve_http import Guard
 
-    monkeypatch.setenv(serve.ENV, "")
+    local = Guard.for_binding("127.0.0.1", 8000, "a-long-secret")
+    for host in ("127.0.0.1:8000", "localhost:8000", "LOCALHOST", "[::1]:8000"):
+        assert local.host_name(host) is not None, host
+    strangers: tuple[str | None, ...] = (
+        "evil.example:8000",
+        "127.0.0.1.evil.example:8000",
+        "localhost.evil.example",
+        "evil@127.0.0.1:8000",
+        "127.0.0.1:8000/x",
+        "192.168.1.9:8000",  # not this server's loopback bind
+        "",
+        None,
+    )
+    for stranger in strangers:
+        assert local.host_name(stranger) is None, stranger
+    anywhere = Guard.for_binding("0.0.0.0", 8000, "a-long-secret")
+    for host in ("192.168.1.9:8000", "[fe80::1]:8000", socket.gethostname(), "localhost:8000"):
+        assert anywhere.host_name(host) is not None, host
+    assert anywhere.host_name("evil.example:8000") is None  # a rebound name is never an address
 
-    server = serve.make_server([str(tmp_path)], None, 4, "0.0.0.0", 8765, "a-long-secret")
-    app = await server._make_app()
-    async with TestClient(TestServer(app)) as client:
-        assert (await client.get("/")).status == 401
-        assert (await client.get("/?token=wrong-secret")).status == 401
-        assert (await client.get("/ws")).status == 401
-        ok = await client.get("/?token=a-long-secret")
-        assert ok.status == 200
-        assert "loopdeck" in await ok.text()
-        # the cookie it set lets the page's own requests through
-        assert (await client.get("/static/css/xterm.css")).status == 200
+    served = ("127.0.0.1", 8000)
+    assert Guard.origin_ok("http://127.0.0.1:8000", "http", served)
+    for origin in (
+        "http://evil.example",
+        "http://127.0.0.1:8001",
+        "https://127.0.0.1:8000",
+        "http://localhost:8000",
+        "null",
+        "",
+        "file://",
+        "http://127.0.0.1:8000/page",
+        "http://[",
+    ):
+        assert not Guard.origin_ok(origin, "http", served), origin
+    assert Guard.origin_ok("http://127.0.0.1", "http", ("127.0.0.1", None))
+
+
+def test_a_traceback_in_the_log_loses_the_token() -> None:
+    import logging
+
+    from tui.serve_http import Redact
+
+    redact = Redact()
+    redact.secrets.add("s3cret-token-value")
+    try:
+        raise ValueError("bad request /ws?token=s3cret-token-value&width=80")
+    except ValueError:
+        record = logging.LogRecord(
+            "aiohttp.server", logging.ERROR, __file__, 1, "%s", ("s3cret-token-value",), None
+        )
+        record.exc_info = sys.exc_info()
+    assert redact.filter(record)
+    text = logging.Formatter().format(record)
+    assert "s3cret" not in text and "ValueError" in text and "token=…" in text
+    assert record.exc_info is None  # its frames' locals never reach a handler
 
 
 def _free_port() -> int:
@@ -92,6 +157,225 @@ async def _wait_port(port: int, timeout: float = 20) -> None:
         except OSError:
             await asyncio.sleep(0.1)
     raise AssertionError(f"nothing listens on {port}")
+
+
+TOKEN = "a-long-secret-for-the-tests"
+
+
+@dataclass
+class Serving:
+    """`loopdeck serve` in a process of its own, its output in files."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    ws: Workspace
+    out: Path
+    err: Path
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def output(self) -> str:
+        return self.out.read_text(errors="replace") + self.err.read_text(errors="replace")
+
+    async def printed(self, timeout: float = 20) -> str:
+        """The first line it printed on stdout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.out.read_text(errors="replace")
+            if "\n" in text:
+                return text.splitlines()[0]
+            if self.proc.poll() is not None:
+                break
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"serve printed nothing: {self.output()!r}")
+
+    async def cookie(self, session: Any, token: str = TOKEN) -> None:
+        """Open the page once with the token: it leaves a cookie in the session."""
+        await session.get(f"{self.base}/?token={token}")
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, token: str | None = TOKEN, *args: str
+) -> AsyncIterator[Serving]:
+    """A real server on a free port, serving a running loop (`token` through the environment)."""
+    for key, value in screenshots.GIT_ENV.items():
+        monkeypatch.setenv(key, value)
+    ws = screenshots.running(tmp_path / "served")
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CLAUDE_CONFIG_DIR": str(tmp_path / "claude-home")}
+    env.pop("LOOPDECK_SERVE_TOKEN", None)
+    if token is not None:
+        env["LOOPDECK_SERVE_TOKEN"] = token
+    out, err = tmp_path / "serve.out", tmp_path / "serve.err"
+    with out.open("wb") as out_file, err.open("wb") as err_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tui.cli", "serve", str(ws.root), "--port", str(port), *args],
+            env=env,
+            stdout=out_file,
+            stderr=err_file,
+            start_new_session=True,
+        )
+    try:
+        await _wait_port(port)
+        yield Serving(proc, port, ws, out, err)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+async def _screen(socket_: Any, text: bytes, timeout: float = 30) -> None:
+    """Read the monitor's output off its websocket until `text` shows."""
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and text not in seen:
+        with contextlib.suppress(TimeoutError):
+            message = await socket_.receive(timeout=1)
+            data = message.data
+            seen += data if isinstance(data, bytes) else str(data).encode()
+    assert text in seen, f"the monitor never showed {text!r}"
+
+
+async def _control_queue(ws: Workspace, timeout: float = 20) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not ws.control.exists():
+        await asyncio.sleep(0.05)
+    assert ws.control.exists(), "the key press never reached the control queue"
+    return [json.loads(line) for line in ws.control.read_text().splitlines()]
+
+
+async def test_a_default_run_prints_an_address_with_a_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import aiohttp
+
+    async with (
+        serving(tmp_path, monkeypatch, None) as served,
+        aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as session,
+    ):
+        line = await served.printed()
+        found = re.search(rf"http://127\.0\.0\.1:{served.port}/\?token=([A-Za-z0-9_-]{{43,}}) ", line)
+        assert found, line
+        token = found.group(1)
+        assert (await session.get(f"{served.base}/")).status == 401
+        response = await session.get(found.group(0).strip(), allow_redirects=False)
+        assert response.status == 200
+        cookie = response.headers["Set-Cookie"]
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and token not in cookie
+        swap = await response.text()
+        assert 'location.replace("/")' in swap and token not in swap  # on to the address without it
+        hostile = await session.get(f"{served.base}/?fontsize=20&token={token}&x=</script><script>alert(1)//")
+        assert "<script>alert" not in await hostile.text()
+        assert 'location.replace("/?fontsize=20&x=' in await hostile.text()
+        page = await session.get(f"{served.base}/")
+        assert page.status == 200
+        assert f'data-session-websocket-url="ws://127.0.0.1:{served.port}/ws"' in await page.text()
+        # The page asked for by another of this machine's names sends its websocket there too,
+        # where the browser has the cookie and the Origin matches.
+        await session.get(f"http://localhost:{served.port}/?token={token}")
+        aliased = await session.get(f"http://localhost:{served.port}/")
+        assert f'data-session-websocket-url="ws://localhost:{served.port}/ws"' in await aliased.text()
+    # Printed once, never logged, though the access log has a line for each request.
+    assert served.output().count(token) == 1
+    assert served.err.read_text().count('"GET /"') >= 4
+
+
+async def test_the_token_is_never_logged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import aiohttp
+
+    async with (
+        serving(tmp_path, monkeypatch) as served,
+        aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as session,
+    ):
+        await served.printed()
+        for path in (f"/?token={TOKEN}", f"/static/css/xterm.css?token={TOKEN}", "/?token=a-wrong-guess"):
+            await session.get(served.base + path, allow_redirects=False)
+        async with session.ws_connect(f"{served.base}/ws?token={TOKEN}&width=80&height=24") as socket_:
+            await socket_.close()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and served.err.read_text().count('"GET /') < 4:
+            await asyncio.sleep(0.05)
+    output = served.output()
+    assert TOKEN not in output and "a-wrong-guess" not in output
+    assert output.count('"GET /') >= 4, output  # the log was there to leak it
+    assert "?token=…" in served.out.read_text()  # a token it was given is not printed either
+
+
+async def test_without_the_token_nothing_opens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import aiohttp
+
+    async with (
+        serving(tmp_path, monkeypatch) as served,
+        aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as session,
+    ):
+        origin = {"Origin": served.base}
+        forged = {"Cookie": f"loopdeck_{served.port}={TOKEN}"}  # the token itself is not the cookie
+        for path, headers in (
+            ("/", {}),
+            ("/?token=a-wrong-guess", {}),
+            (f"/?token={TOKEN[:-1]}", {}),
+            (f"/?Token={TOKEN}", {}),
+            ("/", forged),
+            ("/static/css/xterm.css", {}),
+            ("/download/x", {}),
+        ):
+            assert (await session.get(served.base + path, headers=headers)).status == 401, path
+        for url in (f"{served.base}/ws", f"{served.base}/ws?token=a-wrong-guess"):
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                await session.ws_connect(url, headers=origin)
+            assert refused.value.status == 401
+        # A client that is not a browser (no Origin) gets in with the token, and only with it.
+        async with session.ws_connect(f"{served.base}/ws?token={TOKEN}") as socket_:
+            await _screen(socket_, b"served")
+    assert not served.ws.control.exists()
+
+
+async def test_only_its_own_page_steers_the_loops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import aiohttp
+
+    async with (
+        serving(tmp_path, monkeypatch) as served,
+        aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as session,
+    ):
+        await served.cookie(session)
+        port = served.port
+        for origin in (
+            "http://evil.example",
+            f"http://evil.example:{port}",
+            f"http://127.0.0.1:{port + 1}",
+            f"https://127.0.0.1:{port}",
+            f"http://localhost:{port}",  # another name, so another site: its cookie is not this one
+            "null",
+        ):
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                async with session.ws_connect(f"{served.base}/ws", headers={"Origin": origin}) as hijacked:
+                    await hijacked.send_json(["stdin", "p"])
+            assert refused.value.status == 403, origin
+        # A name rebound onto 127.0.0.1 (DNS rebinding): the browser sends it as the Host.
+        rebound = {"Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"}
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+            await session.ws_connect(f"{served.base}/ws?token={TOKEN}", headers=rebound)
+        assert refused.value.status == 403
+        response = await session.get(
+            f"{served.base}/?token={TOKEN}", headers={"Host": f"evil.example:{port}"}
+        )
+        assert response.status == 403
+        assert not served.ws.control.exists()
+
+        # The page it served, with its cookie, does reach the loop.
+        async with session.ws_connect(
+            f"{served.base}/ws?width=120&height=40", headers={"Origin": served.base}
+        ) as own:
+            await _screen(own, b"iteration")
+            await own.send_json(["stdin", "p"])
+            [command] = await _control_queue(served.ws)
+    assert command["kind"] == "pause" and command["source"] == "tui"
 
 
 class Page:
@@ -136,62 +420,64 @@ class Page:
 async def test_the_monitor_in_a_real_browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import aiohttp
 
-    for key, value in screenshots.GIT_ENV.items():
-        monkeypatch.setenv(key, value)
-    ws = screenshots.running(tmp_path / "browser-e2e")
-    port, debug_port = _free_port(), _free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO), "CLAUDE_CONFIG_DIR": str(tmp_path / "claude-home")}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "tui.cli", "serve", str(ws.root), "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    debug_port = _free_port()
     assert BROWSER is not None
-    browser = subprocess.Popen(
-        [
-            BROWSER,
-            *FLAGS,
-            f"--user-data-dir={tmp_path / 'chromium-profile'}",
-            f"--remote-debugging-port={debug_port}",
-            "--window-size=1280,900",
-            "about:blank",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        await _wait_port(port)
-        await _wait_port(debug_port)
-        async with aiohttp.ClientSession() as session:
-            targets = await (await session.get(f"http://127.0.0.1:{debug_port}/json/list")).json()
-            url = next(t["webSocketDebuggerUrl"] for t in targets if t["type"] == "page")
-            async with session.ws_connect(url, max_msg_size=0) as cdp:
-                page = Page(cdp)
-                await page.call("Network.enable")
-                await page.call("Page.enable")
-                await page.call("Page.navigate", url=f"http://127.0.0.1:{port}/")
-                # The monitor's status bar, drawn by the monitor process through the websocket.
-                await page.wait_for_text("browser-e2e")
-                await page.wait_for_text("iteration")
-                await page.call(
-                    "Runtime.evaluate", expression="document.querySelector('.xterm-helper-textarea').focus()"
-                )
-                await page.call("Input.dispatchKeyEvent", type="keyDown", key="p", text="p", code="KeyP")
-                await page.call("Input.dispatchKeyEvent", type="keyUp", key="p", code="KeyP")
-                deadline = time.monotonic() + 20
-                while time.monotonic() < deadline and not ws.control.exists():
-                    with contextlib.suppress(TimeoutError):
-                        await page.pump(timeout=0.2)
-                assert ws.control.exists(), "the key press never reached the control queue"
-                [command] = [json.loads(line) for line in ws.control.read_text().splitlines()]
-                assert command["kind"] == "pause" and command["source"] == "tui"
-    finally:
-        for proc in (browser, server):
-            proc.terminate()
+    async with serving(tmp_path, monkeypatch, None) as served:
+        address = (await served.printed()).split("open ", 1)[1].split(" ", 1)[0]
+        browser = subprocess.Popen(
+            [
+                BROWSER,
+                *FLAGS,
+                f"--user-data-dir={tmp_path / 'chromium-profile'}",
+                f"--remote-debugging-port={debug_port}",
+                "--window-size=1280,900",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            await _wait_port(debug_port)
+            async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as session:
+                targets = await (await session.get(f"http://127.0.0.1:{debug_port}/json/list")).json()
+                url = next(t["webSocketDebuggerUrl"] for t in targets if t["type"] == "page")
+                async with session.ws_connect(url, max_msg_size=0) as cdp:
+                    page = Page(cdp)
+                    await page.call("Network.enable")
+                    await page.call("Page.enable")
+                    # The address `serve` printed, followed from a link on another site (the
+                    # hardest case for a SameSite=Strict cookie): the token becomes a cookie, and
+                    # leaves the address.
+                    link = f'<a href="{address}">the monitor</a>'
+                    await page.call("Page.navigate", url=f"data:text/html,{quote(link)}")
+                    clicked = (
+                        "document.querySelector('a') !== null && (document.querySelector('a').click(), true)"
+                    )
+                    deadline = time.monotonic() + 10
+                    while not (await page.call("Runtime.evaluate", expression=clicked))["result"]["value"]:
+                        assert time.monotonic() < deadline, "the page with the link never loaded"
+                        await asyncio.sleep(0.05)
+                    # The monitor's status bar, drawn by the monitor process through the websocket.
+                    await page.wait_for_text("served")
+                    await page.wait_for_text("iteration")
+                    shown = await page.call("Runtime.evaluate", expression="location.href")
+                    assert shown["result"]["value"] == f"{served.base}/"
+                    await page.call(
+                        "Runtime.evaluate",
+                        expression="document.querySelector('.xterm-helper-textarea').focus()",
+                    )
+                    await page.call("Input.dispatchKeyEvent", type="keyDown", key="p", text="p", code="KeyP")
+                    await page.call("Input.dispatchKeyEvent", type="keyUp", key="p", code="KeyP")
+                    deadline = time.monotonic() + 20
+                    while time.monotonic() < deadline and not served.ws.control.exists():
+                        with contextlib.suppress(TimeoutError):
+                            await page.pump(timeout=0.2)
+                    [command] = await _control_queue(served.ws, timeout=1)
+                    assert command["kind"] == "pause" and command["source"] == "tui"
+        finally:
+            browser.terminate()
             try:
-                proc.wait(10)
+                browser.wait(10)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                browser.kill()

@@ -59,16 +59,27 @@ def _folders(args: argparse.Namespace) -> list[Workspace]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from tui import serve
+    from urllib.parse import quote
+
+    from tui import serve, serve_http
 
     dirs = [str(ws.root) for ws in _folders(args)] if not args.scan else []
     scan = str(Path(args.scan).resolve()) if args.scan else None
     if scan is not None and not Path(scan).is_dir():
         raise LoopdeckError(f"--scan {args.scan}: not a folder")
-    server = serve.make_server(dirs, scan, args.depth, args.host, args.port, args.token)
-    where = f"http://{args.host}:{args.port}/" + ("?token=…" if args.token else "")
-    print(f"loopdeck: serving the monitor on {where} (Ctrl+C stops it; the loops go on)")
-    server.serve()
+    token, made_up = serve.choose_token(args.token, os.environ)
+    os.environ.pop(serve.TOKEN_ENV, None)  # the monitor processes have no use for it
+    server = serve.make_server(dirs, scan, args.depth, args.host, args.port, token)
+    sock = serve_http.listen(args.host, args.port)
+    server.bound_to(sock)
+    # Printed once, on stdout: the only place a made-up token is ever shown.
+    shown = quote(token, safe="") if made_up else "…"
+    print(
+        f"loopdeck: the monitor is served; open {serve.address(args.host, server.port)}/?token={shown}"
+        " (Ctrl+C stops it; the loops go on)",
+        flush=True,
+    )
+    server.serve_on(sock)
     return 0
 
 

@@ -4,41 +4,47 @@ textual-serve starts one monitor process per browser tab, by a shell command. No
 reach a shell, so the command is fixed (this module, run by this Python) and what the person
 asked for (folders, `--scan`) travels in an environment variable as JSON.
 
-Anyone who reaches the page can steer the loops, so it listens on 127.0.0.1 unless told
-otherwise, and any other address needs `--token`: the page must be opened with `?token=T` once
-(it then sets an HttpOnly, same-site cookie), and every request, the websocket included, is
-checked against it in constant time.
+Anyone who reaches the page can steer the loops, and on 127.0.0.1 that includes any web page the
+person visits. So there is always a token, on every host: `--token T`, `LOOPDECK_SERVE_TOKEN`
+(kept out of the process list), or else a random one, printed once in the address to open, as
+Jupyter does. There is deliberately no way to serve without one. How each request is checked
+(token, cookie, Host, Origin) lives in `tui.serve_http`.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 import os
+import secrets
 import shlex
 import socket
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from loop.errors import LoopdeckError
 
+if TYPE_CHECKING:
+    from tui.serve_http import MonitorServer
+
 ENV = "LOOPDECK_SERVE"
 """What the monitor processes open: `{"dirs": [...], "scan": DIR | null, "depth": N}`."""
-COOKIE = "loopdeck_token"
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+TOKEN_ENV = "LOOPDECK_SERVE_TOKEN"
+"""A token for scripts, kept out of the process list (`--token T` shows in `ps`)."""
+MIN_TOKEN = 8
 
 
-def check_binding(host: str, token: str | None) -> None:
-    """Refuse to put the monitor on a network without a token (with the reason and the fix)."""
-    if host not in LOCAL_HOSTS and not token:
-        raise LoopdeckError(
-            f"serve --host {host} would let anyone who reaches it steer your loops; give --token T "
-            "(a long random secret, opened once as ?token=T) or keep the default --host 127.0.0.1"
-        )
-    if token is not None and len(token) < 8:
-        raise LoopdeckError("--token should be at least 8 characters: it is all that guards the loops")
+def choose_token(given: str | None, environ: Mapping[str, str]) -> tuple[str, bool]:
+    """The token to require, and whether it was made up here (then it must be shown once)."""
+    for token, where in ((given, "--token"), (environ.get(TOKEN_ENV), TOKEN_ENV)):
+        if token:
+            if len(token) < MIN_TOKEN:
+                raise LoopdeckError(
+                    f"{where} should be at least {MIN_TOKEN} characters: it is all that guards the loops"
+                )
+            return token, False
+    return secrets.token_urlsafe(32), True
 
 
 def child_command() -> str:
@@ -46,45 +52,26 @@ def child_command() -> str:
     return f"{shlex.quote(sys.executable)} -m tui.serve"
 
 
+def address(host: str, port: int) -> str:
+    """Where a browser finds a server bound to host:port (this machine's name for 0.0.0.0)."""
+    shown = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
+    return f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
+
+
 def make_server(
-    dirs: list[str], scan: str | None, depth: int, host: str, port: int, token: str | None
-) -> Any:
-    """A textual-serve `Server` for the monitor, with the token check when there is one."""
-    from aiohttp import web
-    from textual_serve.server import Server
+    dirs: list[str], scan: str | None, depth: int, host: str, port: int, token: str
+) -> MonitorServer:
+    """A textual-serve server for the monitor, every request checked against the token."""
+    from tui.serve_http import MonitorServer
 
-    check_binding(host, token)
+    if not 0 <= port <= 65535:
+        raise LoopdeckError(f"--port {port}: a port is 1 to 65535 (0: any free one)")
+    if len(token) < MIN_TOKEN:
+        raise LoopdeckError(
+            f"the token should be at least {MIN_TOKEN} characters: it is all that guards the loops"
+        )
     os.environ[ENV] = json.dumps({"dirs": dirs, "scan": scan, "depth": depth})
-    shown = socket.gethostname() if host in ("0.0.0.0", "::") else host
-    public = f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
-
-    class TokenServer(Server):
-        async def _make_app(self) -> web.Application:
-            app: web.Application = await super()._make_app()
-            if token:
-                app.middlewares.append(_token_middleware(token))
-            return app
-
-    return TokenServer(child_command(), host=host, port=port, title="loopdeck", public_url=public)
-
-
-Handler = Callable[[Any], Awaitable[Any]]
-
-
-def _token_middleware(token: str) -> Any:
-    from aiohttp import web
-
-    @web.middleware
-    async def check(request: web.Request, handler: Handler) -> Any:
-        given = request.query.get("token") or request.cookies.get(COOKIE) or ""
-        if not hmac.compare_digest(given.encode(), token.encode()):
-            raise web.HTTPUnauthorized(text="loopdeck: open this page with ?token=T (the serve --token)\n")
-        response = await handler(request)
-        if request.query.get("token") and isinstance(response, web.Response):
-            response.set_cookie(COOKIE, token, httponly=True, samesite="Strict")
-        return response
-
-    return check
+    return MonitorServer(child_command(), host, port, token, address(host, port))
 
 
 def main() -> None:
