@@ -21,6 +21,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from loop.runner import Options, Runner
     from loop.state import LoopState, StateStore
 
+    if args.yes:
+        from loop.person import refuse_inside_agent
+
+        refuse_inside_agent("`--yes`")
     ws = Workspace(Path(args.workspace).resolve()) if args.workspace else find_workspace()
     existing = StateStore(ws).read()
     recorded = existing.extra.get("runner", {}) if existing is not None else {}

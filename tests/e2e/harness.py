@@ -80,6 +80,8 @@ class Project:
             "DISABLE_AUTOUPDATER": "1",
             "DISABLE_ERROR_REPORTING": "1",
             "PYTHONDONTWRITEBYTECODE": "1",
+            # this test's own record of what a person confirmed (never the home folder's)
+            "LOOPDECK_TRUST_HOME": os.environ["LOOPDECK_TRUST_HOME"],
         }
         if os.geteuid() == 0:
             self.env["IS_SANDBOX"] = "1"  # --dangerously-skip-permissions is refused as root otherwise

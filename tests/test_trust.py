@@ -1,0 +1,272 @@
+"""The trust boundary: what a person on this machine confirmed, where that is kept, and who may
+confirm. Everything a workspace file names is data until then."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from loop import engine, trust, writer
+from loop.journal import Journal
+from loop.model import Result, StopInput
+from loop.paths import Workspace
+from loop.person import agent_session
+from loop.state import LoopState, StateStore
+from tests.conftest import REPO, another_machine
+
+NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+
+
+def confirmed_loop(ws: Workspace, **values: object) -> LoopState:
+    state = LoopState.new("Build it", **values)  # type: ignore[arg-type]
+    StateStore(ws).write(state)
+    trust.record(ws, state, "test")
+    return state
+
+
+# --- what is pinned, and what a change asks ----------------------------------------------------
+
+
+def test_a_loop_nobody_here_started_lists_everything_it_names(ws: Workspace) -> None:
+    state = LoopState.new("Do X", verify=["pytest -q"], notify=["cmd:notify-me", "https://h.example/x"])
+    state.extra["runner"] = {"agent": "claude -p"}
+    assert trust.unconfirmed(ws, state) == [
+        "prompt: Do X",
+        "agent command: claude -p",
+        "verification command: pytest -q",
+        "notification target: cmd:notify-me",
+        "notification target: https://h.example/x",
+    ]
+    assert not trust.confirmed(ws, state)
+
+
+def test_a_change_asks_again_and_names_only_what_changed(ws: Workspace) -> None:
+    state = confirmed_loop(ws, verify=["pytest -q"], notify=["desktop"])
+    assert trust.confirmed(ws, state)
+    changed = state.copy()
+    changed.verify = ["pytest -q", "make"]
+    changed.notify = ["desktop", "cmd:evil"]
+    changed.body = "\nSomething else\n"
+    assert trust.unconfirmed(ws, changed) == [
+        "prompt: Something else",
+        "verification command: make",
+        "notification target: cmd:evil",
+    ]
+    fewer = state.copy()
+    fewer.verify, fewer.notify = [], []
+    assert trust.unconfirmed(ws, fewer) == []  # taking a command away runs nothing new
+
+
+def test_another_loop_in_the_same_folder_is_not_confirmed_by_the_last_one(ws: Workspace) -> None:
+    confirmed_loop(ws, started_at="2026-01-01T00:00:00+00:00")
+    other = LoopState.new("Build it", started_at="2026-02-02T00:00:00+00:00")
+    assert trust.unconfirmed(ws, other) == ["prompt: Build it"]
+
+
+# --- where the record is kept -----------------------------------------------------------------
+
+
+def test_the_record_is_never_where_the_environment_of_a_repository_points(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A repository's `.claude/settings.json` sets the hook's environment: XDG_STATE_HOME is not
+    read, and an override is taken only as an absolute folder of this user, closed to others,
+    outside the workspace."""
+    import pwd
+
+    home = Path(pwd.getpwuid(os.getuid()).pw_dir) / ".local" / "state" / "loopdeck" / "trust"
+    monkeypatch.delenv("LOOPDECK_TRUST_HOME")
+    monkeypatch.setenv("XDG_STATE_HOME", str(ws.root / ".claude" / "xdg"))
+    monkeypatch.setenv("HOME", str(ws.root))
+    assert trust.home(ws.root) == home
+    inside = ws.root / ".claude" / "xdg"
+    inside.mkdir(mode=0o700)
+    open_folder = tmp_path / "open"
+    open_folder.mkdir()
+    open_folder.chmod(0o777)
+    for value in (".claude/xdg", str(inside), str(tmp_path / "missing"), str(open_folder)):
+        monkeypatch.setenv("LOOPDECK_TRUST_HOME", value)
+        assert trust.home(ws.root) == home, value
+    good = tmp_path / "records"
+    good.mkdir(mode=0o700)
+    monkeypatch.setenv("LOOPDECK_TRUST_HOME", str(good))
+    assert trust.home(ws.root) == good
+
+
+def test_the_record_is_not_written_through_a_symlink(ws: Workspace, tmp_path: Path) -> None:
+    state = LoopState.new("x")
+    trust.record(ws, state, "test")
+    path = next(trust.home(ws.root).glob("*.json"))
+    target = tmp_path / "elsewhere.json"
+    target.write_text("{}")
+    path.unlink()
+    path.symlink_to(target)
+    trust.record(ws, state, "test")  # replaced by rename: the link goes, its target is untouched
+    assert target.read_text() == "{}" and not path.is_symlink()
+
+
+# --- the drivers -------------------------------------------------------------------------------
+
+
+def test_the_hook_allows_the_stop_and_tells_the_person_only(ws: Workspace) -> None:
+    state = LoopState.new("REPO-PROMPT")
+    stop = StopInput(last_text="hi", session_id="s1", unconfirmed=("prompt: REPO-PROMPT",))
+    assert not engine.needs_sources(state, stop, [])
+    result = engine.decide(state, stop, [], None, NOW)
+    assert result.action == "allow" and result.reason is None and result.state is None
+    assert result.system_message is not None and "loopdeck trust" in result.system_message
+
+
+def test_a_runner_waits_for_a_person_when_the_file_changes_under_it(ws: Workspace) -> None:
+    state = LoopState.new("x", status="running", driver="runner")
+    stop = StopInput(last_text=None, driver="runner", unconfirmed=("notification target: cmd:evil",))
+    result = engine.decide(state, stop, [], None, NOW)
+    assert result.state is not None and result.state.status == "paused"
+    assert result.state.waiting_for is not None and result.state.waiting_for["escalation"] == "unconfirmed"
+    assert "cmd:evil" in result.state.waiting_for["reason"] and result.reason is None
+
+
+def test_only_confirmed_targets_are_notified(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A target added to the state file after the person confirmed it is never told anything."""
+    from loop import notify
+
+    sent: list[list[str]] = []
+    monkeypatch.setattr(notify, "send_detached", lambda root, targets, due: sent.append(list(targets)))
+    state = confirmed_loop(ws, notify=["desktop"])
+    changed = state.copy()
+    changed.notify = ["desktop", "cmd:touch pwned"]
+    result = Result("allow", changed, events=[("escalation", {"reason": "stuck"})])
+    writer.carry_out(ws, StateStore(ws), Journal(ws.journal), changed, result, NOW)
+    assert sent == [["desktop"]]
+    stranger = LoopState.new("other", notify=["cmd:touch pwned"], started_at="2020-01-01T00:00:00+00:00")
+    writer.carry_out(
+        ws,
+        StateStore(ws),
+        Journal(ws.journal),
+        stranger,
+        Result("allow", stranger, events=[("completed", {})]),
+        NOW,
+    )
+    assert sent[-1] == []
+
+
+def test_trust_lets_a_waiting_runner_go_on(cli, ws: Workspace) -> None:  # type: ignore[no-untyped-def]
+    state = confirmed_loop(ws, status="paused")
+    state.notify = ["desktop"]
+    state.waiting_for = {"kind": "escalation", "escalation": "unconfirmed", "reason": "…", "since": "x"}
+    StateStore(ws).write(state)
+    ran = cli("trust", "--yes")
+    assert ran.code == 0 and "notification target: desktop" in ran.out and "resume queued" in ran.out
+    assert trust.confirmed(ws, state)
+
+
+# --- who may confirm ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("marker", ["CLAUDECODE", "LOOPDECK_DRIVER", "LOOPDECK_WORKER", "GEMINI_CLI"])
+def test_an_agents_environment_is_known(marker: str) -> None:
+    assert agent_session({marker: "1"}, ancestry=False) is not None
+    assert agent_session({}, ancestry=False) is None
+
+
+def test_an_agent_that_clears_its_environment_is_known_by_its_ancestors(tmp_path: Path) -> None:
+    """`env -u CLAUDECODE loopdeck trust` still runs below the agent's shell."""
+    probe = "from loop.person import agent_session; print(agent_session() or 'person')"
+    inner = [sys.executable, "-c", probe]
+    shell = f'env -u CLAUDECODE {inner[0]} -c "{probe}"'
+    env = {**os.environ, "CLAUDECODE": "1", "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        ["/bin/sh", "-c", f"{shell}; true"], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert "Claude Code's session" in done.stdout and "above this one" in done.stdout, (
+        done.stdout + done.stderr
+    )
+    alone = subprocess.run(
+        inner,
+        env={k: v for k, v in env.items() if k != "CLAUDECODE"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert alone.stdout.strip() == "person", alone.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["trust", "--yes"],
+        ["trust"],
+        ["start", "x"],
+        ["resume", "--yes"],
+        ["complete"],
+        ["answer", "yes"],
+        ["set-max-iterations", "500"],
+        ["run", "--yes", "--headless"],
+    ],
+)
+def test_confirming_verbs_refuse_inside_an_agents_session(
+    cli,
+    ws: Workspace,
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],  # type: ignore[no-untyped-def]
+) -> None:
+    state = confirmed_loop(ws)
+    monkeypatch.setenv("CLAUDECODE", "1")
+    ran = cli(*argv)
+    assert ran.code == 1 and "is for a person" in ran.err and "Traceback" not in ran.err, ran.err
+    assert StateStore(ws).read() == state
+
+
+def test_pausing_and_saying_are_allowed_inside_an_agents_session(
+    cli,
+    ws: Workspace,
+    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+) -> None:
+    confirmed_loop(ws)
+    monkeypatch.setenv("CLAUDECODE", "1")
+    assert cli("pause").code == 0 and cli("say", "a note").code == 0 and cli("status").code == 0
+
+
+def test_a_state_file_changed_by_another_machine_is_refused_by_run_until_confirmed(
+    cli,
+    ws: Workspace,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+) -> None:
+    confirmed_loop(ws, notify=["cmd:touch pwned"])
+    another_machine(tmp_path, monkeypatch)
+    ran = cli("run", "--headless", "--agent", "true")
+    assert (
+        ran.code == 1 and "notification target: cmd:touch pwned" in ran.err and "Nothing was run" in ran.err
+    )
+    assert not (ws.root / "pwned").exists()
+
+
+# --- paths -------------------------------------------------------------------------------------
+
+
+def test_a_task_graph_outside_the_workspace_is_refused(
+    cli,
+    ws: Workspace,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    """Regression: a committed `parallel: {graph: /outside/graph.json}` made `run --workers`
+    rewrite a file outside the workspace."""
+    outside = tmp_path / "graph.json"
+    outside.write_text(json.dumps({"tasks": [{"id": "1", "subject": "x", "status": "pending"}]}))
+    state = confirmed_loop(ws)
+    state.extra["parallel"] = json.dumps({"graph": str(outside), "capacity": 2})
+    StateStore(ws).write(state)
+    trust.record(ws, state, "test")
+    before = outside.read_text()
+    ran = cli("run", "--workers", "2", "--headless", "--agent", "true")
+    assert ran.code == 1 and "outside the workspace" in ran.err, ran.err
+    ran = cli("run", "--workers", "2", "--graph", str(outside), "--headless", "--agent", "true")
+    assert ran.code == 1 and "outside the workspace" in ran.err, ran.err
+    assert outside.read_text() == before
