@@ -270,3 +270,42 @@ def test_a_task_graph_outside_the_workspace_is_refused(
     ran = cli("run", "--workers", "2", "--graph", str(outside), "--headless", "--agent", "true")
     assert ran.code == 1 and "outside the workspace" in ran.err, ran.err
     assert outside.read_text() == before
+
+
+# --- the monitor -------------------------------------------------------------------------------
+
+
+async def test_the_monitor_asks_a_person_to_confirm_a_cloned_loop(tmp_path: Path) -> None:
+    from tests.test_tui import SIZE, app, make
+    from tui import screenshots
+    from tui.screens.confirm import ConfirmScreen
+
+    ws = make(tmp_path, "unconfirmed")
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        assert isinstance(monitor.screen, ConfirmScreen)
+        assert "notification target: cmd:notify-team" in monitor.screen.detail
+        await pilot.press("y")
+        await pilot.pause()
+    state = StateStore(ws).read()
+    assert state is not None and trust.confirmed(ws, state)
+
+
+async def test_the_monitor_inside_an_agents_session_cannot_confirm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.test_tui import SIZE, app, make
+    from tui import screenshots
+    from tui.screens.confirm import ConfirmScreen
+
+    ws = make(tmp_path, "unconfirmed")
+    monkeypatch.setenv("LOOPDECK_DRIVER", "runner")
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        assert isinstance(monitor.screen, ConfirmScreen)
+        await pilot.press("y")
+        await pilot.pause()
+    state = StateStore(ws).read()
+    assert state is not None and not trust.confirmed(ws, state)

@@ -134,6 +134,8 @@ class LoopdeckApp(App[None]):
         """Commands sent and not yet applied: id → kind, so the app can say when they land."""
         self.seen_escalations: set[str] = set()
         self.seen_questions: set[str] = set()
+        self.seen_unconfirmed: set[tuple[str, ...]] = set()
+        """What the monitor already asked a person to confirm (asked once per distinct list)."""
         self.asked_resume = False
         self.watched: tuple[frozenset[Path], frozenset[Path]] | None = None
         self.snapshots_shown = 0
@@ -334,7 +336,20 @@ class LoopdeckApp(App[None]):
                     changes = None
                 self.push_screen(ResumeScreen(found.question, changes, found.kind), self.resume_answer)
                 return
+        loop = snapshot.loop
+        if loop is not None and snapshot.unconfirmed and snapshot.unconfirmed not in self.seen_unconfirmed:
+            self.seen_unconfirmed.add(snapshot.unconfirmed)
+            listed = "\n".join(f"  {line}" for line in snapshot.unconfirmed)
+            detail = (
+                f"{listed}\n\nConfirmed, loopdeck runs its commands, sends its prompt to the agent and "
+                "notifies its targets, in this folder. Nothing of it runs until then."
+            )
+            question = "This loop names what nobody on this machine confirmed"
+            self.push_screen(ConfirmScreen(question, detail, yes="Confirm", no="Not now"), self.trust_answer)
+            return
         escalation = snapshot.escalation
+        if escalation is not None and escalation.data.get("kind") == "unconfirmed" and snapshot.confirmed:
+            self.seen_escalations.add(escalation.ts)  # confirmed meanwhile: nothing to ask
         if escalation is not None and escalation.ts not in self.seen_escalations and snapshot.loop:
             self.seen_escalations.add(escalation.ts)
             loop = snapshot.loop
@@ -353,6 +368,33 @@ class LoopdeckApp(App[None]):
         if question is not None and question.ts not in self.seen_questions:
             self.seen_questions.add(question.ts)
             self.push_screen(QuestionScreen(str(question.data.get("question", ""))), self.question_answer)
+
+    def trust_answer(self, yes: bool | None) -> None:
+        """A person at the monitor confirms the loop (never from inside an agent's session)."""
+        if not yes:
+            return
+        from loop import trust
+        from loop.person import agent_session
+        from loop.state import StateError, StateStore
+
+        why = agent_session()
+        if why is not None:
+            self.notify(f"not confirmed: this monitor runs inside {why}", severity="error")
+            return
+        try:
+            state = StateStore(self.workspace).read()
+            if state is None:
+                return
+            trust.record(self.workspace, state, "monitor")
+        except (OSError, StateError) as exc:
+            self.notify(f"not confirmed: {exc}", severity="error")
+            return
+        self.notify("confirmed on this machine", title="loopdeck")
+        if (state.waiting_for or {}).get("escalation") == "unconfirmed":
+            self.send("resume", reason="confirmed in the monitor")
+            self.ensure_runner()
+        else:
+            self.load_snapshot()
 
     def resume_answer(self, answer: str | None) -> None:
         """The answer: `no`, or the git choice for yes (used only when there is uncommitted work)."""

@@ -59,8 +59,9 @@ def _repo(root: Path, todo: str = TODO) -> Workspace:
     return Workspace(root)
 
 
-def _state(ws: Workspace, done: int = 0, **values: object) -> LoopState:
-    """The loop's state, begun `done` iterations' worth of time before NOW."""
+def _state(ws: Workspace, done: int = 0, *, confirmed: bool = True, **values: object) -> LoopState:
+    """The loop's state, begun `done` iterations' worth of time before NOW; `confirmed`: started
+    by a person on this machine (else as a clone would bring it)."""
     state = LoopState.new(
         "Build the todo API described in TODO.md",
         started_at=_started(done).isoformat(),
@@ -77,6 +78,10 @@ def _state(ws: Workspace, done: int = 0, **values: object) -> LoopState:
         writer.carry_out(ws, store, journal, state, Result("allow", state), NOW)
     else:
         writer.start(ws, store, journal, state)
+    if confirmed:
+        from loop import trust
+
+        trust.record(ws, state, "start")
     return state
 
 
@@ -250,6 +255,13 @@ def resume_prompt(root: Path) -> Workspace:
     return ws
 
 
+def unconfirmed(root: Path) -> Workspace:
+    """A loop that came with a clone: the monitor asks a person to confirm it before anything runs."""
+    ws = _repo(root)
+    _state(ws, 0, confirmed=False, notify=["cmd:notify-team"])
+    return ws
+
+
 def corrupt(root: Path) -> Workspace:
     ws = _repo(root)
     _state(ws, 12, iteration=12)
@@ -344,6 +356,7 @@ SCENARIOS: dict[str, Callable[[Path], Workspace]] = {
     "verification": verification,
     "escalation": escalation,
     "resume": resume_prompt,
+    "unconfirmed": unconfirmed,
     "corrupt": corrupt,
     "completed": completed,
     "ralph-loop": ralph_loop,
@@ -511,6 +524,9 @@ def main() -> None:
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "screenshots"
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
+        records = Path(tmp) / "trust"  # the scenarios' confirmations, not in the home folder
+        records.mkdir(mode=0o700)
+        os.environ["LOOPDECK_TRUST_HOME"] = str(records)
         for name in [*SCENARIOS, *PICTURES]:
             path = asyncio.run(_shoot(name, Path(tmp) / name, out))
             print(f"wrote {path}")

@@ -20,7 +20,7 @@ MODAL_CSS = """
 
 
 class ConfirmScreen(ModalScreen[bool]):
-    DEFAULT_CSS = MODAL_CSS.format(name="ConfirmScreen")
+    DEFAULT_CSS = MODAL_CSS.format(name="ConfirmScreen") + "ConfirmScreen Label { width: 100%; }"
     BINDINGS = [
         Binding("y", "answer(True)", "Yes", id="confirm.yes"),
         Binding("n", "answer(False)", "No", id="confirm.no"),
