@@ -24,7 +24,7 @@ NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 
 
 def confirmed_loop(ws: Workspace, **values: object) -> LoopState:
-    state = LoopState.new("Build it", **values)  # type: ignore[arg-type]
+    state = LoopState.new("Build it", **values)
     StateStore(ws).write(state)
     trust.record(ws, state, "test")
     return state
@@ -156,7 +156,7 @@ def test_only_confirmed_targets_are_notified(ws: Workspace, monkeypatch: pytest.
     assert sent[-1] == []
 
 
-def test_trust_lets_a_waiting_runner_go_on(cli, ws: Workspace) -> None:  # type: ignore[no-untyped-def]
+def test_trust_lets_a_waiting_runner_go_on(cli, ws: Workspace) -> None:
     state = confirmed_loop(ws, status="paused")
     state.notify = ["desktop"]
     state.waiting_for = {"kind": "escalation", "escalation": "unconfirmed", "reason": "…", "since": "x"}
@@ -214,7 +214,7 @@ def test_confirming_verbs_refuse_inside_an_agents_session(
     cli,
     ws: Workspace,
     monkeypatch: pytest.MonkeyPatch,
-    argv: list[str],  # type: ignore[no-untyped-def]
+    argv: list[str],
 ) -> None:
     state = confirmed_loop(ws)
     monkeypatch.setenv("CLAUDECODE", "1")
@@ -226,7 +226,7 @@ def test_confirming_verbs_refuse_inside_an_agents_session(
 def test_pausing_and_saying_are_allowed_inside_an_agents_session(
     cli,
     ws: Workspace,
-    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     confirmed_loop(ws)
     monkeypatch.setenv("CLAUDECODE", "1")
@@ -237,7 +237,7 @@ def test_a_state_file_changed_by_another_machine_is_refused_by_run_until_confirm
     cli,
     ws: Workspace,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     confirmed_loop(ws, notify=["cmd:touch pwned"])
     another_machine(tmp_path, monkeypatch)
@@ -254,7 +254,7 @@ def test_a_state_file_changed_by_another_machine_is_refused_by_run_until_confirm
 def test_a_task_graph_outside_the_workspace_is_refused(
     cli,
     ws: Workspace,
-    tmp_path: Path,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
 ) -> None:
     """Regression: a committed `parallel: {graph: /outside/graph.json}` made `run --workers`
     rewrite a file outside the workspace."""

@@ -344,8 +344,8 @@ class LoopdeckApp(App[None]):
                 f"{listed}\n\nConfirmed, loopdeck runs its commands, sends its prompt to the agent and "
                 "notifies its targets, in this folder. Nothing of it runs until then."
             )
-            question = "This loop names what nobody on this machine confirmed"
-            self.push_screen(ConfirmScreen(question, detail, yes="Confirm", no="Not now"), self.trust_answer)
+            title = "This loop names what nobody on this machine confirmed"
+            self.push_screen(ConfirmScreen(title, detail, yes="Confirm", no="Not now"), self.trust_answer)
             return
         escalation = snapshot.escalation
         if escalation is not None and escalation.data.get("kind") == "unconfirmed" and snapshot.confirmed:
