@@ -192,7 +192,7 @@ class ParallelRunner:
             existing = self.store.read()
             if existing is not None and isinstance(existing.extra.get("verify_allow"), list):
                 allow += [str(a) for a in existing.extra["verify_allow"]]
-            self.audit_check = verify.check(self.parallel.audit, allow)
+            self.audit_check = verify.check(self.parallel.audit, allow, cwd=self.ws.root)
         graph.read(self.parallel.graph)  # a graph that cannot be read is refused before the loop starts
         prepared = self.base.prepare(create)
         self.goal = prepared.prompt

@@ -14,9 +14,21 @@ An allowlist is only as good as what it checks, so:
 * the program is resolved on PATH (absolute PATH entries only) or inside the workspace
   (`./gradlew`), and an allow entry matches the program it *resolves to*, not its file name: a
   script called `pytest` somewhere else is not pytest;
-* options of allowed programs that run or write arbitrary things (`make --eval`,
-  `git diff --output`, `find -exec`, `go test -exec`, a `npm run` script nobody listed…) are
-  refused whatever the allowlist says.
+* the options of allowed programs that run code, load plugins, set configuration or reach the
+  network (`make --eval`, `pytest -p`, `npm test --script-shell=…`, `mypy
+  --python-executable`, `go test -exec`, a `npm run` script nobody listed…) are refused, and
+  the paths a command names (files to test, a makefile, a cache or report to write) must stay
+  inside the workspace, symlinks resolved: `loop/verify_options.py` holds the rules per program,
+  read as each program reads its options (`-sE`, `--ev=`, `-sfFILE`);
+* only an allow entry equal to the whole command (`--verify-allow '<the command>'`) lets that
+  exact command use such options; an entry it merely starts with does not.
+
+Two boundaries, not one. The allowlist is a guard rail for commands a person typed: it keeps
+such a command inside the workspace. Whether the workspace's own code may run at all (its
+conftest.py, Makefile, build.rs, package.json scripts, which every test command runs) is decided
+by trust: a person confirming the loop's commands with `loopdeck trust` (loop/trust.py). The
+refusals here say which boundary refused, and what a person at a terminal can do about it; they
+may reach the agent as a failure prompt, so they tell it nothing to do.
 """
 
 from __future__ import annotations
@@ -30,10 +42,11 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from loop import verify_options
 from loop.agent import _die_with_parent, kill_group
 from loop.errors import LoopdeckError
 from loop.redact import redact
@@ -189,106 +202,6 @@ def _danger(argv: Sequence[str], whole: str) -> str | None:
     return None
 
 
-def _inside(value: str, cwd: Path | None) -> bool:
-    """Does the path `value` stay inside the workspace (relative, no `..` out of it)?"""
-    if os.path.isabs(value):
-        if cwd is None:
-            return False
-        root = os.path.realpath(cwd)
-        return os.path.commonpath([root, os.path.realpath(value)]) == root
-    norm = os.path.normpath(value)
-    return not (norm == ".." or norm.startswith("../"))
-
-
-def _option_values(args: Sequence[str], longs: Iterable[str], shorts: Iterable[str]) -> Iterator[str]:
-    """The values given to the options `longs` (`--x=v`, `--x v`) and `shorts` (`-x v`, `-xv`)."""
-    longs, shorts = tuple(longs), tuple(shorts)
-    for i, arg in enumerate(args):
-        nxt = args[i + 1] if i + 1 < len(args) else ""
-        for name in longs:
-            if arg == name:
-                yield nxt
-            elif arg.startswith(name + "="):
-                yield arg[len(name) + 1 :]
-        for name in shorts:
-            if arg == name:
-                yield nxt
-            elif arg.startswith(name) and not arg.startswith("--"):
-                yield arg[len(name) :]
-
-
-def _has_option(args: Sequence[str], names: Iterable[str]) -> str | None:
-    for arg in args:
-        for name in names:
-            if arg == name or arg.startswith(name + "="):  # go takes `-exec=prog` too
-                return name
-    return None
-
-
-_PYTHONS = re.compile(r"python(?:3(?:\.\d+)?)?")
-
-
-def _tool(argv: Sequence[str]) -> tuple[str, list[str]]:
-    """The program that really runs and its arguments: `python -m pytest X` is pytest X."""
-    name = Path(argv[0]).name
-    if _PYTHONS.fullmatch(name) and len(argv) >= 3 and argv[1] == "-m":
-        return argv[2], list(argv[3:])
-    return name, list(argv[1:])
-
-
-def _risky_option(argv: Sequence[str], matched: Sequence[str], cwd: Path | None) -> str | None:
-    """An option of an allowed program that executes or writes something arbitrary."""
-    name, args = _tool(argv)
-    if name in ("make", "gmake"):
-        if _has_option(args, ("--eval", "-E")) or any(a.startswith("-E") for a in args):
-            return "evaluates make code given on the command line (--eval)"
-        for value in _option_values(args, ("--file", "--makefile", "--directory"), ("-f", "-C")):
-            if not _inside(value, cwd):
-                return f"reads a makefile outside the workspace ({value})"
-        for arg in args:
-            var = arg.split("=", 1)[0].split(":", 1)[0].strip()
-            if "=" in arg and var in ("SHELL", ".SHELLFLAGS", "MAKEFLAGS", "MAKEFILES"):
-                return f"overrides make's {var}"
-    elif name == "git":
-        if _has_option(args, ("-c", "--config-env", "--exec-path")):
-            return "sets git configuration or helpers on the command line"
-        if _has_option(args, ("--output",)):
-            return "writes to a file of its choosing (git --output)"
-    elif name == "find":
-        bad = _has_option(args, ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0"))
-        bad = bad or _has_option(args, ("-fprintf", "-fls"))
-        if bad:
-            return f"runs or writes something for each file (find {bad})"
-    elif name in ("npm", "pnpm", "yarn"):
-        verb = next((a for a in args if not a.startswith("-")), "")
-        if verb in ("run", "run-script", "exec", "x", "dlx") and len(matched) < 3:
-            return f"runs a {name} script the allowlist does not name ({shlex.join(argv[:3])})"
-    elif name == "pytest":
-        for value in _option_values(args, (), ("-p",)):
-            if not value.startswith("no:"):
-                return f"loads a plugin given on the command line (-p {value})"
-        for value in _option_values(
-            args, ("--basetemp", "--junitxml", "--junit-xml", "--log-file", "--resultlog"), ()
-        ):
-            if not _inside(value, cwd):
-                return f"writes or deletes outside the workspace ({value})"
-    elif name == "go":
-        if _has_option(args, ("-exec", "--exec", "-toolexec", "--toolexec")):
-            return "runs the tests through a program of its choosing (go -exec)"
-        for value in _option_values(args, (), ("-o",)):
-            if not _inside(value, cwd):
-                return f"writes outside the workspace ({value})"
-    elif name == "just":
-        if _has_option(args, ("--shell", "--command", "-c", "--shell-arg")):
-            return "runs a command or shell given on the command line"
-        for value in _option_values(args, ("--justfile", "--working-directory"), ("-f", "-d")):
-            if not _inside(value, cwd):
-                return f"reads a justfile outside the workspace ({value})"
-    elif name == "cargo" and (_has_option(args, ("--config",)) or any(a.startswith("-Z") for a in args)):
-        return "sets cargo configuration on the command line"
-    return None
-
-
 # --- the allowlist ---------------------------------------------------------------------------
 
 
@@ -347,6 +260,27 @@ def _shell_allowed(text: str, allow: Iterable[str]) -> bool:
     )
 
 
+def _exactly_allowed(argv: Sequence[str], allow: Iterable[str], cwd: Path | None) -> bool:
+    """Did a person allow this whole command, word for word (not an entry it starts with)?"""
+    for entry in allow:
+        if entry.startswith(SHELL_PREFIX):
+            continue
+        try:
+            words = shlex.split(entry)
+        except ValueError:
+            continue
+        if len(words) == len(argv) and words[1:] == list(argv[1:]) and _same_program(argv[0], words[0], cwd):
+            return True
+    return False
+
+
+def _person_can_allow(text: str) -> str:
+    """The one thing a person can do about a refusal, said so that an agent reading it as a
+    failure prompt is not told to do it."""
+    entry = shlex.quote(text)
+    return f"a person can allow this exact command with `loopdeck run --verify-allow {entry}` in a terminal"
+
+
 @dataclass(frozen=True)
 class Check:
     command: str
@@ -355,8 +289,10 @@ class Check:
 
 
 def check(command: str, extra_allow: Iterable[str] = (), *, cwd: Path | None = None) -> Check:
-    """Refuse a verification command that is dangerous, needs a shell nobody allowed, or is not
-    allowlisted, with the reason. `cwd` (the workspace) resolves `./script` and bounds paths."""
+    """Refuse a verification command that is dangerous, needs a shell nobody allowed, is not
+    allowlisted, or uses an option that runs code or leaves the workspace (unless `extra_allow`
+    names this exact command), with the reason. `cwd` (the workspace; the current directory
+    when None) resolves `./script` and bounds paths."""
     extra = [str(a) for a in extra_allow]
     allow = (*DEFAULT_ALLOW, *extra)
     text = command.strip()
@@ -369,10 +305,11 @@ def check(command: str, extra_allow: Iterable[str] = (), *, cwd: Path | None = N
     if syntax is not None:
         if _shell_allowed(text, extra):
             return Check(text, None)
+        entry = shlex.quote(f"{SHELL_PREFIX} {text}")
         raise CommandRefused(
             f"verification command {command!r} refused: it contains {syntax}, which needs a shell; "
-            f"loopdeck runs commands without one. If you trust this exact command, allow it with "
-            f"--verify-allow {shlex.quote(SHELL_PREFIX + ' ' + text)}"
+            "loopdeck runs commands without one. A person can let this exact command run through "
+            f"/bin/sh with `loopdeck run --verify-allow {entry}` in a terminal"
         )
     try:
         argv = shlex.split(text)
@@ -386,12 +323,16 @@ def check(command: str, extra_allow: Iterable[str] = (), *, cwd: Path | None = N
         raise CommandRefused(
             f"verification command {command!r} refused: {' '.join(argv[:2])!r} is not in the "
             "allowlist (test, build and lint commands such as pytest, npm test, cargo test, "
-            "make, ruff, mypy; a program is matched by where it is, not by its name); add it to "
-            "`verify_allow` in the state file if you trust it"
+            "make, ruff, mypy; a program is matched by where it is, not by its name); "
+            + _person_can_allow(text)
         )
-    risky = _risky_option(argv, matched, cwd)
-    if risky:
-        raise CommandRefused(f"verification command {command!r} refused: it {risky}")
+    if not _exactly_allowed(argv, extra, cwd):
+        risky = verify_options.refusal(argv, matched, str(cwd) if cwd is not None else None)
+        if risky:
+            raise CommandRefused(
+                f"verification command {command!r} refused: it {risky}. The allowlist keeps the "
+                "commands a person types inside the workspace; " + _person_can_allow(text)
+            )
     return Check(text, tuple(argv))
 
 
