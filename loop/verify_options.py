@@ -57,5 +57,11 @@ def refusal(argv: Sequence[str], matched: Sequence[str], cwd: str | None) -> str
     if not argv:
         return None
     name, args = program(argv)
+    root = workspace_root(cwd)
+    if os.path.basename(argv[0]) == "npx" and not os.path.exists(
+        os.path.join(root, "node_modules", ".bin", name)
+    ):
+        # npx fetches a package it does not find and runs it, without asking when no terminal is there
+        return f"would download and run {name!r} (npx, and it is not in this workspace's node_modules)"
     rule = RULES.get(name)
-    return rule(args, matched, Context(workspace_root(cwd), name)) if rule is not None else None
+    return rule(args, matched, Context(root, name)) if rule is not None else None

@@ -321,6 +321,22 @@ ALLOWED: list[tuple[str, tuple[str, ...]]] = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def installed_tools(tmp_path: Path) -> None:
+    """The workspace's own JavaScript tools, as `npm install` leaves them (npx runs these)."""
+    bin_dir = tmp_path / "node_modules" / ".bin"
+    bin_dir.mkdir(parents=True)
+    for tool in ("tsc", "eslint", "vitest", "jest"):
+        (bin_dir / tool).write_text("#!/bin/sh\n")
+
+
+def test_npx_never_downloads_a_tool(tmp_path: Path) -> None:
+    """npx fetches and runs a package the workspace does not have, without asking (no terminal)."""
+    (tmp_path / "node_modules" / ".bin" / "jest").unlink()
+    assert "would download and run 'jest'" in _refusal("npx jest --ci", (), tmp_path)
+    verify.check("npx tsc --noEmit", (), cwd=tmp_path)
+
+
 def _refusal(command: str, allow: tuple[str, ...], cwd: Path) -> str:
     with pytest.raises(verify.CommandRefused) as refused:
         verify.check(command, allow, cwd=cwd)
