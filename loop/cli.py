@@ -52,6 +52,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         check_github=not args.no_github,
         github_project=args.github_project,
         verify=list(args.verify or []),
+        verify_allow=list(args.verify_allow or []),
         limits=limits_from(args),
         notify=list(args.notify or []),
         force=args.force,
@@ -438,6 +439,12 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--no-github", action="store_true", help="do not check GitHub Projects")
     start.add_argument("--github-project", metavar="ID", help="the GitHub project to check")
     start.add_argument("--verify", action="append", metavar="CMD", help="a verification command (repeatable)")
+    start.add_argument(
+        "--verify-allow",
+        action="append",
+        metavar="CMD",
+        help="allow this exact command (options and all), or `sh: CMD` through a shell (repeatable)",
+    )
     start.add_argument(
         "--force", action="store_true", help="archive an active (or move aside a corrupt) loop and start anew"
     )

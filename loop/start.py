@@ -31,6 +31,7 @@ class Request:
     check_github: bool = True
     github_project: str | None = None
     verify: list[str] = field(default_factory=list)
+    verify_allow: list[str] = field(default_factory=list)
     limits: dict[str, int] = field(default_factory=dict)
     notify: list[str] = field(default_factory=list)
     force: bool = False
@@ -47,7 +48,7 @@ def start_loop(ws: Workspace, request: Request, by: str) -> tuple[LoopState, lis
     from loop import verify
 
     for command in request.verify:
-        verify.check(command, cwd=ws.root)  # refused before the loop starts, with the reason
+        verify.check(command, request.verify_allow, cwd=ws.root)  # refused before the loop starts
     if request.task_file:
         from loop.sources.task_file import resolve
 
@@ -83,6 +84,8 @@ def start_loop(ws: Workspace, request: Request, by: str) -> tuple[LoopState, lis
             limits=dict(request.limits),
             notify=list(request.notify),
         )
+        if request.verify_allow:
+            state.extra["verify_allow"] = list(request.verify_allow)
         writer.start(ws, store, journal, state, force=request.force)
         lines = confirm(ws, state, by)
     journal.append(

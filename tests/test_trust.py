@@ -309,3 +309,15 @@ async def test_the_monitor_inside_an_agents_session_cannot_confirm(
         await pilot.pause()
     state = StateStore(ws).read()
     assert state is not None and not trust.confirmed(ws, state)
+
+
+def test_start_takes_an_exact_command_to_allow(cli, ws: Workspace) -> None:
+    """A hook loop's verification can run one exact command with its options, when a person
+    allowed it at the terminal."""
+    refused = cli("start", "x", "--verify", "pytest -p xdist -n 2")
+    assert refused.code == 1 and "--verify-allow" in refused.err
+    ran = cli("start", "x", "--verify", "pytest -p xdist -n 2", "--verify-allow", "pytest -p xdist -n 2")
+    assert ran.code == 0, ran.err
+    state = StateStore(ws).read()
+    assert state is not None and state.extra["verify_allow"] == ["pytest -p xdist -n 2"]
+    assert trust.confirmed(ws, state)
