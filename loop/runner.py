@@ -310,6 +310,7 @@ class Runner:
                 self.pending_interrupt,
                 poll=self.options.poll,
                 preexec=self._preexec(),
+                env=self._child_env(),
             )
             self._release()
             if run.interrupted:
@@ -380,6 +381,7 @@ class Runner:
                 self.options.verify_timeout,
                 interrupted=lambda: self.signal is not None,
                 preexec=self._preexec(),
+                env=self._child_env(),
             )
             self._release()
             if outcome.interrupted:
@@ -462,6 +464,10 @@ class Runner:
         if self.supervisor is None:
             return None
         return self.supervisor.preexec(agent._die_with_parent)
+
+    def _child_env(self) -> dict[str, str] | None:
+        """The children's environment, marked: what they leave behind is found and killed."""
+        return self.supervisor.env() if self.supervisor is not None else None
 
     def _release(self) -> None:
         if self.supervisor is not None:
