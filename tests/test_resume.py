@@ -515,3 +515,59 @@ def test_a_live_holders_lock_is_never_broken(ws: Workspace) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_runners_killed_as_resume_starts_them_never_leave_a_loop_nobody_resumes(demo: Workspace) -> None:
+    """`resume` after any kill starts a driver or says exactly why not: here each runner it
+    starts is SIGKILLed as soon as it appears, before or after it took the loop."""
+    import re
+    import signal
+
+    from tests.conftest import loopdeck_cmd
+
+    root = _runner_killed_before_it_took_the_loop(demo, agent("--sleep", "0.5", "0.5"))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+
+    def runners() -> list[int]:
+        import psutil
+
+        found = []
+        for pid in processes_in(root):
+            try:
+                argv = psutil.Process(pid).cmdline()
+            except psutil.Error:
+                continue
+            if argv[-1:] == ["run"] and "loop.cli" in argv:
+                found.append(pid)
+        return found
+
+    for _ in range(4):
+        resumer = subprocess.Popen(
+            [*loopdeck_cmd(), "-C", str(root), "resume", "--yes"],
+            cwd=root,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        wait_for(lambda r=resumer: bool(runners()) or r.poll() is not None, timeout=30)
+        for pid in runners():
+            os.kill(pid, signal.SIGKILL)
+        out, err = resumer.communicate(timeout=60)
+        assert "(pid None)" not in out + err
+        started = re.search(r"runner restarted in the background \(pid (\d+)\)", out)
+        killed = "before it took the loop" in err and resumer.returncode == 1
+        assert started is not None or killed, (out, err)
+        wait_for(lambda: not runners(), timeout=15)
+    ran = run_loopdeck_yes(root)
+    assert re.search(r"runner restarted in the background \(pid (\d+)\)", ran.stdout), ran.stdout + ran.stderr
+    from tests.conftest import run_loopdeck
+
+    assert run_loopdeck("-C", str(root), "stop").returncode == 0
+    wait_for(lambda: not processes_in(root), timeout=30)
+
+
+def run_loopdeck_yes(root: Path) -> subprocess.CompletedProcess[str]:
+    from tests.conftest import run_loopdeck
+
+    return run_loopdeck("-C", str(root), "resume", "--yes")
