@@ -550,7 +550,11 @@ def test_runners_killed_as_resume_starts_them_never_leave_a_loop_nobody_resumes(
             stderr=subprocess.PIPE,
             text=True,
         )
-        wait_for(lambda r=resumer: bool(runners()) or r.poll() is not None, timeout=30)
+
+        def appeared(resumer: subprocess.Popen[str] = resumer) -> bool:
+            return bool(runners()) or resumer.poll() is not None
+
+        wait_for(appeared, timeout=30)
         for pid in runners():
             os.kill(pid, signal.SIGKILL)
         out, err = resumer.communicate(timeout=60)
