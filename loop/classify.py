@@ -12,7 +12,8 @@ The kinds:
 
 * `none`: no loop in the workspace (a finished one is in the archive);
 * `live`: running, its driver alive;
-* `gone`: running (or initializing), its driver gone: a crashed runner, a closed session;
+* `gone`: running (or initializing), its driver gone: a crashed runner, a closed session, a
+  runner loop that names no runner (its runner killed before it took the loop);
 * `paused`: paused by a person or a signal;
 * `waiting`: paused for a reason that names what it waits for (an escalation, the agent's
   question, a usage limit);
@@ -96,8 +97,11 @@ def classify(state: LoopState | None, driver_alive: bool | None, error: str | No
         kind = "paused" if state.waiting_kind in (None, "pause") else "waiting"
         return Classification(kind, state, driver_alive)
     # running or initializing: a usage-limit wait keeps the status running, the runner sleeping
-    if driver_alive is False:
-        return Classification("gone", state, driver_alive)
+    if driver_alive is False or (driver_alive is None and state.driver == "runner"):
+        # A runner loop names its runner's pid from the moment the runner takes it; with none
+        # named, nobody drives it (resuming clears the dead runner's pid, and the runner it
+        # started may have been killed before it took the loop).
+        return Classification("gone", state, False)
     if state.waiting_kind == "usage-limit" and driver_alive is None:
         return Classification("waiting", state, driver_alive)
     return Classification("live", state, driver_alive)

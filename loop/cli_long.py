@@ -163,6 +163,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
         raise LoopdeckError(f"no loop in {ws.root} to resume{where}")
     state = found.state
     assert state is not None
+    if found.kind == "ended" and state.status == "completed":
+        folder = resume.finish_completed(ws)  # completed, its driver killed before archiving it
+        if folder is not None:
+            print(f"loopdeck: the loop had completed; archived in {folder} (`loopdeck status` shows it)")
+            return 0
     if found.kind == "ended":
         raise LoopdeckError(
             f"the loop in {ws.root} has {state.status}; `loopdeck run` continues a stopped loop, "

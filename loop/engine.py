@@ -58,6 +58,7 @@ from loop.prompts import (
     first_prompt,
     iteration_of,
     unverified_prompt,
+    vanished_reason,
     verification_prompt,
 )
 from loop.signals import completion_signal, question
@@ -306,7 +307,15 @@ def _rules(
 
     if sources is None:
         raise ValueError("decide() needs the task sources here (ask needs_sources first)")
-    aggregate = _integrity(state, sources, events)
+    vanished = _integrity(state, sources)
+    if vanished is not None:
+        # Open tasks left the task file without being done or skipped (an agent killed
+        # mid-write, or one that emptied it): never read as "all done". A person decides; once
+        # they resume, the file as it is now is the new count (recorded just now).
+        events.append(("escalation", {"kind": "tasks-vanished", "reason": vanished}))
+        _wait(state, result, now, "escalation", vanished, escalation="tasks-vanished")
+        return result
+    aggregate = sources
 
     if turn is not None and turn.failure is None and turn.interrupted is None:
         mark = f"{turn.mark}|{_task_mark(aggregate)}"
@@ -766,22 +775,36 @@ def _limited(result: Result, state: LoopState, turn: Turn, now: datetime) -> Res
     return result
 
 
-def _integrity(state: LoopState, sources: Aggregate, events: list[tuple[str, dict[str, Any]]]) -> Aggregate:
-    """A task file that loses most of its tasks at once (an agent killed mid-write truncates
-    it to nothing) must not read as "all done": that answer is uncertain, once, and the next
-    Stop takes the new count as the file's."""
+def _integrity(state: LoopState, sources: Aggregate) -> str | None:
+    """Why the task file cannot be trusted this Stop, or None. Records its counts (open, done,
+    skipped) in the state, so the next Stop can tell where its open tasks went.
+
+    An open task that is now neither open, done nor skipped has vanished. One may be a task the
+    agent removed on purpose; most of them at once, or the file emptied, is a file cut short or
+    rewritten, and "nothing pending" would complete a loop whose work was never done. So that
+    escalates to a person, for every driver. The counts are recorded before the answer: when a
+    person resumes the loop, the file as it is then is the baseline, and the loop goes on."""
     report = sources.by_name("task_file")
     if report is None or not report.available:
-        return sources
-    boxes = report.pending + report.in_progress + report.done + report.skipped
-    before = state.extra.get("task_file_boxes")
-    state.extra["task_file_boxes"] = boxes
-    if not isinstance(before, int) or before < 3 or (boxes > 0 and boxes >= before // 2):
-        return sources
-    why = f"the task file went from {before} tasks to {boxes} at once (cut short or rewritten?)"
-    events.append(("warning", {"message": why}))
-    doubtful = replace(report, available=False, error=why)
-    return combine([doubtful if r.name == "task_file" else r for r in sources.sources], sources.checked_at)
+        return None
+    now = {"open": report.open_count, "done": report.done, "skipped": report.skipped}
+    before = state.extra.get("task_file_counts")
+    state.extra.pop("task_file_boxes", None)  # the older record: the box total says too little
+    state.extra["task_file_counts"] = now
+    if not isinstance(before, dict):
+        return None
+    was = {key: before.get(key) for key in now}
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in was.values()):
+        return None
+    open_before = int(was["open"] or 0)
+    finished = max(0, now["done"] - int(was["done"] or 0)) + max(0, now["skipped"] - int(was["skipped"] or 0))
+    vanished = open_before - now["open"] - finished
+    if vanished <= 0:
+        return None
+    emptied = not any(now.values())
+    if emptied or (vanished >= 2 and vanished * 2 > open_before):
+        return vanished_reason(vanished, state.task_path or "the task file")
+    return None
 
 
 def _task_mark(sources: Aggregate) -> str:

@@ -174,8 +174,9 @@ and a Stop hook installed in the same project must leave them alone."""
 WAITING_KINDS = ("pause", "question", "escalation", "usage-limit")
 """Why a paused loop waits: a person paused it, the agent asked something, or the loop escalated
 (the `escalation` key then says which rule: max-iterations, max-cost, stuck,
-repeated-failures, uncertain-sources), or the agent hit a usage or rate limit (`until` says when
-it resets: the runner sleeps until then and goes on by itself)."""
+repeated-failures, uncertain-sources, tasks-vanished, permission-denied), or the agent hit a
+usage or rate limit (`until` says when it resets: the runner sleeps until then and goes on by
+itself)."""
 
 DEFAULT_LIMITS = {"stuck_after": 2, "same_error_after": 3, "same_task_after": 3}
 """Stuck detection: working turns without progress, the same error in a row, failures of one task."""

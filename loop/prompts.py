@@ -222,6 +222,12 @@ def unverified_prompt(state: LoopState) -> str:
     )
 
 
+def vanished_reason(count: int, where: str) -> str:
+    """Why a loop whose task file lost its open tasks waits for a person (its escalation)."""
+    tasks = "task" if count == 1 else "tasks"
+    return f"{count} open {tasks} vanished from {where}"
+
+
 def cap(text: str) -> str:
     if len(text) <= MAX_MESSAGE:
         return text

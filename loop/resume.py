@@ -16,11 +16,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from loop import classify, control, engine, writer
 from loop.classify import Classification
+from loop.errors import LoopdeckError
 from loop.journal import Journal
 from loop.model import Aggregate, LoopState
 from loop.paths import Workspace
@@ -85,11 +87,16 @@ def runner_needed(snapshot: Snapshot) -> bool:
 def start_runner(ws: Workspace) -> int:
     """Start `loopdeck run` on the workspace, detached (its own session, so closing the
     terminal does not end it), not headless (an escalation waits for a person). Its own output
-    goes to `.claude/loopdeck/runner.log`, the agent's to the iteration logs. Returns its pid."""
+    goes to `.claude/loopdeck/runner.log`, the agent's to the iteration logs. Returns its pid
+    at once (the monitor must not wait); `restart_runner` also waits for it to take the loop."""
+    return _spawn_runner(ws).pid
+
+
+def _spawn_runner(ws: Workspace) -> subprocess.Popen[bytes]:
     log = ws.private_dir / "runner.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open_append(log) as out:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             [sys.executable, "-m", "loop.cli", "-C", str(ws.root), "run"],
             cwd=ws.root,
             stdin=subprocess.DEVNULL,
@@ -98,7 +105,86 @@ def start_runner(ws: Workspace) -> int:
             start_new_session=True,
             env={**os.environ},
         )
-    return proc.pid
+
+
+CLAIM_WAIT_S = 30.0
+"""How long `loopdeck resume` waits for the runner it started to take the loop: the runner
+waits up to 30 s for the loop lock itself, so it says by then whether it took it."""
+
+
+@dataclass(frozen=True)
+class Restart:
+    """What became of a runner `loopdeck resume` started."""
+
+    pid: int
+    """The runner started."""
+    driver: int | None
+    """The runner that drives the loop now: `pid`, or another that took the loop first; None
+    when none does (`why` says what happened)."""
+    why: str | None = None
+
+
+def restart_runner(ws: Workspace, timeout: float = CLAIM_WAIT_S, poll: float = 0.05) -> Restart:
+    """Start a runner and wait until it has taken the loop (its pid in the state, or its
+    `runner-started` in the journal when it finished the loop at once), or exited without
+    taking it, or `timeout` passed. A runner killed before it took the loop would otherwise
+    leave the loop `running` with nobody driving it and a person told all is well."""
+    log = ws.private_dir / "runner.log"
+    try:
+        offset = log.stat().st_size
+    except OSError:
+        offset = 0
+    proc = _spawn_runner(ws)
+    deadline = time.monotonic() + timeout
+    while True:
+        driver = _driving(ws, proc.pid)
+        if driver is not None:
+            return Restart(proc.pid, driver)
+        code = proc.poll()
+        if code is not None:
+            driver = _driving(ws, proc.pid)  # it may have taken the loop and ended it at once
+            if driver is not None:
+                return Restart(proc.pid, driver)
+            said = _last_line(log, offset)
+            how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+            why = f"it ended ({how}) before it took the loop" + (f": {said}" if said else "")
+            return Restart(proc.pid, None, why)
+        if time.monotonic() >= deadline:
+            why = f"it has not taken the loop within {timeout:g} s (still starting?)"
+            return Restart(proc.pid, None, why)
+        time.sleep(poll)
+
+
+def _driving(ws: Workspace, started: int) -> int | None:
+    """The pid of the runner that drives the loop now, once `started` has taken it (or lost
+    it to another live runner); None while nobody has."""
+    try:
+        state = StateStore(ws).read()
+    except Exception:  # a state being replaced or unreadable: not taken yet
+        state = None
+    if state is not None and state.driver == "runner" and state.pid:
+        if state.pid == started:
+            return started
+        if classify.driver_alive(state, classify.state_written_at(ws)):
+            return state.pid
+    try:
+        events = Journal(ws.journal).tail(200).events
+    except OSError:
+        return None
+    taken = any(e.kind == "runner-started" and e.data.get("pid") == started for e in events)
+    return started if taken else None
+
+
+def _last_line(log: Path, offset: int) -> str:
+    """The last line the runner wrote to its log (from `offset`: this runner's output only)."""
+    try:
+        with log.open("rb") as f:
+            f.seek(offset)
+            text = f.read(256 * 1024).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][-300:] if lines else ""
 
 
 # --- git at resume ---------------------------------------------------------------------------
@@ -170,16 +256,44 @@ def carry_out(ws: Workspace, expected: str) -> tuple[Classification, LoopState |
         return found, result.state
 
 
+def finish_completed(ws: Workspace) -> Path | None:
+    """A loop whose state says completed but that was never archived (its driver killed
+    between the two writes): archive it now, as the next `run` would. Returns the folder, or
+    None when it is no longer such a loop."""
+    from loop.archive import latest
+
+    store = StateStore(ws)
+    with store.locked():
+        found = classify.read(ws)
+        if found.state is None or found.state.status != "completed":
+            return None
+        writer.finish_archive(ws, Journal(ws.journal), found.state)
+    return latest(ws)
+
+
 def next_steps(ws: Workspace, state: LoopState) -> list[str]:
-    """After the state is resumed: start a runner loop's runner; tell a hook loop's person how
-    to continue. Each line names something that works."""
+    """After the state is resumed: start a runner loop's runner and wait until it drives the
+    loop (LoopdeckError, saying why, when it does not); tell a hook loop's person how to
+    continue. Each line names something that works."""
     if state.status == "completed":
         return ["the loop is marked complete; `loopdeck status` shows its summary"]
     if state.driver == "runner":
-        pid = start_runner(ws)
+        log = ws.private_dir / "runner.log"
+        restart = restart_runner(ws)
+        if restart.driver is None:
+            raise LoopdeckError(
+                f"the runner started to resume the loop (pid {restart.pid}) is not driving it: "
+                f"{restart.why}; its output is in {log}; `loopdeck resume` tries again"
+            )
+        if restart.driver != restart.pid:
+            return [
+                f"another runner (pid {restart.driver}) took the loop first and drives it; "
+                f"its output is in {log}",
+                "watch it with `loopdeck` (the monitor) or `loopdeck log -f`",
+            ]
         return [
-            f"runner restarted in the background (pid {pid}); its output is in "
-            f"{ws.private_dir / 'runner.log'}, the agent's in {ws.private_dir / 'iterations'}",
+            f"runner restarted in the background (pid {restart.pid}); its output is in "
+            f"{log}, the agent's in {ws.private_dir / 'iterations'}",
             "watch it with `loopdeck` (the monitor) or `loopdeck log -f`",
         ]
     return [

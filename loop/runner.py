@@ -366,6 +366,7 @@ class Runner:
                 self.pending_interrupt,
                 poll=self.options.poll,
                 preexec=self._preexec(),
+                env=self._child_env(),
             )
             self._release()
             if run.interrupted:
@@ -436,6 +437,7 @@ class Runner:
                 self.options.verify_timeout,
                 interrupted=lambda: self.signal is not None,
                 preexec=self._preexec(),
+                env=self._child_env(),
             )
             self._release()
             if outcome.interrupted:
@@ -518,6 +520,10 @@ class Runner:
         if self.supervisor is None:
             return None
         return self.supervisor.preexec(agent._die_with_parent)
+
+    def _child_env(self) -> dict[str, str] | None:
+        """The children's environment, marked: what they leave behind is found and killed."""
+        return self.supervisor.env() if self.supervisor is not None else None
 
     def _release(self) -> None:
         if self.supervisor is not None:

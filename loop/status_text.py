@@ -34,6 +34,10 @@ def render(ws: Workspace) -> tuple[int, list[str], list[str]]:
     driver = loop.driver or "none yet"
     if loop.pid is not None:
         driver += f", pid {loop.pid} " + ("alive" if loop.alive else "not running")
+    unled = loop.status in ("running", "initializing", "paused") and loop.alive is not True
+    if loop.driver == "runner" and unled:
+        # Nobody drives it (a runner killed, or killed before it took the loop): say what does.
+        driver += ("" if loop.pid is not None else ", no runner") + "; `loopdeck resume` restarts it"
     rows = [
         ("loop", f"{loop.kind}  {loop.state_file}"),
         ("status", f"{loop.status} (driver: {driver})"),

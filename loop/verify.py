@@ -42,7 +42,7 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -364,9 +364,11 @@ def run(
     interrupted: Callable[[], bool] | None = None,
     poll: float = 0.2,
     preexec: Callable[[], None] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Outcome:
     """Run one checked command in its own process group, which dies with the runner (as the
-    agent does) and is killed whole on a timeout or when `interrupted()` turns true."""
+    agent does) and is killed whole on a timeout or when `interrupted()` turns true. `env`:
+    its environment (default this process's; the runner marks it, see `loop.sweep`)."""
     start = time.monotonic()
     if item.argv is None:
         argv: list[str] = ["/bin/sh", "-c", item.command]
@@ -386,6 +388,7 @@ def run(
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             preexec_fn=preexec or _die_with_parent,  # the runner's supervisor registers it
+            env=None if env is None else dict(env),
         )
     except OSError as exc:
         return Outcome(item.command, 127, time.monotonic() - start, f"cannot start: {exc.strerror}")

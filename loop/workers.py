@@ -1,8 +1,10 @@
 """The processes of `run --workers`: start, watch and stop them, and nothing else.
 
 Every worker (and every audit) is a child in its own process group, told to die with the
-runner (PR_SET_PDEATHSIG), so a stop, a skip, a replacement or the runner's own end takes the
-worker *and everything it started* down with it. Output goes straight to a log file (no reader
+runner (PR_SET_PDEATHSIG) and registered with a supervisor (`loop.supervisor`), its
+environment marked (`loop.sweep`), so a stop, a skip, a replacement, the end of its turn or the
+runner's own end (SIGKILL included) takes the worker *and everything it started* down with it,
+`setsid` children and daemons included. Output goes straight to a log file (no reader
 thread per worker); the driver reads its tail when the process ends, and the file's growth is
 what "the worker said something" means. Argv only: no task or user text reaches a shell.
 """
@@ -20,6 +22,7 @@ from pathlib import Path
 from loop import agent
 from loop.model import RUNNER_ENV
 from loop.safeopen import make_parents, open_append, open_regular, write_bytes
+from loop.supervisor import Supervisor
 
 TAIL_BYTES = 256 * 1024
 MARK_BYTES = 8 * 1024 * 1024
@@ -34,6 +37,8 @@ class Proc:
     log: Path
     started: float
     size: int = 0
+    token: str = ""
+    """The marker in its environment: what it leaves behind carries it."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,9 @@ class Pool:
     procs: dict[str, Proc] = field(default_factory=dict)
     failed: list[Ended] = field(default_factory=list)
     """Processes that could not start: reported by the next `poll` as ended."""
+    supervisor: Supervisor | None = None
+    """Started with the first process, closed by `stop_all`: kills what the processes leave
+    behind, and all of it if the runner dies."""
 
     def start(
         self,
@@ -73,7 +81,10 @@ class Pool:
             write_bytes(feed, stdin_text.encode("utf-8"))
             prompt_in = open_regular(feed)
             stdin = prompt_in
-        env = {**(os.environ if env is None else env), **RUNNER_ENV}  # installed hooks stay out
+        if self.supervisor is None:
+            self.supervisor = Supervisor()
+        marked, token = self.supervisor.tag(os.environ if env is None else env)
+        env = {**marked, **RUNNER_ENV}  # installed hooks stay out
         try:
             with open_append(log) as out:
                 popen = subprocess.Popen(
@@ -83,17 +94,18 @@ class Pool:
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
-                    preexec_fn=agent._die_with_parent,
+                    preexec_fn=self.supervisor.preexec(agent._die_with_parent),
                     env=env,
                 )
         except OSError as exc:
+            self.supervisor.release(token=token, keep={p.popen.pid for p in self.procs.values()})
             why = f"cannot start {argv[0]!r}: {exc.strerror}"
             self.failed.append(Ended(name, role, None, 0.0, why.encode(), error=why))
             return
         finally:
             if prompt_in is not None:
                 prompt_in.close()
-        self.procs[name] = Proc(name, role, popen, log, time.monotonic())
+        self.procs[name] = Proc(name, role, popen, log, time.monotonic(), token=token)
 
     def running(self) -> list[str]:
         return list(self.procs)
@@ -112,6 +124,7 @@ class Pool:
                 continue
             agent.kill_group(proc.popen.pid)  # what it left running in its group goes too
             del self.procs[name]
+            self._release(proc)  # and what left its group (`setsid`, a daemon)
             ended.append(
                 Ended(name, proc.role, code, round(now - proc.started, 3), _tail(proc.log), timed_out)
             )
@@ -132,10 +145,21 @@ class Pool:
         proc = self.procs.pop(name, None)
         if proc is not None:
             self._stop(proc)
+            self._release(proc)
 
     def stop_all(self) -> None:
+        """Stop every process and kill whatever any of them left (the supervisor goes too; the
+        next `start` brings a new one)."""
         for name in list(self.procs):
             self.stop(name)
+        if self.supervisor is not None:
+            self.supervisor.close()
+            self.supervisor = None
+
+    def _release(self, proc: Proc) -> None:
+        if self.supervisor is not None:
+            others = {p.popen.pid for p in self.procs.values()}
+            self.supervisor.release(proc.popen.pid, proc.token, keep=others)
 
     @staticmethod
     def _stop(proc: Proc) -> None:

@@ -11,6 +11,7 @@ import os
 import random
 import re
 import signal
+import sys
 from pathlib import Path
 
 from loop.archive import latest
@@ -18,7 +19,7 @@ from loop.demo import workspace
 from loop.paths import Workspace
 from loop.state import StateStore
 from tests.conftest import run_loopdeck
-from tests.test_runner import agent, demo, gone, processes_in, run_args, start_runner, wait_for
+from tests.test_runner import agent, demo, gone, kinds, processes_in, run_args, start_runner, wait_for
 
 __all__ = ["demo"]  # the fixture, shared with the runner's tests
 
@@ -127,3 +128,242 @@ def test_a_runner_killed_mid_turn_leaves_no_agent_nor_child(demo: Workspace) -> 
     runner.wait(10)
     wait_for(lambda: gone(agent_pid) and gone(child_pid), timeout=15)
     wait_for(lambda: not processes_in(root), timeout=15)
+
+
+# --- what leaves the process group ----------------------------------------------------------
+
+LEAVING_AGENT = """\
+import os, subprocess, sys, time
+from pathlib import Path
+
+sys.stdin.read()
+pids = Path(sys.argv[1])
+turns = pids.with_suffix(".turns")
+turn = len(turns.read_text().split()) + 1 if turns.exists() else 1
+with turns.open("a") as f:
+    f.write(f"{turn}\\n")
+quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+# `setsid sleep 300 &`: a session (and process group) of its own.
+setsid = subprocess.Popen(["sleep", "300"], start_new_session=True, **quiet)
+# A daemon: fork, setsid, fork again; the middle one exits, the daemon is nobody's child.
+read_end, write_end = os.pipe()
+middle = os.fork()
+if middle == 0:
+    os.setsid()
+    daemon = os.fork()
+    if daemon == 0:
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.execvp("sleep", ["sleep", "301"])
+    os.write(write_end, str(daemon).encode())
+    os._exit(0)
+os.close(write_end)
+os.waitpid(middle, 0)
+daemon = int(os.read(read_end, 64))
+task = os.environ.get("LOOPDECK_TASK")  # a parallel worker's task
+key = f"task{task}" if task else str(turn)
+with pids.open("a") as f:
+    f.write(f"{key} {setsid.pid} {daemon}\\n")
+if key in sys.argv[2:]:
+    time.sleep(600)  # hangs: a timeout or the runner's end must take it down
+print(f"{key} done")
+"""
+
+
+def leaving_agent(root: Path, *hang_at: int | str) -> tuple[str, Path]:
+    """An agent that leaves a `setsid` child and a double-forked daemon behind every turn (and
+    hangs at the turns, or `taskN` parallel tasks, named); its pids, a line per turn, go to the
+    file returned."""
+    script = root / ".claude" / "leaving_agent.py"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(LEAVING_AGENT)
+    pids = root / ".claude" / "left.pids"
+    return " ".join([sys.executable, str(script), str(pids), *map(str, hang_at)]), pids
+
+
+def left_by(pids: Path, turn: int | str) -> list[int]:
+    """The processes the agent left behind in `turn` (empty until it has written them)."""
+    if not pids.exists():
+        return []
+    for line in pids.read_text().splitlines():
+        words = line.split()
+        if len(words) == 3 and words[0] == str(turn):
+            return [int(w) for w in words[1:]]
+    return []
+
+
+def marked_processes(root: Path) -> list[int]:
+    """This test's processes (by working folder) that carry a run's marker."""
+    from loop.sweep import _marks
+
+    return [pid for pid in processes_in(root) if _marks(pid)]
+
+
+def test_setsid_children_and_daemons_die_at_the_end_of_a_finished_turn_and_with_a_killed_runner(
+    demo: Workspace,
+) -> None:
+    root = demo.root.resolve()
+    command, pids = leaving_agent(root, 2)
+    runner = start_runner(demo, *run_args(agent_cmd=command))
+    try:
+        wait_for(lambda: len(left_by(pids, 2)) == 2, timeout=30)  # turn 1 ended, turn 2 hangs
+        first = left_by(pids, 1)
+        assert len(first) == 2
+        wait_for(lambda: all(gone(pid) for pid in first), timeout=10)
+        assert runner.poll() is None, "swept at the end of the turn, not by the runner's end"
+        second = left_by(pids, 2)
+        assert not any(gone(pid) for pid in second)
+        os.kill(runner.pid, signal.SIGKILL)
+        runner.wait(10)
+        wait_for(lambda: all(gone(pid) for pid in second), timeout=15)
+        wait_for(lambda: not marked_processes(root), timeout=15)
+        wait_for(lambda: not processes_in(root), timeout=15)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+
+
+def test_setsid_children_and_daemons_die_with_a_timed_out_turn(demo: Workspace) -> None:
+    root = demo.root.resolve()
+    command, pids = leaving_agent(root, 1, 2, 3)
+    runner = start_runner(demo, *run_args("--iteration-timeout", "2", "--retries", "0", agent_cmd=command))
+    try:
+        wait_for(lambda: "agent-failed" in kinds(demo), timeout=30)  # turn 1 timed out
+        first = left_by(pids, 1)
+        assert len(first) == 2
+        wait_for(lambda: all(gone(pid) for pid in first), timeout=10)
+        assert runner.poll() is None, "swept at the end of the turn, not by the runner's end"
+        out, _ = runner.communicate(timeout=60)  # three timeouts escalate (headless: it ends)
+        assert runner.returncode == 1, out
+        wait_for(lambda: not marked_processes(root), timeout=15)
+        wait_for(lambda: not processes_in(root), timeout=15)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+
+
+def test_parallel_workers_leave_no_setsid_child_nor_daemon(demo: Workspace) -> None:
+    from loop.demo import graph as demo_graph
+
+    root = demo.root.resolve()
+    graph = demo_graph.create(root / "graph", (("1", "One", (), ("a.py",)), ("2", "Two", (), ("b.py",))))
+    command, pids = leaving_agent(root, "task2")
+    args = ["run", "Build it", "--workers", "2", "--graph", str(graph), "--agent", command, "--headless"]
+    runner = start_runner(demo, *args)
+    try:
+        wait_for(lambda: len(left_by(pids, "task1")) == 2 and len(left_by(pids, "task2")) == 2, timeout=30)
+        first = left_by(pids, "task1")  # its worker ended (exit 0 approves): its turn is over
+        wait_for(lambda: all(gone(pid) for pid in first), timeout=15)
+        assert runner.poll() is None, "swept at the end of the worker's turn, not by the runner's end"
+        second = left_by(pids, "task2")
+        assert not any(gone(pid) for pid in second)
+        os.kill(runner.pid, signal.SIGKILL)
+        runner.wait(10)
+        wait_for(lambda: all(gone(pid) for pid in second), timeout=15)
+        wait_for(lambda: not marked_processes(root), timeout=15)
+        wait_for(lambda: not processes_in(root), timeout=15)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+
+
+def test_a_verification_command_leaves_no_setsid_child_nor_daemon(demo: Workspace) -> None:
+    root = demo.root.resolve()
+    command, pids = leaving_agent(root)
+    checks = ["--verify", command, "--verify-allow", command]
+    runner = start_runner(demo, *run_args(*checks, agent_cmd=agent("--sleep", "2", "2")))
+    try:
+        wait_for(lambda: len(left_by(pids, 1)) == 2, timeout=30)
+        first = left_by(pids, 1)
+        wait_for(lambda: all(gone(pid) for pid in first), timeout=10)
+        assert runner.poll() is None, "swept after the check, not by the runner's end"
+        runner.send_signal(signal.SIGTERM)
+        runner.communicate(timeout=30)
+        wait_for(lambda: not marked_processes(root), timeout=15)
+        wait_for(lambda: not processes_in(root), timeout=15)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+
+
+# --- the sweep's parts ------------------------------------------------------------------------
+
+
+def test_markers_nest_and_match_their_own_run_only() -> None:
+    from loop import sweep
+
+    assert sweep.marked_env({"A": "1"}, "r1.1") == {"A": "1", sweep.MARK: "r1.1"}
+    nested = sweep.marked_env({sweep.MARK: "outer.3"}, "r1.2")[sweep.MARK]
+    assert nested == "outer.3:r1.2"
+    parts = nested.split(":")
+    assert sweep.of_run("outer")(parts) and sweep.of_run("r1")(parts) and sweep.of_token("r1.2")(parts)
+    assert not sweep.of_run("r")(["r1.2"]) and not sweep.of_run("r1")(["r10.2", "", "r1"])
+    assert not sweep.of_token("r1.1")(["r1.10"])
+
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
+
+
+def test_a_sweep_kills_its_runs_processes_and_no_others() -> None:
+    import subprocess
+
+    from loop import sweep
+
+    mine = subprocess.Popen(SLEEPER, env=sweep.marked_env(dict(os.environ), "run-a.1"))
+    other = subprocess.Popen(SLEEPER, env=sweep.marked_env(dict(os.environ), "run-b.1"))
+    plain = subprocess.Popen(SLEEPER, env={k: v for k, v in os.environ.items() if k != sweep.MARK})
+    try:
+        wait_for(lambda: sweep._marks(mine.pid) == ["run-a.1"], timeout=10)  # exec'd with its marker
+        killed = sweep.kill(sweep.of_run("run-a"))
+        assert killed == {mine.pid}
+        assert gone(mine.pid)  # dead, and reaped by the sweep (it was this process's child)
+        assert other.poll() is None and plain.poll() is None
+    finally:
+        for proc in (mine, other, plain):
+            proc.kill()
+            proc.wait()
+
+
+DAEMON_WITHOUT_ENV = """\
+import os, sys
+middle = os.fork()
+if middle == 0:
+    os.setsid()
+    if os.fork() == 0:
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.execve(sys.executable, [sys.executable, "-c", "import time; time.sleep(300)"], {})
+    os._exit(0)
+os.waitpid(middle, 0)
+"""
+
+
+def test_a_daemon_that_clears_its_environment_is_found_as_an_orphan_of_the_subreaper() -> None:
+    import subprocess
+
+    import psutil
+    import pytest
+
+    from loop import sweep
+    from loop.supervisor import Supervisor
+
+    if sweep.subreaper(False) is None:
+        pytest.skip("no child subreaper on this system")
+    supervisor = Supervisor()
+    try:
+        env = supervisor.env()
+        subprocess.run([sys.executable, "-c", DAEMON_WITHOUT_ENV], env=env, check=True, timeout=30)
+        orphans = [p for p in psutil.Process().children() if p.pid != supervisor.proc.pid]
+        daemons = [p for p in orphans if "time.sleep(300)" in " ".join(p.cmdline())]
+        assert len(daemons) == 1 and sweep._marks(daemons[0].pid) == []  # no marker: an orphan of ours
+        supervisor.release()
+        assert gone(daemons[0].pid)
+    finally:
+        supervisor.close()
+    assert sweep.subreaper(False) is False  # this process is no subreaper again

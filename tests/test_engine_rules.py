@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from loop.engine import configure, decide, interrupt, needs_sources, restore, wants_verification
-from loop.model import Aggregate, Command, LoopState, Result, Settings, StopInput, Turn, combine
+from loop.model import Aggregate, Command, LoopState, Result, Settings, StopInput, Turn, combine, replace
 from tests.test_engine import EMPTY, NOW, cmd, kinds, sources, state
 
 
@@ -398,21 +398,116 @@ def test_a_note_reaches_the_next_prompt_once() -> None:
     assert "A PERSON WATCHING" not in (after.reason or "")
 
 
-def test_a_task_file_cut_to_nothing_is_uncertain_not_done() -> None:
-    """Regression: a TODO.md truncated to 0 bytes by a killed agent counted as "all done"."""
+def _task_file(pending: int = 0, done: int = 0, skipped: int = 0, in_progress: int = 0) -> Aggregate:
     from tests.test_engine import report
 
-    thirty = combine([report("task_file", 26, 0, 4)])
-    s = decide(state(), StopInput("x"), [], thirty, NOW).state
-    assert s is not None and s.extra["task_file_boxes"] == 30
-    emptied = combine([report("task_file", 0, 0, 0)])
+    return combine([replace(report("task_file", pending, in_progress, done), skipped=skipped)])
+
+
+def test_a_task_file_cut_to_nothing_escalates_to_a_person_for_the_hook() -> None:
+    """Regression: a TODO.md emptied (an agent killed mid-write, or one that emptied it) was
+    uncertain for one Stop, then counted as "all done": the loop completed, 5 tasks never done."""
+    s = decide(state(task_file="TODO.md"), StopInput("x"), [], _task_file(5), NOW).state
+    assert s is not None and s.extra["task_file_counts"] == {"open": 5, "done": 0, "skipped": 0}
+    emptied = _task_file()
     result = decide(s, StopInput("x"), [], emptied, NOW)
-    assert result.blocked and (result.reason or "").startswith("TASK CHECK FAILED")
-    assert "from 30 tasks to 0 at once" in str(result.events)
-    assert result.state is not None and not result.state.verification_mode
-    # A person who meant it: the next Stop takes the file as it is.
-    again = decide(result.state, StopInput("x"), [], emptied, NOW)
-    assert again.blocked and (again.reason or "").startswith("VERIFICATION LOOP 1")
+    assert result.action == "allow" and result.state is not None
+    assert result.state.status == "paused"
+    assert result.state.waiting_for == {
+        "kind": "escalation",
+        "escalation": "tasks-vanished",
+        "reason": "5 open tasks vanished from TODO.md",
+        "since": "2026-01-09T11:30:00+00:00",
+    }
+    assert ("escalation", {"kind": "tasks-vanished", "reason": "5 open tasks vanished from TODO.md"}) in (
+        result.events
+    )
+    # The hook lets the session stop, with one line for the person.
+    assert result.system_message == (
+        "loopdeck: loop paused, waiting for a person (5 open tasks vanished from TODO.md)"
+    )
+    assert "\n" not in result.system_message
+    # Every later Stop waits too: never completes, never reviews.
+    for _ in range(3):
+        again = decide(result.state, StopInput("ALL_TASKS_COMPLETE"), [], emptied, NOW)
+        assert again.action == "allow" and again.effects.archive is None
+        assert again.state is not None and again.state.status == "paused"
+        result = again
+
+
+def test_the_runner_waits_too_and_a_persons_resume_accepts_the_new_count() -> None:
+    s = working(task_file="TODO.md")
+    first = turn_end(s, _task_file(3, done=2), "worked", turn=Turn(mark="A"))
+    assert first.blocked and first.state is not None
+    cut = turn_end(first.state, _task_file(pending=1), "worked", turn=Turn(mark="B"))
+    assert not cut.blocked and cut.state is not None and cut.state.status == "paused"
+    assert cut.state.waiting_for is not None
+    assert cut.state.waiting_for["reason"] == "2 open tasks vanished from TODO.md"
+    assert "completed" not in kinds(cut)
+    # The runner waits for a command; a person resumes: the file as it is now is the count.
+    resumed = turn_end(cut.state, _task_file(pending=1), None, cmd("resume"))
+    assert resumed.blocked and resumed.state is not None and resumed.state.status == "running"
+    assert (resumed.reason or "").startswith("ORCHESTRATOR CONTINUATION")
+    # `loopdeck resume` (the resumption flow) accepts it the same way.
+    from loop.engine import resume_flow
+
+    flowed = resume_flow(cut.state, "waiting", NOW)
+    assert flowed.state is not None
+    after = turn_end(flowed.state, _task_file(pending=1), "worked", turn=Turn(mark="C"))
+    assert after.blocked and "escalation" not in kinds(after)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "escalates"),
+    [
+        ((4, 0, 0), (2, 2, 0), False),  # two ticked: done grew as open shrank
+        ((4, 0, 0), (0, 3, 1), False),  # all finished: three done, one skipped
+        ((4, 0, 0), (6, 0, 0), False),  # tasks added
+        ((4, 0, 0), (3, 0, 0), False),  # one removed on purpose: not "most of them"
+        ((6, 0, 0), (3, 0, 0), False),  # half of them is not more than half
+        ((6, 0, 0), (2, 0, 0), True),  # four of six vanished
+        ((3, 0, 0), (1, 0, 0), True),  # two of three vanished
+        ((5, 3, 0), (0, 3, 0), True),  # the open ones gone, the done ones kept
+        ((1, 4, 0), (0, 0, 0), True),  # the file emptied
+        ((1, 0, 0), (0, 0, 0), True),  # the file emptied of its last open task
+        ((0, 4, 0), (0, 0, 0), False),  # no open task lost (done ones tidied away)
+        ((30, 0, 0), (20, 2, 0), False),  # ordinary progress on a long file
+    ],
+)
+def test_which_losses_escalate(
+    before: tuple[int, int, int], after: tuple[int, int, int], escalates: bool
+) -> None:
+    s = working(task_file="TODO.md")
+    s.extra["task_file_counts"] = dict(zip(("open", "done", "skipped"), before, strict=True))
+    pending, done, skipped = after
+    result = turn_end(s, _task_file(pending, done, skipped), "worked", turn=Turn(mark="A"))
+    assert result.state is not None
+    escalated = result.state.waiting_for is not None and result.state.waiting_for.get("escalation") == (
+        "tasks-vanished"
+    )
+    assert escalated is escalates, (before, after, kinds(result))
+
+
+def test_a_count_record_that_is_not_counts_is_a_fresh_start() -> None:
+    for junk in ("5", {"open": "5"}, {"open": True, "done": 0, "skipped": 0}, {"open": -3}, None):
+        s = working(task_file="TODO.md")
+        s.extra["task_file_counts"] = junk
+        s.extra["task_file_boxes"] = 30  # the older record (a box total) is dropped
+        result = turn_end(s, _task_file(), "worked", turn=Turn(mark="A"))
+        assert result.state is not None and "task_file_boxes" not in result.state.extra
+        assert result.state.extra["task_file_counts"] == {"open": 0, "done": 0, "skipped": 0}
+        assert "escalation" not in kinds(result), junk
+
+
+def test_skipped_tasks_have_not_vanished() -> None:
+    s = decide(state(task_file="TODO.md"), StopInput("x"), [], _task_file(3), NOW).state
+    assert s is not None
+    skipped = decide(s, StopInput("x"), [cmd("skip"), cmd("skip")], _task_file(3), NOW)
+    assert skipped.blocked and skipped.state is not None and "escalation" not in kinds(skipped)
+    assert skipped.state.extra["task_file_counts"] == {"open": 1, "done": 0, "skipped": 2}
+    then = decide(skipped.state, StopInput("x"), [], _task_file(0, done=1, skipped=2), NOW)
+    assert then.blocked and "escalation" not in kinds(then)
+    assert (then.reason or "").startswith("VERIFICATION LOOP 1")
 
 
 def test_ordinary_progress_is_not_a_cut() -> None:

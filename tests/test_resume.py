@@ -47,6 +47,12 @@ def test_every_kind_from_the_state() -> None:
         assert found.kind == "waiting" and "why not" in (found.question or "")
     limited = {"kind": "usage-limit", "reason": "limit", "until": "2026-01-09T12:00:00+00:00"}
     assert classify.classify(state(status="running", waiting_for=limited), None).kind == "waiting"
+    # A runner loop that names no runner (its runner killed before it took the loop) is gone;
+    # a hook loop no session has stopped in yet is not.
+    unnamed = classify.classify(state(status="running", driver="runner", pid=None), None)
+    assert unnamed.kind == "gone" and unnamed.question is not None
+    assert classify.classify(state(status="running", driver="hook", pid=None), None).kind == "live"
+    assert classify.classify(state(status="initializing", driver=None, pid=None), None).kind == "live"
     stopping = classify.classify(state(status="stopping"), False)
     assert stopping.question == "Loop was stopping. Mark complete and show summary? [Y/n]"
     for status in ("completed", "stopped", "failed"):
@@ -200,7 +206,7 @@ def test_resume_yes_restarts_a_dead_runner_and_the_loop_completes(demo: Workspac
     first.wait()
     wait_for(lambda: not processes_in(root), timeout=15)
     status = run_loopdeck("-C", str(root), "status")
-    assert "not running" in status.stdout
+    assert "not running; `loopdeck resume` restarts it" in status.stdout
     # the recorded agent hangs: resume with a working one, as a person would after fixing it
     st = StateStore(demo).read()
     assert st is not None
@@ -228,6 +234,79 @@ def test_resume_yes_restarts_a_dead_runner_and_the_loop_completes(demo: Workspac
     kinds = [e.kind for e in Journal(demo.journal).tail(1000).events]
     assert "resumed" in kinds
     wait_for(lambda: not processes_in(root), timeout=15)
+
+
+def _runner_killed_before_it_took_the_loop(demo: Workspace, agent_cmd: str) -> Path:
+    """A loop as `loopdeck resume` leaves it when the runner it started is killed before it
+    takes the loop: running, driven by a runner, no pid."""
+    from tests.conftest import run_loopdeck
+
+    root = demo.root.resolve()
+    first = start_runner(demo, *run_args(agent_cmd=agent("--hang")))
+    wait_for((root / ".claude" / "loopdeck" / "hung-agent.pids").exists)
+    first.kill()
+    first.wait()
+    wait_for(lambda: not processes_in(root), timeout=15)
+    st = StateStore(demo).read()
+    assert st is not None and st.status == "running"
+    st.pid = None
+    st.extra["runner"] = {**st.extra["runner"], "agent": agent_cmd}
+    StateStore(demo).write(st)
+    status = run_loopdeck("-C", str(root), "status")
+    assert "running (driver: runner, no runner; `loopdeck resume` restarts it)" in status.stdout
+    return root
+
+
+def test_resume_starts_a_runner_for_a_loop_nobody_drives_and_waits_until_it_does(demo: Workspace) -> None:
+    """Regression: a runner killed before it took the loop left it `running` with no pid, and
+    `resume --yes` answered "the runner (pid None) applies it" and started nothing."""
+    import re
+
+    from tests.conftest import run_loopdeck
+
+    root = _runner_killed_before_it_took_the_loop(demo, agent("--sleep", "0.5", "0.5"))
+    ran = run_loopdeck("-C", str(root), "resume", "--yes")
+    assert ran.returncode == 0, ran.stderr
+    assert "Found in-progress loop (iteration 1/100). Resume? [Y/n]" in ran.stdout
+    found = re.search(r"runner restarted in the background \(pid (\d+)\)", ran.stdout)
+    assert found is not None, ran.stdout
+    # When resume returns, the runner it started has taken the loop (or already finished it).
+    st = StateStore(demo).read()
+    assert st is None or st.pid == int(found.group(1)), st
+    stop = run_loopdeck("-C", str(root), "stop")
+    assert stop.returncode == 0
+    wait_for(lambda: not processes_in(root), timeout=30)
+
+
+def test_resume_says_why_the_runner_it_started_did_not_take_the_loop(demo: Workspace) -> None:
+    from tests.conftest import run_loopdeck
+
+    root = _runner_killed_before_it_took_the_loop(demo, "no-such-agent-for-loopdeck --go")
+    ran = run_loopdeck("-C", str(root), "resume", "--yes")
+    assert ran.returncode == 1, ran.stdout
+    err = ran.stderr.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "is not driving it: it ended (exit status 1) before it took the loop: loopdeck: error:" in err
+    assert "no-such-agent-for-loopdeck" in err and "runner.log" in err
+    assert "runner restarted" not in ran.stdout
+    # Still nobody drives it, and the next resume says so again rather than claiming success.
+    status = run_loopdeck("-C", str(root), "status")
+    assert "`loopdeck resume` restarts it" in status.stdout
+
+
+def test_a_completed_loop_its_runner_never_archived_is_archived_at_resume(demo: Workspace) -> None:
+    from tests.conftest import run_loopdeck
+
+    root = demo.root.resolve()
+    run_loopdeck("-C", str(root), "start", "x", "--task-file", "TODO.md", "--no-github")
+    st = StateStore(demo).read()
+    assert st is not None
+    st.status, st.driver, st.pid = "completed", "runner", dead_pid()
+    StateStore(demo).write(st)
+    ran = run_loopdeck("-C", str(root), "resume", "--yes")
+    assert ran.returncode == 0, ran.stderr
+    assert "the loop had completed; archived in" in ran.stdout
+    assert not demo.state.exists() and latest(demo) is not None
 
 
 def test_resume_asks_about_uncommitted_work_and_stashes_it_by_name(demo: Workspace) -> None:
@@ -436,3 +515,63 @@ def test_a_live_holders_lock_is_never_broken(ws: Workspace) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_runners_killed_as_resume_starts_them_never_leave_a_loop_nobody_resumes(demo: Workspace) -> None:
+    """`resume` after any kill starts a driver or says exactly why not: here each runner it
+    starts is SIGKILLed as soon as it appears, before or after it took the loop."""
+    import re
+    import signal
+
+    from tests.conftest import loopdeck_cmd
+
+    root = _runner_killed_before_it_took_the_loop(demo, agent("--sleep", "0.5", "0.5"))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+
+    def runners() -> list[int]:
+        import psutil
+
+        found = []
+        for pid in processes_in(root):
+            try:
+                argv = psutil.Process(pid).cmdline()
+            except psutil.Error:
+                continue
+            if argv[-1:] == ["run"] and "loop.cli" in argv:
+                found.append(pid)
+        return found
+
+    for _ in range(4):
+        resumer = subprocess.Popen(
+            [*loopdeck_cmd(), "-C", str(root), "resume", "--yes"],
+            cwd=root,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+        def appeared(resumer: subprocess.Popen[str] = resumer) -> bool:
+            return bool(runners()) or resumer.poll() is not None
+
+        wait_for(appeared, timeout=30)
+        for pid in runners():
+            os.kill(pid, signal.SIGKILL)
+        out, err = resumer.communicate(timeout=60)
+        assert "(pid None)" not in out + err
+        started = re.search(r"runner restarted in the background \(pid (\d+)\)", out)
+        killed = "before it took the loop" in err and resumer.returncode == 1
+        assert started is not None or killed, (out, err)
+        wait_for(lambda: not runners(), timeout=15)
+    ran = run_loopdeck_yes(root)
+    assert re.search(r"runner restarted in the background \(pid (\d+)\)", ran.stdout), ran.stdout + ran.stderr
+    from tests.conftest import run_loopdeck
+
+    assert run_loopdeck("-C", str(root), "stop").returncode == 0
+    wait_for(lambda: not processes_in(root), timeout=30)
+
+
+def run_loopdeck_yes(root: Path) -> subprocess.CompletedProcess[str]:
+    from tests.conftest import run_loopdeck
+
+    return run_loopdeck("-C", str(root), "resume", "--yes")

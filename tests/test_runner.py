@@ -460,3 +460,31 @@ def test_a_completed_loop_never_archived_is_archived_by_the_next_run(demo: Works
     outcomes = sorted(s["outcome"] for s in summaries)
     assert outcomes == ["completed", "completed"], summaries
     assert any("archived when the next run started" in s.get("reason", "") for s in summaries)
+
+
+EMPTYING_AGENT = """\
+import pathlib, sys
+sys.stdin.read()
+todo = pathlib.Path("TODO.md")
+todo.write_text("")  # cut to nothing, as an agent killed mid-write leaves it
+print("Rewrote the checklist.")
+"""
+
+
+def test_an_agent_that_empties_the_task_file_escalates_and_never_completes(
+    demo: Workspace, tmp_path: Path
+) -> None:
+    """Regression: the emptied TODO.md read as "all done" after one conservative block, and
+    the loop completed with 5 tasks never done."""
+    script = tmp_path / "emptying_agent.py"
+    script.write_text(EMPTYING_AGENT)
+    done = run_loopdeck(
+        "-C", str(demo.root), *run_args(agent_cmd=f"{PY} {script}"), cwd=demo.root, timeout=120
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Ended:       escalated (5 open tasks vanished from TODO.md: needs a person)" in done.stdout
+    state = StateStore(demo).read()
+    assert state is not None and state.status == "paused"
+    assert state.waiting_for is not None and state.waiting_for["escalation"] == "tasks-vanished"
+    assert "completed" not in kinds(demo) and "verification-mode" not in kinds(demo)
+    assert state.iteration == 1  # the agent was not started again
