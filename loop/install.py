@@ -59,8 +59,8 @@ _LAUNCHED = r"(?:'[^']*'|[^\s']+) -I -S (?:'[^']*/loop/launcher\.py'|[^\s']*/loo
 _RUNNER = rf"(?:{_LAUNCHED}|{_EXE} hook)"
 _OURS = re.compile(
     rf"\A{_RUNNER} (?:stop|stop-failure|prompt)\Z"
-    rf'|\Af=\$\(mktemp\) && cat > "\$f" && \{{ {_RUNNER} stop-failure --input "\$f" '
-    r"</dev/null >/dev/null 2>&1 & \}\Z"
+    rf'|\Af=\$\(mktemp\) && cat > "\$f" && \{{ (?:\$\(command -v setsid\) )?{_RUNNER} stop-failure '
+    r'--input "\$f" </dev/null >/dev/null 2>&1 & \}\Z'
 )
 """The exact shape of a command loopdeck writes: `<abs python> -I -S <abs path>/loop/launcher.py
 stop|prompt`, or an older install's `<abs path>/loopdeck hook stop|prompt` (or the `python -m
@@ -68,10 +68,16 @@ loop.cli` form). Nothing else is taken for ours, so another tool's `… hook sto
 even without the install record."""
 
 
-DETACHED = 'f=$(mktemp) && cat > "$f" && {{ {runner} {event} --input "$f" </dev/null >/dev/null 2>&1 & }}'
+DETACHED = (
+    'f=$(mktemp) && cat > "$f" && {{ $(command -v setsid) {runner} {event} --input "$f" '
+    "</dev/null >/dev/null 2>&1 & }}"
+)
 """How the StopFailure hook is installed. `claude -p` ends (and its hooks with it) the moment a
 turn fails, before a Python hook could even start: the shell saves the input in a moment and
-hands it to a detached loopdeck. The string is loopdeck's own: no user text is in it."""
+hands it to a detached loopdeck, in a session of its own where `setsid` exists, so that the
+end of Claude Code's process group does not take it along on a busy machine (where it does not,
+`$(command -v setsid)` is empty and the line is as before). The string is loopdeck's own: no
+user text is in it."""
 
 
 def hook_command(runner: str, event: str) -> str:

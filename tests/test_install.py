@@ -18,7 +18,8 @@ STOP = {"type": "command", "command": f"{EXE} hook stop", "timeout": 600}
 PROMPT = {"type": "command", "command": f"{EXE} hook prompt", "timeout": 60}
 FAILURE = {
     "type": "command",
-    "command": f'f=$(mktemp) && cat > "$f" && {{ {EXE} hook stop-failure --input "$f" </dev/null >/dev/null 2>&1 & }}',
+    "command": f'f=$(mktemp) && cat > "$f" && {{ $(command -v setsid) {EXE} hook stop-failure --input "$f" '
+    "</dev/null >/dev/null 2>&1 & }",
     "timeout": 60,
 }
 
@@ -282,7 +283,9 @@ def test_launcher_commands_are_recognised_by_their_exact_shape() -> None:
         "/x/.venv/bin/python -I -S /x/site-packages/loop/launcher.py stop",
         "'/a b/python3' -I -S '/a b/loop/launcher.py' prompt",
         'f=$(mktemp) && cat > "$f" && { /p/python -I -S /s/loop/launcher.py stop-failure --input "$f" '
-        "</dev/null >/dev/null 2>&1 & }",
+        "</dev/null >/dev/null 2>&1 & }",  # as older installs wrote it
+        'f=$(mktemp) && cat > "$f" && { $(command -v setsid) /p/python -I -S /s/loop/launcher.py stop-failure '
+        '--input "$f" </dev/null >/dev/null 2>&1 & }',
     ]:
         assert _is_ours({"type": "command", "command": command}, set()), command
     for command in [
