@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from loop.model import RUNNER_ENV
-from loop.redact import redact_bytes
+from loop.redact import LineRedactor, redact
 from loop.safeopen import UnsafePath, make_parents, open_append, write_bytes
 
 DEFAULT_AGENT = "claude -p --output-format json --permission-mode acceptEdits --allowedTools Bash"
@@ -104,8 +104,11 @@ def argv_for(command: str, prompt: str, prompt_file: Path) -> tuple[list[str], b
 
     `{prompt}` and `{prompt_file}` are argv values, never shell text: `check_template` refuses
     a template that would hand them to a shell. The prompt file is written without following
-    a symlink in its place."""
+    a symlink in its place. The prompt is redacted, wherever it goes (a file kept with the
+    logs, an argv any local user can list): what it is built from (the loop's prompt, answers,
+    notes) is kept redacted, and so the agent is told the same in every form."""
     argv = check_template(command)
+    prompt = redact(prompt)
     uses_stdin = True
     out = []
     for arg in argv:
@@ -204,30 +207,26 @@ def run(
 
     def pump() -> None:
         """Stream the output to the log a line at a time, redacted (a secret split across two
-        reads is still whole in a line); keep the raw tail for the runner to read."""
+        reads is still whole in a line, a private key across two is dropped to its end); keep
+        the raw tail for the runner to read."""
         assert proc.stdout is not None and log is not None
+        lines = LineRedactor(LOG_LINE_BYTES)
         with log:
-            pending = b""
             while chunk := os.read(proc.stdout.fileno(), 65536):
-                pending += chunk
-                cut = pending.rfind(b"\n") + 1
-                if cut == 0 and len(pending) > LOG_LINE_BYTES:
-                    cut = len(pending)
-                if cut:
-                    log.write(redact_bytes(pending[:cut]))
+                done = lines.feed(chunk)
+                if done:
+                    log.write(done)
                     log.flush()
-                    pending = pending[cut:]
                 tail.append(chunk)
                 size[0] += len(chunk)
                 while size[0] > TAIL_BYTES and len(tail) > 1:
                     size[0] -= len(tail.popleft())
-            if pending:
-                log.write(redact_bytes(pending))
+            log.write(lines.close())
 
     def feed() -> None:
         assert proc.stdin is not None
         with contextlib.suppress(BrokenPipeError, OSError):
-            proc.stdin.write(prompt.encode("utf-8"))
+            proc.stdin.write(redact(prompt).encode("utf-8"))
         with contextlib.suppress(OSError):
             proc.stdin.close()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from loop.model import LoopState
 from loop.paths import Workspace
-from loop.redact import redact, redact_obj
+from loop.redact import redact, redact_obj, target_shown
 from loop.safeopen import make_parents, write_bytes
 from loop.state import render
 from loop.timeutil import iso_ms, utcnow
@@ -37,8 +37,9 @@ def archive(
 
     `reuse`: one loop's endings (an escalation, then another after `run`, then its completion)
     share its folder, the latest summary replacing the previous, instead of a new folder per
-    ending. Both are redacted: an archive outlives the loop and gets shared when people ask
-    for help."""
+    ending. Both are redacted, the commands, paths and notification targets the live state
+    keeps as given too (a target as its scheme and host): an archive outlives the loop, nothing
+    runs from it, and it gets shared when people ask for help."""
     base = workspace.archive_dir / folder_name(state.started_at)
     folder = base
     n = 1
@@ -47,7 +48,10 @@ def archive(
         folder = base.with_name(f"{base.name}.{n}")
     make_parents(folder)  # inside .claude/, not through a symlinked loops/
     folder.mkdir(exist_ok=True)
-    write_bytes(folder / "state.md", redact(render(state)).encode("utf-8", "replace"))
+    shown = state.copy()
+    shown.notify = [target_shown(str(target)) for target in state.notify]
+    text = redact(render(shown, verbatim=frozenset()))
+    write_bytes(folder / "state.md", text.encode("utf-8", "replace"))
     record = {
         "outcome": outcome,
         "archived_at": iso_ms(utcnow()),

@@ -707,7 +707,11 @@ def main(argv: Sequence[str] | None = None, monitor: MonitorVerbs | None = None)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except LoopdeckError as exc:
-        print(f"loopdeck: error: {exc}", file=sys.stderr)
+        from loop.redact import redact
+
+        print(
+            f"loopdeck: error: {redact(str(exc))}", file=sys.stderr
+        )  # a detached runner's goes to runner.log
         return 1
     except KeyboardInterrupt:
         return 130

@@ -23,6 +23,7 @@ from loop.errors import LoopdeckError
 from loop.journal import Journal
 from loop.model import COMMANDS, Command, LoopState, record
 from loop.paths import Workspace
+from loop.redact import redact
 from loop.safeopen import append_bytes, open_regular
 from loop.state import StateStore
 from loop.timeutil import iso_ms, utcnow
@@ -50,14 +51,19 @@ def send(
     now: datetime | None = None,
     target: str | None = None,
 ) -> Command:
-    """Queue a command; one `O_APPEND` write, safe alongside any number of other senders."""
+    """Queue a command; one `O_APPEND` write, safe alongside any number of other senders.
+
+    Its text is redacted first: a note or an answer reaches the agent's next prompt through the
+    state and the journal, and the queue is kept as long as the workspace; a token a person
+    pastes belongs in the agent's environment, not in what the loop keeps."""
     if kind not in COMMANDS:
         raise LoopdeckError(f"unknown command {kind!r}; expected one of {', '.join(COMMANDS)}")
     if kind == "set-max-iterations" and (value is None or value < 0):
         raise LoopdeckError("set-max-iterations needs a whole number >= 0 (0 = no limit)")
     if kind in ("answer", "say") and not (reason or "").strip():
         raise LoopdeckError(f"{kind} needs its text")
-    command = Command(new_id(), iso_ms(now or utcnow()), kind, source, reason or None, value, target=target)
+    text = redact(reason) if reason else None
+    command = Command(new_id(), iso_ms(now or utcnow()), kind, source, text, value, target=target)
     line = json.dumps(command.to_json(), ensure_ascii=False) + "\n"
     append_bytes(workspace.control, line.encode("utf-8", "replace"))  # never through a symlink
     return command

@@ -61,6 +61,7 @@ from loop.prompts import (
     vanished_reason,
     verification_prompt,
 )
+from loop.redact import redact
 from loop.signals import completion_signal, question
 from loop.timeutil import iso_s, parse_iso
 
@@ -741,10 +742,12 @@ def _stuck(result: Result, state: LoopState, now: datetime, reason: str, kind: s
 
 
 def _same_error(state: LoopState, error: str | None) -> bool:
-    """Count `error` against the previous turn's; True when it has now repeated enough."""
+    """Count `error` against the previous turn's; True when it has now repeated enough. The
+    signature is compared redacted, as the state keeps it (a turn read back from the file must
+    match the same error seen afresh)."""
     if not error:
         return False
-    signature = error[-400:]
+    signature = redact(error[-400:])
     stuck = state.stuck
     stuck["errors"] = stuck.get("errors", 0) + 1 if stuck.get("error") == signature else 1
     stuck["error"] = signature

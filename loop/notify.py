@@ -10,6 +10,9 @@ installed. `bell` is the monitor's own bell and needs nothing sent.
 Sending is never on the loop's path: the writer hands the messages to a detached process
 (`python -m loop.notify`), so the Stop hook pays a fork at most, and a slow or failing target
 is journaled as a warning and never stops or delays the loop.
+
+What is sent is redacted (an agent's question can quote a token), and a failing target is
+journaled by its scheme and host only: a Slack or Discord webhook's path is its secret.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import json
 import os
 import sys
 from pathlib import Path
+
+from loop.redact import redact, redact_obj, target_shown
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
@@ -47,7 +52,8 @@ def messages(events: list[tuple[str, dict[str, Any]]], where: str, iteration: in
             text = f"loopdeck: loop complete ({data.get('reason', '')})"
         else:
             text = f"loopdeck: loop FAILED ({data.get('reason', '')})"
-        out.append({"kind": kind, "text": f"{text} [{where}, iteration {iteration}]", "iteration": iteration})
+        text = redact(f"{text} [{where}, iteration {iteration}]")
+        out.append({"kind": kind, "text": text, "iteration": iteration})
     return out
 
 
@@ -75,8 +81,9 @@ def send_detached(root: Path, targets: list[str], due: list[dict[str, Any]]) -> 
 
 
 def send(target: str, message: dict[str, Any], root: Path) -> None:
-    """Deliver one message to one target; raises on failure (the caller journals it)."""
-    text = str(message.get("text", ""))
+    """Deliver one message to one target; raises on failure (the caller journals it). The
+    text is redacted here too, whoever built the message."""
+    text = redact(str(message.get("text", "")))
     if target == "bell":
         return  # the monitor rings its own bell on these events
     if target == "desktop":
@@ -92,12 +99,14 @@ def send(target: str, message: dict[str, Any], root: Path) -> None:
         import urllib.request
 
         body = json.dumps(
-            {
-                "text": text,
-                "kind": message.get("kind"),
-                "workspace": str(root),
-                "iteration": message.get("iteration"),
-            }
+            redact_obj(
+                {
+                    "text": text,
+                    "kind": message.get("kind"),
+                    "workspace": str(root),
+                    "iteration": message.get("iteration"),
+                }
+            )
         ).encode("utf-8")
         request = urllib.request.Request(
             target, data=body, headers={"Content-Type": "application/json"}, method="POST"
@@ -160,13 +169,27 @@ def main() -> int:
             try:
                 send(target, message, root)
             except Exception as exc:  # a target failing must never stop anything: say it
-                shown = target if not target.startswith(("http", "apprise:")) else target.split("?")[0]
-                journal.append(
-                    "warning",
-                    message.get("iteration"),
-                    {"message": f"notification to {shown} failed: {type(exc).__name__}: {exc}"},
-                )
+                journal.append("warning", message.get("iteration"), {"message": failure_line(target, exc)})
     return 0
+
+
+def failure_line(target: str, exc: BaseException) -> str:
+    """The journal's line for a failed notification: the target by its scheme and host (its
+    path, query and user part can be its secret), and why, without the target in it again
+    (urllib quotes the URL it refuses) nor the message (a failed command's argv holds it)."""
+    import subprocess
+
+    shown = target_shown(target)
+    if isinstance(exc, subprocess.CalledProcessError):
+        why = f"exit status {exc.returncode}"
+    elif isinstance(exc, subprocess.TimeoutExpired):
+        why = f"no answer within {TIMEOUT_S:g} s"
+    else:
+        why = str(exc)
+        for secret in {target, target.removeprefix("apprise:"), target.split("?")[0]}:
+            if secret:
+                why = why.replace(secret, shown)
+    return redact(f"notification to {shown} failed: {type(exc).__name__}: {why}")
 
 
 if __name__ == "__main__":

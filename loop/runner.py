@@ -32,6 +32,7 @@ from loop.errors import LoopdeckError
 from loop.journal import Event, Journal, render_line
 from loop.model import Aggregate, LoopState, Result, Settings, StopInput, Turn, replace
 from loop.paths import Workspace
+from loop.redact import redact
 from loop.sources.aggregate import SourceConfig, check_all
 from loop.state import StateStore
 from loop.summary import Tally, progress_line, summary_lines
@@ -140,7 +141,9 @@ class Runner:
         """Options given on this `run`'s command line for an existing loop (the engine applies them)."""
         self.store = StateStore(ws, lock_timeout=30)
         self.journal = Journal(ws.journal)
-        self.out = out or (lambda line: print(line, flush=True))
+        sink = out or (lambda line: print(line, flush=True))
+        self.out: Callable[[str], None] = lambda line: sink(redact(line))
+        """Every line the runner prints, redacted: a detached runner prints into runner.log."""
         self.now = now
         self.signal: int | None = None
         self.tally = Tally()

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from loop.redact import redact
+
 COMPLETE_MARKER = "ALL_TASKS_COMPLETE"
 
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
@@ -85,8 +87,10 @@ def _quotes(prose: str, match: re.Match[str], echo: str) -> bool:
 
 
 def question(text: str | None) -> str | None:
-    """The text of a `<question>…</question>` the agent asks a person, if any."""
+    """The text of a `<question>…</question>` the agent asks a person, if any, redacted: it is
+    kept (the state, the journal) and sent (notifications), and compared with the one kept, so
+    it is the redacted text from the start."""
     if not text or "<question>" not in text:
         return None  # most turns: no pattern to compile
     match = re.search(r"<question>(.*?)</question>", "\n".join(_own_words(text, "")), re.DOTALL)
-    return match.group(1).strip() if match and match.group(1).strip() else None
+    return redact(match.group(1).strip()) if match and match.group(1).strip() else None

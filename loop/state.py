@@ -27,6 +27,7 @@ from loop.lock import FileLock, LockTimeoutError
 from loop.model import ACTIVE_STATUSES, DRIVERS, KNOWN_KEYS, NULL, STATUSES, WAITING_KINDS, LoopState
 from loop.paths import Workspace
 from loop.proc import alive
+from loop.redact import redact
 from loop.safeopen import NotRegularFile, make_parents, read_regular
 from loop.timeutil import utcnow
 
@@ -67,6 +68,16 @@ FIELD_CAPS = {
 }
 """Characters kept of strings that come from outside (the hook's input, task titles): a 5 MB
 session id must not make the state file too large to read back."""
+
+VERBATIM = frozenset(
+    {"verify", "verify_allow", "runner", "audit", "notify", "task_file", "transcript_path", "graph", "files"}
+)
+"""Keys (at any depth: the runner's record, the parallel board's graph, audit and files) whose
+values are written as given, not redacted: commands the loop runs, files it opens, targets it
+sends to. A token inside one is what makes it work; written as `[REDACTED]` it would run,
+open or send to something else. Everything else in the state (the prompt, the task, the
+agent's question, a person's answer and notes, the reasons it waits, error signatures) is
+redacted as it is rendered; an archive redacts these keys too, as nothing runs from it."""
 
 
 class StateError(FileProblem):
@@ -149,11 +160,12 @@ assert tuple(_SCHEMA) == KNOWN_KEYS
 REQUIRED_KEYS = ("iteration", "max_iterations")
 
 
-def render(state: LoopState) -> str:
+def render(state: LoopState, verbatim: frozenset[str] = VERBATIM) -> str:
     """The state file's text. A key the file did not have is added only once it means
     something (a round trip of the original format adds nothing; a new state writes every key),
-    and a key whose value did not change keeps its exact text. Values are made storable on the
-    way (see `storable`)."""
+    and a key whose value did not change keeps its exact text. Values are redacted (all but
+    the `verbatim` keys: see VERBATIM) and made storable on the way (see `storable`), before
+    they are rendered, so the text reads back as the values written."""
     values = state.values()
     order = [k for k in state._order if k in values]
     order += [
@@ -162,16 +174,77 @@ def render(state: LoopState) -> str:
         if k not in order and (not state._order or k in state.extra or values[k] != _DEFAULTS[k])
     ]
     nl = state._newline
-    parts = ["---" + nl, state._preamble]
+    kept_clean = _kept_text_clean(state, verbatim)
+    parts = ["---" + nl, state._preamble if kept_clean else redact(state._preamble)]
     for key in order:
-        value = values[key]
-        if key in state._raw and key in state._seen and _same(state._seen[key], value):
+        value = _clean(values[key], key, verbatim)
+        if (
+            key in state._raw
+            and key in state._seen
+            and _same(state._seen[key], value)
+            and (kept_clean or key in verbatim or redact(state._raw[key]) == state._raw[key])
+        ):
             parts.append(state._raw[key])
         else:
             parts.append(f"{_key_text(key)}: {scalar(storable(value, FIELD_CAPS.get(key), key))}{nl}")
     parts.append("---" + nl)
-    parts.append(storable(state.body))
+    parts.append(storable(_clean_text(state.body)))
     return "".join(parts)
+
+
+def _kept_text_clean(state: LoopState, verbatim: frozenset[str]) -> bool:
+    """Does the text a render may keep as it was read (the lines of unchanged keys, comments
+    before the first) hold nothing to redact? One pass over all of it: a key's lines are
+    checked one by one only when it does."""
+    kept = [state._preamble, *(text for key, text in state._raw.items() if key not in verbatim)]
+    joined = "".join(kept)
+    return redact(joined) == joined
+
+
+def _clean(value: Any, key: str, verbatim: frozenset[str]) -> Any:
+    """`value` redacted, all the way down, except under the `verbatim` keys."""
+    if key in verbatim:
+        return value
+    if isinstance(value, str):
+        return _clean_text(value, verbatim)
+    if isinstance(value, dict):
+        return {k: _clean(v, str(k), verbatim) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v, key, verbatim) for v in value]
+    return value
+
+
+_CLEANED: dict[tuple[str, frozenset[str] | None], str] = {}
+"""Long texts as last redacted (the prompt, the parallel board): the state is rendered on
+every write, twice when the previous file is kept as the backup, and its prompt rarely
+changes; a driver pays for redacting it once."""
+
+
+def _clean_text(text: str, verbatim: frozenset[str] | None = None) -> str:
+    """`text` redacted. With `verbatim`, a text that is a map kept as a line of JSON (the
+    parallel board) is redacted value by value, so that it stays JSON and its `verbatim` keys
+    stay as they are; without (the prompt), it is text whatever it looks like."""
+    if len(text) < 256:
+        return _redact_text(text, verbatim)
+    done = _CLEANED.get((text, verbatim))
+    if done is None:
+        if len(_CLEANED) >= 16:
+            _CLEANED.clear()
+        done = _CLEANED[(text, verbatim)] = _redact_text(text, verbatim)
+    return done
+
+
+def _redact_text(text: str, verbatim: frozenset[str] | None) -> str:
+    plain = redact(text)
+    if plain == text or verbatim is None or text[:1] != "{":
+        return plain
+    try:
+        loaded = json.loads(text)
+    except ValueError:
+        return plain
+    if not isinstance(loaded, dict):
+        return plain
+    return json.dumps(_clean(loaded, "", verbatim), ensure_ascii=False, separators=(",", ":"))
 
 
 _DEFAULTS: dict[str, Any] = LoopState().values()
@@ -504,7 +577,7 @@ class StateStore:
         except FileNotFoundError:
             return
         try:
-            parse(current, self.path)
+            previous = parse(current, self.path)
         except StateError as exc:
             if not replace_corrupt:
                 raise StateError(
@@ -513,6 +586,10 @@ class StateStore:
             self._move_aside()
             return
         backup = self.workspace.backup
+        clean = self._clean_copy(previous, current)
+        if clean is not current:
+            atomic_write(backup, clean, durable=True)
+            return
         link = backup.with_name(f".{backup.name}.{os.getpid()}.{os.urandom(4).hex()}")
         try:
             os.link(self.path, link)
@@ -520,6 +597,23 @@ class StateStore:
             atomic_write(backup, current, durable=True)
         else:
             os.replace(link, backup)
+
+    def _clean_copy(self, previous: LoopState, current: bytes) -> bytes:
+        """The backup's bytes: `current` itself when writing it again would not change a byte
+        (every file this loopdeck wrote), else it as it would be written now, if that reads
+        back: a file an older loopdeck or a person wrote may hold what a write redacts (a token
+        in the prompt), and the backup must not keep it."""
+        try:
+            data = render(previous).encode("utf-8")
+        except (Unstorable, UnicodeError, RecursionError):
+            return current
+        if data == current:
+            return current
+        try:
+            parse(data, self.path)
+        except StateError:
+            return current
+        return data
 
     def _sweep_orphans(self) -> None:
         """Remove temp files left by writers that were killed mid-write (SIGKILL, power cut):

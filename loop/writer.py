@@ -103,9 +103,11 @@ def finish_archive(ws: Workspace, journal: Journal, state: LoopState) -> None:
 
 
 def archive_completed(ws: Workspace, state: LoopState, summary: dict[str, Any]) -> Path:
-    """A finished loop leaves the live state file for its archive folder, summary beside it."""
+    """A finished loop leaves the live state file for its archive folder, summary beside it.
+    The archive keeps its own, wholly redacted copy (the live file keeps the commands and
+    notification targets the loop needs as given), and the live file goes."""
     folder = archive(ws, state, "completed", summary, reuse=True)
-    os.replace(ws.state, folder / "state.md")
+    os.unlink(ws.state)
     return folder
 
 
