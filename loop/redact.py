@@ -143,7 +143,8 @@ _SOURCES: tuple[tuple[tuple[str, ...] | Callable[[str], bool], str, str], ...] =
     (
         _passes_an_option,
         r"(?i)(?<![\w-])(--(?:[a-z0-9]{1,32}+[-_]){0,4}" + _OPTION_WORDS + r")(=|[ \t]{1,8}+(?!-|"
-        r"(?:and|or|to|is|was|with|for|the|an?|of|in|on|if|when|instead|flag|option|argument)"
+        r"(?:and|or|to|is|are|was|be|not|with|for|from|by|as|at|the|an?|of|in|on|if|when|that|this"
+        r"|should|must|can|could|will|would|may|might|instead|flag|option|argument|value|given)"
         r"(?=[\s.,;:)]|\Z)))(?!\[REDACTED\])"
         r"(?:\"[^\"\n]{1,512}+\"|'[^'\n]{1,512}+'|[\"']?[^\s\"'`]{1,512}+)",
         r"\1\2" + MASK,

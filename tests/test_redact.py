@@ -272,6 +272,7 @@ def test_the_forms_are_redacted(text: str, expected: str) -> None:
         "--token-file ~/.config/tok --api-key-file k.txt",
         "mysql --password --host db",  # asks at the prompt; the next word is another option
         "pass the --token flag, or --secret and --password to it",  # prose about options
+        "--token should be at least 8 characters; --password must be given",  # an error message
         "see --token.",
         "npm_" + "a" * 35,  # not npm's 36
         "xnpm_" + "a" * 36,
