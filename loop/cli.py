@@ -577,6 +577,17 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="CMD",
         help="with --workers: an agent command given the task and the worker's output (exit 0 approves)",
     )
+    run.add_argument(
+        "--isolation",
+        choices=("worktree", "locks"),
+        help="with --workers: a git worktree and branch per task, merged one at a time (the default "
+        "in a git repository), or one shared tree kept apart by file locks (the default elsewhere)",
+    )
+    run.add_argument(
+        "--merge",
+        choices=("merge", "rebase"),
+        help="with worktrees: how an approved task's branch joins the loop's (default merge)",
+    )
     run.add_argument("--no-tasks", action="store_true", help="do not check Claude Code Tasks")
     run.add_argument("--no-github", action="store_true", help="do not check GitHub Projects")
     run.add_argument(

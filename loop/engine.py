@@ -34,6 +34,7 @@ from datetime import UTC, datetime, timedelta
 
 from loop.model import (
     DEFAULT_BLOCK_CAP,
+    SOURCE_LABELS,
     Aggregate,
     Command,
     JournalEvent,
@@ -47,7 +48,6 @@ from loop.model import (
     replace,
 )
 from loop.prompts import (
-    SOURCE_LABELS,
     cap,
     claimed_prompt,
     conservative_prompt,
@@ -73,14 +73,19 @@ __all__ = [
     "DEFAULT_BLOCK_CAP",
     "Result",
     "StopInput",
+    "admit",
+    "commands",
     "configure",
     "decide",
     "ending_summary",
+    "escalate",
     "fail",
+    "finish",
     "interrupt",
     "rebuild",
     "restore",
     "resume_flow",
+    "worker_turn",
 ]
 
 
@@ -451,6 +456,161 @@ def _finish_verified(
             now,
         )
     return _complete(result, state, now, reason, sources)
+
+
+# --- parallel workers ------------------------------------------------------------------------
+#
+# The parallel driver keeps many agents busy at once. Which task a worker takes, who holds which
+# file, when a task is redone or its worker replaced: the scheduler's rules (loop/scheduler.py).
+# Everything about the loop itself is decided here, as for the other drivers: how many turns
+# may start (an iteration is a worker turn), what a turn's facts mean for the loop (cost, usage
+# limits, refused tools, the same error repeating), the commands, escalations and the ending.
+
+
+def admit(state: LoopState, wanted: int, now: datetime) -> tuple[int, Result]:
+    """How many of `wanted` worker turns may start now; those started count as iterations.
+
+    None while the loop is not running or waits for a usage limit to reset (lifted once it has),
+    none once the cost budget is spent (escalation, as the runner's); up to `max_iterations`,
+    past which the loop escalates with work left: running workers finish their turns, no new
+    one starts until a person raises the limit or resumes."""
+    state = state.copy()
+    result = Result("allow", state)
+    if wanted <= 0 or state.status != "running":
+        return 0, result
+    waiting = state.waiting_for or {}
+    if waiting.get("kind") == "usage-limit":
+        until = parse_iso(str(waiting.get("until", "")))
+        if until is not None and now < until:
+            return 0, result
+        state.waiting_for = None
+        result.events.append(("limit-lifted", {"was": waiting.get("reason", "")}))
+    budget = state.limits.get("max_cost_micro_usd")
+    spent = state.usage.get("cost_micro_usd", 0)
+    if budget and spent >= budget:
+        reason = f"cost ${spent / 1e6:.2f} reached the budget of ${budget / 1e6:.2f}"
+        result.events.append(("escalation", {"kind": "max-cost", "reason": reason}))
+        _wait(state, result, now, "escalation", reason, escalation="max-cost")
+        return 0, result
+    room = wanted
+    if state.max_iterations > 0:
+        room = min(wanted, max(0, state.max_iterations - state.iteration))
+        if room == 0:
+            if not state.escalated:
+                state.escalated = True
+                reason = f"{state.max_iterations} iterations (worker turns) reached with tasks left"
+                result.events.append(
+                    (
+                        "escalation",
+                        {"reason": reason, "kind": "max-iterations", "max_iterations": state.max_iterations},
+                    )
+                )
+                _wait(state, result, now, "escalation", reason, escalation="max-iterations")
+            return 0, result
+    state.iteration += room
+    return room, result
+
+
+TURN_VERDICTS = ("approve", "rework", "hold")
+"""What a worker's turn comes to for the loop: its work may be judged (audit, merge); it goes
+again with feedback (failed, or changed nothing); it waits (a usage limit, a refused tool, a
+question, the loop stopped for a person)."""
+
+
+def worker_turn(
+    state: LoopState,
+    turn: Turn,
+    *,
+    worker: str,
+    task: str,
+    changed: bool,
+    asked: str | None,
+    now: datetime,
+) -> tuple[str, Result]:
+    """A worker's turn ended: the same judgement as the runner's turn. Its cost counts against
+    the budget; a usage limit makes every worker wait for the reset, and the limited turn is not
+    an iteration spent; refused tools escalate, naming them; the same error repeated escalates;
+    a question is journaled (that worker waits, the others go on); a turn that failed or changed
+    nothing is never approved."""
+    state = state.copy()
+    result = Result("allow", state)
+    events = result.events
+    if turn.usage:
+        for key, value in turn.usage.items():
+            state.usage[key] = state.usage.get(key, 0) + int(value)
+    if turn.limited is not None:
+        state.iteration = max(0, state.iteration - 1)  # not a turn spent: it runs again after the reset
+        _limited(result, state, turn, now)
+        return "hold", result
+    if turn.limited is None and turn.failure is None:
+        state.stuck.pop("limit_waits", None)
+    if asked is not None:
+        events.append(("question", {"question": asked, "worker": worker, "task": task}))
+        return "hold", result
+    if turn.denied:
+        tools = ", ".join(turn.denied)
+        events.append(("permission-denied", {"tools": list(turn.denied), "worker": worker, "task": task}))
+        reason = f"{worker} (task {task}) was not allowed to use {tools}" + (
+            f"; {turn.denied_hint}" if turn.denied_hint else ""
+        )
+        events.append(("escalation", {"kind": "permission-denied", "reason": reason, "worker": worker}))
+        _wait(state, result, now, "escalation", reason, escalation="permission-denied")
+        return "hold", result
+    if turn.failure is not None:
+        if _same_error(state, turn.error or turn.failure):
+            reason = f"{_same_error_reason(state)} (workers' turns, last: {worker} on task {task})"
+            return "hold", _stuck(result, state, now, reason)
+        return "rework", result
+    state.stuck.pop("error", None)
+    state.stuck.pop("errors", None)
+    verdict = "approve" if changed else "rework"
+    budget = state.limits.get("max_cost_micro_usd")
+    if budget and state.usage.get("cost_micro_usd", 0) >= budget:
+        spent = state.usage.get("cost_micro_usd", 0)
+        reason = f"cost ${spent / 1e6:.2f} reached the budget of ${budget / 1e6:.2f}"
+        events.append(("escalation", {"kind": "max-cost", "reason": reason}))
+        _wait(state, result, now, "escalation", reason, escalation="max-cost")
+    return verdict, result
+
+
+def escalate(state: LoopState, kind: str, reason: str, now: datetime, **data: Any) -> Result:
+    """The loop needs a person (a deadlock of the task graph, a task no worker could move, a
+    merge that keeps conflicting): it waits, saying why."""
+    state = state.copy()
+    result = Result("allow", state)
+    if state.status != "running":
+        return result
+    result.events.append(("escalation", {"kind": kind, "reason": reason, **data}))
+    _wait(state, result, now, "escalation", reason, escalation=kind)
+    return result
+
+
+def commands(state: LoopState, queued: list[Command], sources: Aggregate | None, now: datetime) -> Result:
+    """A person's commands to a whole loop of workers, in order, as for the other drivers: a
+    stop or a forced completion is final; pause, resume, answer, say and the limit mean what
+    they mean everywhere."""
+    state = state.copy()
+    result = Result("allow", state)
+    forced: Command | None = None
+    for command in queued:
+        outcome = _apply(state, command, sources, result, now)
+        result.applied.append((command, outcome))
+        if command.kind == "complete" and forced is None and outcome == "completion forced":
+            forced = command
+    if forced is not None:
+        return _complete(result, state, now, "forced by user", sources, forced.reason)
+    if state.status == "stopped":
+        result.events.append(("stopped", {"reason": "stop command"}))
+        summary = ending_summary("stopped", "stopped by a person", state, sources, now)
+        result.effects = replace(result.effects, summary=summary)
+    return result
+
+
+def finish(state: LoopState, reason: str, sources: Aggregate | None, now: datetime) -> Result:
+    """Every task of the graph is done (merged into the loop's branch): the loop completes and
+    is archived with the summary every driver's ending has."""
+    state = state.copy()
+    return _complete(Result("allow", state), state, now, reason, sources)
 
 
 # --- the other events ------------------------------------------------------------------------

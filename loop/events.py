@@ -112,6 +112,26 @@ KINDS: dict[str, Callable[[Event], str]] = {
         f"{(str(e.data.get('feedback', '')).strip().splitlines() or [''])[-1]}"
     ),
     "task-completed": lambda e: f"Task {e.data.get('task', '?')} completed by {e.data.get('worker', '?')}",
+    "merge-queued": lambda e: (
+        f"Task {e.data.get('task', '?')} queued to merge "
+        f"({e.data.get('branch') or e.data.get('worker', '?')})"
+    ),
+    "task-merged": lambda e: (
+        f"Task {e.data.get('task', '?')} merged into the loop's branch"
+        + (f" ({str(e.data['sha'])[:8]})" if e.data.get("sha") else "")
+    ),
+    "merge-conflict": lambda e: (
+        f"Task {e.data.get('task', '?')}: merge CONFLICT, back to {e.data.get('worker', '?')} to resolve "
+        f"({e.data.get('reason', '')})"
+    ),
+    "merge-rejected": lambda e: (
+        f"Task {e.data.get('task', '?')}: the merged tree failed verification; merge undone, back to "
+        f"{e.data.get('worker', '?')}"
+    ),
+    "worker-strayed": lambda e: (
+        f"{e.data.get('worker', '?')} changed files outside task {e.data.get('task', '?')}'s: "
+        + ", ".join(str(f) for f in e.data.get("files") or [])
+    ),
     "locks-freed": lambda e: (
         f"{e.data.get('worker', '?')} released " + (", ".join(e.data.get("files") or []) or "no files")
     ),

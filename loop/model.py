@@ -138,6 +138,7 @@ __all__ = [
     "MAX_ITEMS",
     "NULL",
     "RUNNER_ENV",
+    "SOURCE_LABELS",
     "SOURCE_NAMES",
     "STATUSES",
     "WAITING_KINDS",
@@ -364,6 +365,16 @@ MAX_ITEMS = 200
 
 SOURCE_NAMES = ("github", "claude_tasks", "task_file", "todos")
 """Priority order: team items first, then Claude Tasks, the checklist, the TODO list."""
+
+SOURCE_LABELS = {
+    "github": "GitHub project",
+    "claude_tasks": "Claude Tasks",
+    "task_file": "Task file",
+    "todos": "TODO list",
+    "prd": "PRD stories",
+    "graph": "Task graph",
+}
+"""Each source's name in the words people read (prompts, the monitor, `status`)."""
 
 
 @record(frozen=True)

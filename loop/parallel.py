@@ -1,9 +1,16 @@
 """Driver 3: `loopdeck run --workers N`, parallel workers over a task graph.
 
 The runner's sibling for graphs: it claims the loop as `loopdeck run` does, then keeps up to N
-workers busy. It gathers facts (the graph, the workers' exits and output, audits, progress
-marks, the control queue) and carries out what `loop.scheduler` decides: the graph's owner and
-status fields, the processes to start and end, and the state, written by `loop.writer`.
+workers busy. It gathers facts (the graph, the workers' turns read by `loop.turn` exactly as
+the runner reads its agent's, their diffs, audits, merges, the control queue) and carries out
+what is decided: the workers' rules by `loop.scheduler`, the loop's transitions by
+`loop.engine` (how many turns may start, what a turn's cost, limit or refused tool means,
+escalations, the ending), the state written by `loop.writer` before the graph.
+
+In a git repository each task works in its own worktree on its branch (`loop.worktrees`);
+approved branches merge into the loop's branch one at a time, the verification commands run on
+the merged tree, and a conflict goes back to the task's worker with its hunks. Outside git (or
+with `--isolation locks`) the workers share the tree and file locks keep them apart.
 
 Every worker dies with the runner: processes are stopped on every way out (completion, stop,
 escalation, SIGINT, SIGTERM, an exception), and each is also told to die with its parent.
@@ -20,15 +27,16 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-from loop import agent, control, graph, scheduler, signals, verify, writer
+from loop import agent, control, engine, graph, scheduler, signals, verify, workflow, worktrees, writer
 from loop.errors import LoopdeckError
 from loop.journal import Event, Journal
-from loop.model import Effects, LoopState, Result
+from loop.model import Aggregate, LoopState, Result
 from loop.paths import Workspace
 from loop.runner import EXIT_SIGINT, EXIT_SIGTERM, Options, Runner
-from loop.scheduler import Step, Task, TurnEnd, Worker
+from loop.scheduler import LOCKS, WORKTREE, Step, Task, TurnEnd, Worker
 from loop.state import StateStore
 from loop.timeutil import utcnow
+from loop.turn import judge
 from loop.workers import Ended, Pool, files_mark
 
 WORKER_ENV = "LOOPDECK_WORKER"
@@ -52,6 +60,11 @@ class Parallel:
     given: frozenset[str] = frozenset()
     """Which of the graph and the audit this command line gave (a person's choice), as
     `loop.trust` names them; the others come from the state file and must be confirmed."""
+    isolation: str | None = None
+    """`worktree` or `locks`; None: worktrees in a git repository, locks elsewhere."""
+    strategy: str = "merge"
+    """How an approved branch joins the loop's: `merge` (a merge commit) or `rebase` (replayed
+    onto it, then a fast-forward)."""
 
 
 class ParallelRunner:
@@ -80,32 +93,36 @@ class ParallelRunner:
         self.tasks: dict[str, Task] = {}
         """The graph as last read, by id."""
         self.marks: dict[str, str] = {}
-        """Worker → the progress mark of its files when its current turn started."""
+        """Worker → the progress mark of its files when its current turn started (locks)."""
+        self.outputs: dict[str, str] = {}
+        """Worker → its last turn's final words, for its audit."""
+        self.isolation = LOCKS
+        self.loop_branch: str | None = None
+        self.loop_name = ""
 
     # --- carrying out a step -------------------------------------------------------------------
 
-    def apply(self, decide: Callable[[LoopState], Step], end: int | None = None) -> Step | None:
+    def apply(self, decide: Callable[[LoopState], Step | None], end: int | None = None) -> Step | None:
         """Decide on the state as it is under the loop lock, and carry the decision out: the
-        graph first (owner and status set before a worker starts), then the state and journal,
-        then the processes."""
+        state and journal first (its word is final after a crash), then the graph, then the
+        processes."""
         with self.store.locked():
             state = self.store.read()
             if state is None:
                 return None
             step = decide(state)
+            if step is None:
+                return None
             new = step.seal()
             result = Result(
-                "allow",
-                new,
-                events=list(step.events),
-                effects=Effects(archive=step.archive),
-                offset=end,
+                "allow", new, events=list(step.events), applied=step.applied, effects=step.effects, offset=end
             )
+            writer.carry_out(self.ws, self.store, self.journal, state, result, self.now(), echo=self.echo)
+        if step.updates:
             try:
                 graph.write(self.parallel.graph, step.updates)
             except (OSError, LoopdeckError) as exc:
-                result.events.append(("warning", {"message": f"the task graph was not updated: {exc}"}))
-            writer.carry_out(self.ws, self.store, self.journal, state, result, self.now(), echo=self.echo)
+                self.base.event("warning", None, {"message": f"the task graph was not updated: {exc}"})
         for name in step.end:
             self.pool.stop(name)
         for worker in step.start:
@@ -115,6 +132,12 @@ class ParallelRunner:
     def echo(self, event: Event) -> None:
         self.base.echo(event)
 
+    def sources(self, state: LoopState) -> Aggregate | None:
+        try:
+            return self.base.count(state)
+        except Exception:  # the count is for the summary: an ending never fails on it
+            return None
+
     # --- processes ---------------------------------------------------------------------------
 
     def task(self, worker: Worker) -> Task:
@@ -123,8 +146,31 @@ class ParallelRunner:
             self.read_graph()
         return self.tasks.get(worker.task) or Task(worker.task, worker.task, target_files=worker.files)
 
+    def worktree(self, worker: Worker) -> worktrees.Worktree | None:
+        if self.isolation != WORKTREE or self.loop_branch is None:
+            return None
+        return worktrees.ensure(self.ws.root, self.loop_name, worker.task, self.loop_branch)
+
     def launch(self, worker: Worker) -> None:
         task = self.task(worker)
+        cwd = self.ws.root
+        try:
+            wt = self.worktree(worker)
+        except LoopdeckError as exc:
+            self.pool.failed.append(
+                Ended(worker.name, "worker", None, 0.0, str(exc).encode(), error=str(exc))
+            )
+            return
+        if wt is not None:
+            cwd = wt.path
+            if worker.rework == "conflict" and self.loop_branch:
+                try:
+                    worktrees.take_in(wt, self.loop_branch)  # the markers, for the worker to resolve
+                except LoopdeckError as exc:
+                    self.base.event("warning", None, {"message": str(exc)})
+            if worker.branch != wt.branch:
+                name, where = worker.name, wt
+                self.apply_if(lambda s: _with_branch(s, name, where))
         prompt = scheduler.worker_prompt(self.goal, task, worker)
         log = self.ws.private_dir / "workers" / f"{worker.name}.{worker.turns:02d}.log"
         self.base.tally.iterations += 1
@@ -139,27 +185,29 @@ class ParallelRunner:
         list_id = graph.list_id(self.parallel.graph)
         if list_id:
             env["CLAUDE_CODE_TASK_LIST_ID"] = list_id
-        self.marks[worker.name] = files_mark(self.ws.root, worker.files)
-        self.pool.start(worker.name, "worker", argv, prompt if uses_stdin else None, self.ws.root, log, env)
+        if wt is None:
+            self.marks[worker.name] = files_mark(self.ws.root, worker.files)
+        self.pool.start(worker.name, "worker", argv, prompt if uses_stdin else None, cwd, log, env)
 
-    def start_audit(self, worker: Worker, output: str) -> bool:
-        """Start the audit of `worker`'s turn; False when there is no audit (exit 0 approves)."""
+    def start_audit(self, worker: Worker, output: str, changed: tuple[str, ...]) -> bool:
+        """Start the audit of `worker`'s turn, in its worktree with its diff's files; False when
+        there is no audit (the engine's approval stands)."""
         log = self.ws.private_dir / "workers" / f"{worker.name}.{worker.turns:02d}.audit.log"
+        cwd = Path(worker.worktree) if worker.worktree else self.ws.root
+        env = {**os.environ, **worker_env(worker)}
+        if changed:
+            env["LOOPDECK_CHANGED"] = "\n".join(changed)
         if self.audit_check is not None:
             check = self.audit_check
             argv = list(check.argv) if check.argv is not None else ["sh", "-c", check.command]
-            env = {**os.environ, **worker_env(worker)}
-            self.pool.start(worker.name, "audit", argv, None, self.ws.root, log, env)
+            self.pool.start(worker.name, "audit", argv, None, cwd, log, env)
             return True
         if self.parallel.audit_agent:
-            prompt = audit_prompt(self.task(worker), worker, output)
+            prompt = audit_prompt(self.task(worker), worker, output, changed)
             argv, uses_stdin = agent.argv_for(
                 self.parallel.audit_agent, prompt, log.with_suffix(".prompt.md")
             )
-            env = {**os.environ, **worker_env(worker)}
-            self.pool.start(
-                worker.name, "audit", argv, prompt if uses_stdin else None, self.ws.root, log, env
-            )
+            self.pool.start(worker.name, "audit", argv, prompt if uses_stdin else None, cwd, log, env)
             return True
         return False
 
@@ -196,11 +244,13 @@ class ParallelRunner:
         graph.read(self.parallel.graph)  # a graph that cannot be read is refused before the loop starts
         prepared = self.base.prepare(create)
         self.goal = prepared.prompt
-        self.apply(self.configure)
+        self.loop_name = worktrees.loop_id(prepared.started_at)
+        self.choose_isolation(prepared)
+        tasks = self.read_graph()
+        self.apply(lambda s: scheduler.reconcile(self.configure(s), tasks))
         self.base.reconfirm(self.store.read() or prepared, set(self.parallel.given))
         stamp = ""
         last_cycle = 0.0
-        outputs: dict[str, str] = {}
         while True:
             if self.signal is not None:
                 return self.on_signal()
@@ -212,12 +262,18 @@ class ParallelRunner:
             if state.status == "stopped":
                 self.pool.stop_all()
                 return self.base.finish("stopped", "stopped by user")
-            if state.status == "paused" and self.options.headless and state.waiting_kind == "escalation":
-                self.apply(lambda s: scheduler.release(Step(s.copy(), scheduler.board_of(s))))
+            if (
+                state.status == "paused"
+                and self.options.headless
+                and state.waiting_kind in ("escalation", "question")
+            ):
+                self.apply(workflow.headless_end)
                 return self.base.finish("escalated", f"{state.waiting_reason}: needs a person")
             for ended in self.pool.poll(self.options.iteration_timeout):
                 changed = True
-                self.on_ended(ended, outputs)
+                self.on_ended(ended)
+            if self.merge_next():
+                changed = True
             if changed:
                 stamp = graph.stamp(self.parallel.graph)  # our own updates are not news
             if self.pool.grew():
@@ -230,17 +286,40 @@ class ParallelRunner:
                 last_cycle = time.monotonic()
                 step = self.apply_cycle()
                 stamp = graph.stamp(self.parallel.graph)
+                if step is not None and step.effects.archive is not None:
+                    return self.base.finish(
+                        "completed", str(step.effects.archive.get("reason")), archived=True
+                    )
                 if self.options.headless and step is not None and self.only_questions(step):
-                    question = next(w.question for w in step.board.workers if w.status == "question")
-                    self.apply(lambda s: scheduler.release(Step(s.copy(), scheduler.board_of(s))))
+                    question = next(w.question for w in step.board.workers if w.status == scheduler.QUESTION)
+                    self.apply(workflow.headless_end)
                     return self.base.finish("question", f"a worker asks: {question}")
                 continue
             time.sleep(self.options.poll)
 
+    def choose_isolation(self, state: LoopState) -> None:
+        """Worktrees in a git repository (unless `--isolation locks`), file locks elsewhere; the
+        loop's branch is the one checked out in the workspace, kept on the board for later runs."""
+        board = scheduler.board_of(state)
+        wanted = self.parallel.isolation or (board.isolation if board.loop_branch else None)
+        repo = worktrees.is_repo(self.ws.root)
+        if wanted == WORKTREE and not repo:
+            raise LoopdeckError(f"--isolation worktree needs a git repository; {self.ws.root} is not one")
+        if wanted == LOCKS or not repo:
+            self.isolation = LOCKS
+            return
+        branch = board.loop_branch or worktrees.current_branch(self.ws.root)
+        if branch is None:
+            raise LoopdeckError(
+                f"{self.ws.root} is on a detached HEAD: check out the branch the tasks should merge "
+                "into, or give --isolation locks"
+            )
+        self.isolation, self.loop_branch = WORKTREE, branch
+
     def apply_cycle(self) -> Step | None:
-        """One scheduling pass on the graph as it is now."""
+        """One scheduling pass on the graph as it is now (`loop.workflow.cycle`)."""
         tasks = self.read_graph()
-        return self.apply(lambda s: scheduler.cycle(s, tasks, self.now()))
+        return self.apply(lambda s: workflow.cycle(s, tasks, self.now(), self.sources(s)))
 
     def only_questions(self, step: Step) -> bool:
         """Nothing runs, nothing could start, and a worker waits for an answer: with nobody
@@ -249,20 +328,30 @@ class ParallelRunner:
         return (
             not step.start
             and not self.pool.running()
-            and any(w.status == "question" for w in workers)
-            and all(w.status in ("question", "stalled") for w in workers)
+            and any(w.status == scheduler.QUESTION for w in workers)
+            and all(w.status in (scheduler.QUESTION, scheduler.STALLED, scheduler.HELD) for w in workers)
         )
 
     def configure(self, state: LoopState) -> Step:
-        """This run's graph, capacity and audit into the board; workers a previous runner left
-        (their processes died with it) give their tasks back to the graph."""
-        step = scheduler.release(Step(state.copy(), scheduler.board_of(state)))
+        """This run's graph, capacity, audit and isolation into the board; workers a previous
+        runner left (their processes died with it) give their tasks back to the graph, their
+        branches kept for whoever takes the task next. A branch a crash left merged completes its
+        task instead: it is never done twice."""
+        step = scheduler.step_of(state)
+        board = step.board
+        for worker in board.workers:
+            if worker.branch and self.isolation == WORKTREE and worktrees.merged(self.ws.root, worker.branch):
+                step = scheduler.merged(step, worker.name, None)
+        step = scheduler.release(step)
         audit = self.parallel.audit or self.parallel.audit_agent
         step.board = replace(
             step.board,
             graph=str(self.parallel.graph),
             capacity=self.parallel.workers,
             audit=audit,
+            audit_kind="agent" if self.parallel.audit_agent and not self.parallel.audit else "check",
+            isolation=self.isolation,
+            loop_branch=self.loop_branch,
             deferred=(),
         )
         return step
@@ -277,52 +366,219 @@ class ParallelRunner:
                 writer.carry_out(self.ws, self.store, self.journal, state, Result("allow", new), self.now())
 
     def apply_commands(self) -> bool:
+        """The queue, in order: a command to one worker is the scheduler's; one to the whole
+        loop is the engine's, and then means what it means for the workers. A state file that
+        changed under the runner (what it names unconfirmed) makes the loop wait for a person."""
         state = self.store.read()
         if state is None:
             return False
+        pending = self.base.unconfirmed(state)
+        if pending and state.status == "running":
+            reason = (
+                f"the loop names things nobody on this machine confirmed: {engine.unconfirmed_line(pending)}"
+            )
+            self.apply(lambda s: workflow.escalate(s, "unconfirmed", reason, self.now()))
         commands, _bad, _end = control.read_since(self.ws.control, state.control_offset)
         for cmd in commands:
-            self.apply(lambda s, c=cmd: scheduler.command(s, c, self.now()), end=cmd.end)  # type: ignore[misc]
+            self.apply(
+                lambda s, c=cmd: workflow.command(s, c, self.sources(s), self.now()),  # type: ignore[misc]
+                end=cmd.end,
+            )
         return bool(commands)
 
-    def on_ended(self, ended: Ended, outputs: dict[str, str]) -> None:
+    # --- a worker's turn, its audit, its merge -------------------------------------------------
+
+    def on_ended(self, ended: Ended) -> None:
         state = self.store.read()
         if state is None:
             return
         worker = scheduler.board_of(state).worker(ended.name)
         if worker is None:
             return
-        text = agent.final_text(ended.tail)
-        if ended.role == "worker":
-            if ended.timed_out:
-                text += f"\n(timed out after {self.options.iteration_timeout:g} s)"
-            outputs[worker.name] = text
-            if ended.exit_code == 0 and not signals.question(text) and self.start_audit(worker, text):
-                # A turn that ended is a worker heard from, audited or not: while its audit runs,
-                # a task waiting for a lock is waiting, not spinning.
-                self.apply_if(scheduler.output_seen)
-                return
-            approved = ended.exit_code == 0
-            feedback = "" if approved else verify.redact(text.strip()[-2000:] or f"exit {ended.exit_code}")
-        else:
-            text = outputs.pop(worker.name, "")
-            audit_out = verify.redact(agent.final_text(ended.tail).strip())
-            approved = ended.exit_code == 0
-            feedback = f"AUDIT REJECTED YOUR WORK (exit {ended.exit_code}):\n{audit_out[-3000:]}"
+        if ended.role == "audit":
+            self.on_audited(worker, ended)
+            return
+        now = self.now()
+        timeout = self.options.iteration_timeout if ended.timed_out else None
+        judged = judge(ended.tail, ended.exit_code, now, timed_out=timeout, error=ended.error)
+        self.outputs[worker.name] = judged.text
+        asked = signals.question(judged.text) if judged.turn.failure is None else None
+        changed, touched, note = self.what_changed(worker)
+        outside = sorted(set(touched) - {scheduler._norm(f) for f in worker.files})
+        if outside and worker.files:
+            self.base.event(
+                "worker-strayed", None, {"worker": worker.name, "task": worker.task, "files": outside[:50]}
+            )
+        feedback = f"YOUR LAST TURN FAILED: {judged.failure}" if judged.failure else note
+
         end = TurnEnd(
             worker.name,
-            ended.exit_code if ended.role == "worker" else 0,
-            text,
-            approved,
-            feedback,
-            files_mark(self.ws.root, worker.files),
-            ended.duration_s,
-            self.marks.pop(worker.name, None),
+            "",
+            judged.text,
+            feedback=feedback,
+            exit_code=ended.exit_code,
+            duration_s=ended.duration_s,
+            changed=tuple(touched) if changed else (),
+            asked=asked,
         )
-        if approved and self.options.commit and not signals.question(text):
-            self.commit(worker)  # before the completion is written: the archive follows the commit
-        tasks = self.read_graph()
-        self.apply(lambda s: scheduler.turn_ended(s, tasks, end, self.now()))
+        step = self.apply(
+            lambda s: workflow.turn(
+                s,
+                judged.turn,
+                worker=worker.name,
+                task=worker.task,
+                changed=changed,
+                asked=asked,
+                end=end,
+                now=now,
+            )
+        )
+        if step is None:
+            return
+        after = step.board.worker(worker.name)
+        auditing = after is not None and after.status == scheduler.AUDITING
+        if after is not None and auditing and not self.start_audit(after, judged.text, tuple(touched)):
+            self.on_approved(after.name, True, "")
+
+    def what_changed(self, worker: Worker) -> tuple[bool, list[str], str]:
+        """Did the turn change anything, which files has the task changed, and what the worker
+        must hear if its work cannot be taken: its commit on the task's branch (worktrees; a
+        merge it was resolving concluded only with no conflict left), or its files' mark (locks)."""
+        if self.isolation == WORKTREE:
+            wt = self.worktree(worker) if worker.worktree else None
+            if wt is None:
+                return False, [], ""
+            try:
+                left = worktrees.unresolved(wt.path)
+                if left:
+                    note = (
+                        "CONFLICT MARKERS REMAIN in "
+                        + ", ".join(left)
+                        + ": resolve them (keep both sides' intent)."
+                    )
+                    return False, [], note
+                sha = worktrees.commit_all(
+                    wt, f"loopdeck: task {worker.task} ({worker.name}, turn {worker.turns})"
+                )
+                return sha is not None, worktrees.changed_files(wt), ""
+            except LoopdeckError as exc:
+                self.base.event("warning", None, {"message": str(exc)})
+                return False, [], ""
+        before = self.marks.pop(worker.name, None)
+        after = files_mark(self.ws.root, worker.files)
+        return before is None or after != before, list(worker.files), ""
+
+    def on_audited(self, worker: Worker, ended: Ended) -> None:
+        out = verify.redact(agent.final_text(ended.tail).strip())
+        approved = ended.exit_code == 0
+        self.on_approved(
+            worker.name, approved, f"AUDIT REJECTED YOUR WORK (exit {ended.exit_code}):\n{out[-3000:]}"
+        )
+
+    def on_approved(self, name: str, approved: bool, feedback: str) -> None:
+        """The audit's word (or the engine's approval with no audit). Outside git an approved
+        task is checked by the verification commands and completed here; with worktrees it
+        joins the merge queue."""
+        if approved and self.isolation == LOCKS:
+            failure = self.verify_tree()
+            if failure is not None:
+                approved, feedback = False, f"VERIFICATION FAILED AFTER YOUR WORK:\n{failure}"
+            elif self.options.commit:
+                state = self.store.read()
+                worker = scheduler.board_of(state).worker(name) if state else None
+                if worker is not None:
+                    self.commit(worker)
+        self.outputs.pop(name, None)
+        self.apply(lambda s: workflow.audited(s, name, approved, feedback, self.now()))
+
+    def verify_tree(self, cwd: Path | None = None) -> str | None:
+        """The loop's verification commands on the tree as it is now (the workspace, or a
+        task's rebased worktree); their failures."""
+        if not self.base.checks:
+            return None
+        state = self.store.read()
+        return self.base.run_checks(state.iteration if state is not None else 0, cwd)
+
+    def merge_next(self) -> bool:
+        """Merge the queue's first branch into the loop's branch: verified, then committed, or
+        undone and handed back (a conflict with its hunks, a verification failure with its
+        output). One merge per call, so commands and ended workers are seen between merges."""
+        if self.isolation != WORKTREE or self.loop_branch is None:
+            return False
+        state = self.store.read()
+        if state is None or state.status not in ("running", "paused"):
+            return False
+        board = scheduler.board_of(state)
+        if not board.queue:
+            return False
+        worker = board.worker(board.queue[0])
+        if worker is None or worker.branch is None:
+            return False
+        root = self.ws.root
+        message = f"loopdeck: merge task {worker.task} ({worker.branch})"
+        try:
+            if worktrees.current_branch(root) != self.loop_branch:
+                raise LoopdeckError(
+                    f"the workspace is not on the loop's branch {self.loop_branch} any more; "
+                    "check it out again"
+                )
+            if self.parallel.strategy == "rebase":
+                sha, failure, clash = self._rebased(worker)
+            else:
+                sha, failure, clash = self._merged(worker, message)
+        except LoopdeckError as exc:
+            why = str(exc)
+            self.apply(lambda s: workflow.escalate(s, "merge-failed", why, self.now()))
+            return True
+        if clash is not None:
+            feedback = scheduler.conflict_feedback(clash.conflicts, clash.hunks)
+            why = "conflict in " + ", ".join(clash.conflicts)
+            self.apply(lambda s: workflow.merge_failed(s, worker.name, why, feedback, True, self.now()))
+            return True
+        if failure is not None:
+            feedback = (
+                "VERIFICATION FAILED ON THE LOOP'S BRANCH WITH YOUR WORK MERGED (the merge was undone):\n"
+                f"{failure}"
+            )
+            self.apply(
+                lambda s: workflow.merge_failed(
+                    s, worker.name, "verification failed", feedback, False, self.now()
+                )
+            )
+            return True
+        assert sha is not None
+        self.base.tally.commits.append(sha)
+        self.apply(lambda s: workflow.merged(s, worker.name, sha))
+        if worker.worktree:
+            worktrees.remove(root, Path(worker.worktree), worker.branch)
+        return True
+
+    def _merged(self, worker: Worker, message: str) -> tuple[str | None, str | None, worktrees.Merge | None]:
+        """The merge strategy: a merge commit on the loop's branch, verified before it is made."""
+        assert worker.branch is not None
+        root = self.ws.root
+        outcome = worktrees.merge(root, worker.branch, message)
+        if not outcome.merged:
+            return None, None, outcome
+        failure = self.verify_tree()
+        if failure is not None:
+            worktrees.abandon(root)
+            return None, failure, None
+        return worktrees.conclude(root, message), None, None
+
+    def _rebased(self, worker: Worker) -> tuple[str | None, str | None, worktrees.Merge | None]:
+        """The rebase strategy: the task's branch replayed onto the loop's, verified in its
+        worktree, then the loop's branch fast-forwarded to it (a straight history)."""
+        assert self.loop_branch is not None
+        wt = self.worktree(worker)
+        assert wt is not None
+        outcome = worktrees.rebase(wt, self.loop_branch)
+        if not outcome.merged:
+            return None, None, outcome
+        failure = self.verify_tree(wt.path)
+        if failure is not None:
+            return None, failure, None
+        return worktrees.fast_forward(self.ws.root, wt.branch), None, None
 
     def commit(self, worker: Worker) -> None:
         try:
@@ -338,10 +594,20 @@ class ParallelRunner:
         signum = self.signal or signal.SIGTERM
         paused = signum == signal.SIGINT
         name = signal.Signals(signum).name
-        self.apply(lambda s: scheduler.interrupt(s, paused, f"{name} to the runner", self.now()))
+
+        self.apply(lambda s: workflow.interrupt(s, paused, f"{name} to the runner", self.now()))
         self.pool.stop_all()
         self.base.finish("interrupted" if paused else "stopped", f"{name} received")
         return EXIT_SIGINT if paused else EXIT_SIGTERM
+
+
+def _with_branch(state: LoopState, name: str, wt: worktrees.Worktree) -> LoopState | None:
+    """The board records the worker's branch and worktree (a crash then finds them)."""
+    board = scheduler.board_of(state)
+    worker = board.worker(name)
+    if worker is None:
+        return None
+    return scheduler.keep(state.copy(), board.put(replace(worker, branch=wt.branch, worktree=str(wt.path))))
 
 
 def worker_env(worker: Worker) -> dict[str, str]:
@@ -350,11 +616,13 @@ def worker_env(worker: Worker) -> dict[str, str]:
     return {WORKER_ENV: worker.name, "LOOPDECK_TASK": worker.task, "LOOPDECK_FILES": "\n".join(worker.files)}
 
 
-def audit_prompt(task: Task, worker: Worker, output: str) -> str:
+def audit_prompt(task: Task, worker: Worker, output: str, changed: tuple[str, ...] = ()) -> str:
     files = "\n".join(f"- {f}" for f in task.target_files) or "- (no files named)"
+    diff = "\n".join(f"- {f}" for f in changed) or "- (none)"
     return (
         f"Audit the work of {worker.name} on task {task.id}: {task.subject}\n\n"
         f"{task.description.strip() or '(no description)'}\n\nFiles:\n{files}\n\n"
+        f"Files its branch changed:\n{diff}\n\n"
         f"The worker's report:\n{output.strip()[-4000:]}\n\n"
         "Exit 0 to approve. Otherwise explain what is wrong: your output goes back to the worker."
     )

@@ -79,19 +79,31 @@ def run_parallel(
         if value
     )
     parallel = Parallel(
-        path, args.workers, args.audit, args.audit_agent, tuple(args.verify_allow or ()), given=given
+        path,
+        args.workers,
+        args.audit,
+        args.audit_agent,
+        tuple(args.verify_allow or ()),
+        given=given,
+        isolation=getattr(args, "isolation", None),
+        strategy=getattr(args, "merge", None) or "merge",
     )
 
     def create_parallel() -> LoopState:
         from loop.control import end_offset
 
         prompt = " ".join(args.prompt).strip() or DEFAULT_GOAL
+        from loop.cli import limits_from
+
         state = LoopState.new(
             prompt,
-            max_iterations=args.max_iterations if args.max_iterations is not None else 0,
+            max_iterations=args.max_iterations if args.max_iterations is not None else 100,
             check_tasks=False,
             check_github=False,
             control_offset=end_offset(ws),
+            verify=list(args.verify or []),
+            limits=limits_from(args),
+            notify=list(args.notify or []),
         )
         if args.verify_allow:
             state.extra["verify_allow"] = list(args.verify_allow)

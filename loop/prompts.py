@@ -7,19 +7,11 @@ under Claude Code's 10,000-character cap for hook strings.
 
 from __future__ import annotations
 
-from loop.model import Aggregate, LoopState
+from loop.model import SOURCE_LABELS, Aggregate, LoopState
 from loop.signals import COMPLETE_MARKER
 
 MAX_MESSAGE = 9_500
 """Claude Code caps hook strings at 10,000 characters."""
-
-SOURCE_LABELS = {
-    "github": "GitHub project",
-    "claude_tasks": "Claude Tasks",
-    "task_file": "Task file",
-    "todos": "TODO list",
-    "prd": "PRD stories",
-}
 
 
 OPENINGS = (

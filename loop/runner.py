@@ -430,13 +430,15 @@ class Runner:
         )
         return turn, text, failure, bool(self.checks) and failure is None
 
-    def run_checks(self, n: int) -> str | None:
+    def run_checks(self, n: int, cwd: Path | None = None) -> str | None:
+        """The verification commands, in the workspace (or `cwd`: a task's worktree); the
+        failures' output, or None when every one passed."""
         failures = []
         for item in self.checks:
             self.event("verification-started", n, {"command": item.command})
             outcome = verify.run(
                 item,
-                self.ws.root,
+                cwd or self.ws.root,
                 self.options.verify_timeout,
                 interrupted=lambda: self.signal is not None,
                 preexec=self._preexec(),

@@ -1,25 +1,31 @@
-"""Parallel workers over a task graph: every decision, as pure functions on a fixed clock.
+"""Parallel workers over a task graph: the workers' rules, as pure functions on a fixed clock.
 
-`loopdeck run --workers N` keeps up to N agent processes busy, one per task of a dependency
-graph. What may run, what must wait and why, who holds which file, when the loop is spinning
-and must ask a person: all of it is decided here, from the graph and the board (the workers,
-their file locks and the deferral streak), so it can be tested without a process and replayed
-from the state. The driver (`loop.parallel`) only starts and watches processes, reads and
-updates the graph, and carries out the steps this module returns.
+`loopdeck run --workers N` keeps up to N agents busy, one per task of a dependency graph. This
+module decides what concerns the *workers*: which task is ready, who holds which file (the
+lock table, a hint that keeps workers off each other's files), which task waits and why, when
+a turn's work is redone and with what feedback, when a worker is replaced, the merge queue's
+order. Everything that concerns the *loop* (how many turns may start, what a turn's cost, limit
+or refused tool means, pauses, escalations, the ending) is the engine's (`loop.engine`), for
+this driver as for the others: where a worker rule finds that the loop needs a person (the
+graph deadlocked, a task no worker can move, a merge that keeps conflicting), it says so in the
+step (`Step.needs`) and the engine escalates.
 
 A cycle:
 
 1. ready = `pending`, no owner, every `blockedBy` task `completed`;
-2. a ready task whose files overlap the lock table of the active workers is deferred (and says
-   with whom and on which file); tasks started in the same cycle lock too;
-3. one worker per remaining ready task, up to the capacity, owner and `in_progress` first;
-4. a worker's turn ends → (audit) → approved: `completed`, locks freed; rejected: the same task
-   again with the feedback, locks kept; no progress over `STALL_TURNS` turns: replaced;
-   a question: that worker waits for a person, the others go on.
+2. a ready task whose files overlap the lock table is deferred (and says with whom and on which
+   file); tasks started in the same cycle lock too;
+3. one worker per remaining ready task, up to the capacity and to what the engine admits;
+4. a worker's turn ends → the engine's verdict → (audit) → approved: in a git repository the
+   task's branch joins the merge queue and its locks are held until it is merged; outside git
+   (`--isolation locks`) the task is completed at once. Rejected: the same task again with the
+   feedback; no progress over `STALL_TURNS` turns: replaced.
+5. the queue merges one branch at a time into the loop's branch: merged → completed; a conflict
+   or a verification failure → the task again with the hunks or the failure, and after
+   `MAX_CONFLICTS` conflicts a person is asked.
 
-The deferral streak counts cycles in which nothing could start although work remains (every
-ready task deferred, or nothing ready and nobody working); a start, a completion or a worker's
-output resets it; at `DEFER_LIMIT` the loop pauses and escalates with the deferred tasks and why.
+The deferral streak counts cycles in which nothing could start although work remains; a start,
+a completion or a worker's output resets it; at `DEFER_LIMIT` the loop needs a person.
 """
 
 from __future__ import annotations
@@ -30,8 +36,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from loop.model import Command, Event, LoopState
-from loop.signals import question
+from loop.model import Command, Effects, Event, LoopState, Result
 from loop.timeutil import iso_s, parse_iso
 
 PENDING, IN_PROGRESS, COMPLETED = "pending", "in_progress", "completed"
@@ -41,11 +46,29 @@ DEFER_LIMIT = 3
 STALL_TURNS = 3
 """Turns in a row without progress after which a worker is replaced by a fresh one."""
 MAX_REPLACEMENTS = 2
-"""A task whose workers were replaced this often escalates instead: a fresh worker won't help."""
+"""A task whose workers were replaced this often needs a person: a fresh worker won't help."""
+MAX_CONFLICTS = 3
+"""Merges of one task that conflicted before a person is asked to resolve it."""
 SECTION = "parallel"
 """The state's key holding the board (`LoopState.extra`), as one line of JSON: the state file
 stays on its fast path (no PyYAML for nested maps), which the runner reads on every change."""
 FEEDBACK_CHARS = 4000
+WORKTREE, LOCKS = "worktree", "locks"
+"""The two isolations: a git worktree and branch per task, or one shared tree and file locks."""
+
+READY, RUNNING, AUDITING, QUEUED, QUESTION, HELD, STALLED = (
+    "ready",
+    "running",
+    "auditing",
+    "queued",
+    "question",
+    "held",
+    "stalled",
+)
+"""A worker's states: its next turn waits to be admitted (every turn is one of the loop's
+iterations, counted by the engine); its turn runs; its audit runs; approved, waiting in the merge queue;
+waiting for a person's answer; waiting for the loop (a usage limit, a refused tool, a person);
+given up on (no progress)."""
 
 
 # --- the data ----------------------------------------------------------------------------------
@@ -82,16 +105,22 @@ class Worker:
     started: str
     """When the worker took the task (ISO, seconds)."""
     turns: int = 1
-    status: str = "running"
-    """running | question (waiting for a person's answer; its locks kept)."""
+    status: str = RUNNING
     feedback: str | None = None
-    """What the next turn is told: the audit's rejection, or a person's answer."""
+    """What the next turn is told: the audit's rejection, a conflict, or a person's answer."""
     question: str | None = None
     stalls: int = 0
-    """Turns in a row whose progress mark did not move."""
-    mark: str | None = None
+    """Turns in a row that changed nothing."""
     replaced: int = 0
     """How many workers before this one gave up on the task."""
+    branch: str | None = None
+    """The task's branch (worktree isolation)."""
+    worktree: str | None = None
+    conflicts: int = 0
+    """Merges of this task that conflicted."""
+    rework: str | None = None
+    """Why the next turn is a rework: "conflict" (the loop's branch is taken into the worktree
+    first, for the worker to resolve), "rejected", "unchanged", "failed", "verification"."""
 
     def to_json(self) -> dict[str, Any]:
         obj: dict[str, Any] = {
@@ -102,13 +131,12 @@ class Worker:
             "turns": self.turns,
             "status": self.status,
         }
-        for key in ("feedback", "question", "mark"):
+        for key in ("feedback", "question", "branch", "worktree", "rework"):
             if getattr(self, key) is not None:
                 obj[key] = getattr(self, key)
-        if self.stalls:
-            obj["stalls"] = self.stalls
-        if self.replaced:
-            obj["replaced"] = self.replaced
+        for key in ("stalls", "replaced", "conflicts"):
+            if getattr(self, key):
+                obj[key] = getattr(self, key)
         return obj
 
     @classmethod
@@ -123,12 +151,15 @@ class Worker:
             files=tuple(str(f) for f in obj.get("files") or ()),
             started=str(obj.get("started", "")),
             turns=_int(obj.get("turns"), 1),
-            status=str(obj.get("status", "running")),
+            status=str(obj.get("status", RUNNING)),
             feedback=opt("feedback"),
             question=opt("question"),
             stalls=_int(obj.get("stalls"), 0),
-            mark=opt("mark"),
             replaced=_int(obj.get("replaced"), 0),
+            branch=opt("branch"),
+            worktree=opt("worktree"),
+            conflicts=_int(obj.get("conflicts"), 0),
+            rework=opt("rework"),
         )
 
 
@@ -165,7 +196,16 @@ class Board:
     graph: str = ""
     capacity: int = 1
     audit: str | None = None
+    audit_kind: str = "check"
+    """"check" (a verification command) or "agent" (an agent command given the work)."""
+    isolation: str = LOCKS
+    loop_branch: str | None = None
+    """The branch approved tasks merge into (worktree isolation): the workspace's at the start."""
     workers: tuple[Worker, ...] = ()
+    queue: tuple[str, ...] = ()
+    """Workers whose approved branch waits to be merged, in order."""
+    done: tuple[str, ...] = ()
+    """Tasks this loop completed (merged): the state's word, put back into the graph after a crash."""
     defer_streak: int = 0
     serial: int = 0
     """The last worker number given out: names are never reused within a loop."""
@@ -179,7 +219,11 @@ class Board:
         return next((w for w in self.workers if w.name == name), None)
 
     def without(self, name: str) -> Board:
-        return replace(self, workers=tuple(w for w in self.workers if w.name != name))
+        return replace(
+            self,
+            workers=tuple(w for w in self.workers if w.name != name),
+            queue=tuple(q for q in self.queue if q != name),
+        )
 
     def put(self, worker: Worker) -> Board:
         others = [w for w in self.workers if w.name != worker.name]
@@ -190,8 +234,13 @@ class Board:
             "graph": self.graph,
             "capacity": self.capacity,
             "audit": self.audit,
+            "audit_kind": self.audit_kind,
+            "isolation": self.isolation,
+            "loop_branch": self.loop_branch,
             "workers": [w.to_json() for w in self.workers],
             "locks": self.locks(),
+            "queue": list(self.queue),
+            "done": list(self.done),
             "defer_streak": self.defer_streak,
             "serial": self.serial,
             "deferred": [d.to_json() for d in self.deferred],
@@ -214,11 +263,18 @@ class Board:
             if isinstance(d, Mapping)
         )
         audit = obj.get("audit")
+        branch = obj.get("loop_branch")
+        names = {w.name for w in workers}
         return cls(
             graph=str(obj.get("graph") or ""),
             capacity=_int(obj.get("capacity"), 1),
             audit=str(audit) if audit else None,
+            audit_kind="agent" if obj.get("audit_kind") == "agent" else "check",
+            isolation=WORKTREE if obj.get("isolation") == WORKTREE else LOCKS,
+            loop_branch=str(branch) if branch else None,
             workers=workers,
+            queue=tuple(str(q) for q in obj.get("queue") or () if str(q) in names),
+            done=tuple(str(d) for d in obj.get("done") or ()),
             defer_streak=_int(obj.get("defer_streak"), 0),
             serial=_int(obj.get("serial"), 0),
             deferred=deferred,
@@ -253,7 +309,7 @@ def _int(value: Any, default: int) -> int:
 @dataclass
 class Step:
     """What the driver carries out: the new state (board inside), the journal's events, the
-    graph's updates, the processes to start and to end, and whether the loop is archived."""
+    graph's updates, the processes to start and to end, and what the engine decided along."""
 
     state: LoopState
     board: Board
@@ -263,16 +319,30 @@ class Step:
     """Workers whose next turn the driver starts (new ones and reruns)."""
     end: list[str] = field(default_factory=list)
     """Workers whose processes the driver ends now (stopped, skipped, replaced)."""
-    archive: dict[str, Any] | None = None
-    counted: int = 0
-    """Turns in `start` already counted into the state's iteration."""
+    needs: tuple[str, str, dict[str, Any]] | None = None
+    """(kind, reason, data): a worker rule found that the loop needs a person; the engine
+    escalates."""
+    effects: Effects = field(default_factory=Effects)
+    """The engine's effects (an archive or a kept summary at an ending)."""
+    applied: list[tuple[Command, str]] = field(default_factory=list)
 
     def seal(self) -> LoopState:
-        """The state with the board written into it. Every worker turn started is one of the
-        loop's iterations: what the monitor, `status` and the summary count."""
-        self.state.iteration += len(self.start) - self.counted
-        self.counted = len(self.start)
+        """The state with the board written into it."""
         return keep(self.state, self.board)
+
+    def absorb(self, result: Result) -> Step:
+        """Take in the engine's decision on this step's state: its state, events and effects."""
+        if result.state is not None:
+            self.state = result.state
+        self.events += result.events
+        self.applied += result.applied
+        if result.effects.archive is not None or result.effects.summary is not None:
+            self.effects = result.effects
+        return self
+
+
+def step_of(state: LoopState) -> Step:
+    return Step(state.copy(), board_of(state))
 
 
 # --- readiness and locks -----------------------------------------------------------------------
@@ -291,7 +361,7 @@ def ready(tasks: Sequence[Task]) -> list[Task]:
 
 def lock_table(workers: Iterable[Worker]) -> dict[str, str]:
     """file → the worker holding it. A worker holds its task's files from its start until its
-    task is completed (or it is stopped), across reruns."""
+    task is completed (merged, with worktrees), or it is stopped, across reruns."""
     table: dict[str, str] = {}
     for worker in workers:
         for name in worker.files:
@@ -327,34 +397,66 @@ def waiting(tasks: Sequence[Task]) -> list[Deferral]:
     return out
 
 
+def _as_held(tasks: Sequence[Task], board: Board) -> list[Task]:
+    """The graph as the scheduler must see it: a task a worker of this loop holds is in
+    progress until it is merged (Claude Code workers may mark their own task completed), and a
+    task this loop completed stays completed."""
+    held = {w.task for w in board.workers}
+    done = set(board.done)
+    out = []
+    for t in tasks:
+        if t.id in held and t.status == COMPLETED:
+            t = replace(t, status=IN_PROGRESS)
+        elif t.id in done and t.status != COMPLETED:
+            t = replace(t, status=COMPLETED)
+        out.append(t)
+    return out
+
+
 # --- a cycle ---------------------------------------------------------------------------------
 
 
-def cycle(state: LoopState, tasks: Sequence[Task], now: datetime) -> Step:
-    """One scheduling pass: start what may start, defer what may not, count the spin."""
-    state = state.copy()
+def startable(state: LoopState, tasks: Sequence[Task]) -> int:
+    """How many workers a cycle would start now (before the engine admits them)."""
     board = board_of(state)
-    step = Step(state, board)
-    if state.status != "running":
-        return step
-    if tasks and all(t.status == COMPLETED for t in tasks) and not board.workers:
-        return complete(step, now, f"all {len(tasks)} tasks completed", tasks)
-    held = {w.task for w in board.workers}
-    # A worker (Claude Code with the shared list) may mark its own task completed: until the
-    # audit approves, the task is still in progress and whatever it blocks waits.
-    tasks = [replace(t, status=IN_PROGRESS) if t.id in held and t.status == COMPLETED else t for t in tasks]
-    locks = board.locks()
+    reruns = sum(1 for w in board.workers if w.status == READY)
     room = max(0, board.capacity - len(board.workers))
-    candidates = ready(tasks)
+    locks = board.locks()
+    count = 0
+    for task in ready(_as_held(tasks, board)):
+        if count >= room:
+            break
+        if conflict(task, locks) is None:
+            count += 1
+            for name in task.target_files:
+                locks.setdefault(_norm(name), task.id)
+    return reruns + count
+
+
+def cycle(step: Step, tasks: Sequence[Task], now: datetime, admitted: int, wanted: int) -> Step:
+    """One scheduling pass: start up to `admitted` of the `wanted` (`startable`) workers (the
+    engine's count), defer what may not start, count the spin: a pass in which nothing was
+    startable though work remains (not one in which the engine held the turns back)."""
+    board = step.board
+    if step.state.status != "running":
+        return step
+    tasks = _as_held(tasks, board)
+    locks = board.locks()
+    reruns = [w for w in board.workers if w.status == READY][:admitted]
+    for worker in reruns:  # a worker's next turn goes first: its task is under way
+        board = board.put(replace(worker, status=RUNNING))
+        step.start.append(replace(worker, status=RUNNING))
+    admitted -= len(reruns)
+    room = max(0, min(admitted, board.capacity - len(board.workers)))
     deferred: list[Deferral] = []
     started: list[Worker] = []
     serial = board.serial
-    for task in candidates:
-        if len(started) >= room:
-            break
+    for task in ready(tasks):
         clash = conflict(task, locks)
         if clash is not None:
             deferred.append(Deferral(task.id, "file", worker=clash[1], file=clash[0]))
+            continue
+        if len(started) >= room:
             continue
         serial += 1
         worker = Worker(f"worker-{serial}", task.id, task.target_files, iso_s(now))
@@ -373,22 +475,30 @@ def cycle(state: LoopState, tasks: Sequence[Task], now: datetime) -> Step:
         if item not in before:  # said once while it stays the same, not every cycle
             step.events.append(("task-deferred", item.to_json()))
     open_tasks = [t for t in tasks if t.status != COMPLETED]
-    working = [w for w in board.workers if w.status == "running"]
-    asking = any(w.status == "question" for w in board.workers)
-    # Nothing ready while a worker waits for an answer is waiting, not spinning: a person is asked.
-    spinning = not started and bool(open_tasks) and (bool(deferred) or (not working and not asking))
-    if started:
+    busy = [w for w in board.workers if w.status in (READY, RUNNING, AUDITING, QUEUED)]
+    asking = any(w.status in (QUESTION, HELD) for w in board.workers)
+    # Nothing ready while a worker waits for a person is waiting, not spinning: a person is asked.
+    spinning = (
+        not started and not reruns and bool(open_tasks) and (bool(deferred) or (not busy and not asking))
+    )
+    if started or reruns:
         board = replace(board, defer_streak=0)
-    elif spinning:
+    elif spinning and admitted >= wanted:
         board = replace(board, defer_streak=board.defer_streak + 1)
     step.board = board
     if spinning and board.defer_streak >= DEFER_LIMIT:
-        _deadlock(step, tasks, now)
+        step.needs = _deadlock(board, tasks)
     return step
 
 
-def _deadlock(step: Step, tasks: Sequence[Task], now: datetime) -> None:
-    board = step.board
+def finished(state: LoopState, tasks: Sequence[Task]) -> bool:
+    """Every task of the graph completed (merged) and no worker left: the loop is done."""
+    board = board_of(state)
+    tasks = _as_held(tasks, board)
+    return bool(tasks) and all(t.status == COMPLETED for t in tasks) and not board.workers
+
+
+def _deadlock(board: Board, tasks: Sequence[Task]) -> tuple[str, str, dict[str, Any]]:
     why = list(board.deferred) or waiting(tasks)
     if not why:
         held = [
@@ -402,46 +512,7 @@ def _deadlock(step: Step, tasks: Sequence[Task], now: datetime) -> None:
         + "; ".join(lines[:10])
         + ". Split tasks, reorder their dependencies, or release a file, then answer or resume."
     )
-    step.events.append(
-        ("escalation", {"kind": "deadlock", "reason": reason, "deferred": [d.to_json() for d in why]})
-    )
-    _wait(step, now, "escalation", reason, escalation="deadlock")
-
-
-def _wait(step: Step, now: datetime, kind: str, reason: str, **more: Any) -> None:
-    step.state.status = "paused"
-    step.state.waiting_for = {"kind": kind, "reason": reason, "since": iso_s(now), **more}
-    step.events.append(("paused", {"reason": reason, "waiting_for": kind}))
-
-
-def complete(step: Step, now: datetime, reason: str, tasks: Sequence[Task] = ()) -> Step:
-    """The loop is done: its summary says how, after how many worker turns and how long, what it
-    cost, and the graph's tasks by name (not counted when the graph was not read: never a zero
-    made up)."""
-    state = step.state
-    state.status = "completed"
-    state.waiting_for = None
-    step.events.append(("completed", {"reason": reason, "iterations": state.iteration}))
-    started = parse_iso(state.started_at)
-    left = [t.subject for t in tasks if t.status != COMPLETED]
-    step.archive = {
-        "outcome": "completed",
-        "reason": reason,
-        "completed_at": iso_s(now),
-        "ended_at": iso_s(now),
-        "iterations": state.iteration,
-        "duration_s": round((now - started).total_seconds(), 1) if started else None,
-        "pending_at_end": len(left) if tasks else None,
-        "tasks": {
-            "done": [t.subject for t in tasks if t.status == COMPLETED],
-            "skipped": [],
-            "remaining": left,
-        }
-        if tasks
-        else None,
-        "usage": dict(state.usage),
-    }
-    return step
+    return "deadlock", reason, {"deferred": [d.to_json() for d in why]}
 
 
 def output_seen(state: LoopState) -> LoopState | None:
@@ -458,34 +529,31 @@ def output_seen(state: LoopState) -> LoopState | None:
 
 @dataclass(frozen=True)
 class TurnEnd:
-    """What the driver saw of a worker's turn and its audit."""
+    """What the driver saw of a worker's turn (and the engine made of it)."""
 
     worker: str
-    exit_code: int | None
+    verdict: str
+    """The engine's: "approve", "rework" or "hold" (`loop.engine.TURN_VERDICTS`)."""
     output: str
     """The worker's final text (its last words)."""
-    approved: bool
-    """The audit approved (without an audit: the worker exited 0)."""
     feedback: str = ""
-    """The audit's output when it rejected (or the worker's own when it failed)."""
-    mark: str | None = None
-    """The progress mark of the worker's files after the turn."""
+    """Why it goes again (its failure, or that it changed nothing)."""
+    exit_code: int | None = 0
     duration_s: float = 0.0
-    before: str | None = None
-    """The mark when the turn started (None: compare with the last turn's)."""
+    changed: tuple[str, ...] = ()
+    """The files its branch changed (worktrees), or None outside git."""
+    asked: str | None = None
 
 
-def turn_ended(state: LoopState, tasks: Sequence[Task], end: TurnEnd, now: datetime) -> Step:
-    """Approved → completed and locks freed; a question → that worker waits; rejected → the
-    same task again with the feedback (locks kept), or a fresh worker when it stalls."""
-    state = state.copy()
-    board = board_of(state)
-    step = Step(state, board)
+def turn_ended(step: Step, end: TurnEnd) -> Step:
+    """The engine's verdict on a turn, applied to the worker: approve → its audit (or the merge
+    queue, or completion outside git); rework → the same task again with the feedback, or a
+    fresh worker when it keeps changing nothing; hold → it waits."""
+    board = step.board
     worker = board.worker(end.worker)
     if worker is None:
         return step
     board = replace(board, defer_streak=0)  # a worker spoke: the loop is not spinning
-    step.board = board
     step.events.append(
         (
             "worker-ended",
@@ -498,63 +566,147 @@ def turn_ended(state: LoopState, tasks: Sequence[Task], end: TurnEnd, now: datet
             },
         )
     )
-    asked = question(end.output) if end.exit_code == 0 else None
-    if asked:
-        step.board = board.put(replace(worker, status="question", question=asked, feedback=None))
+    if end.asked:
+        step.board = board.put(replace(worker, status=QUESTION, question=end.asked, feedback=None))
         step.events.append(
-            ("worker-question", {"worker": worker.name, "task": worker.task, "question": asked})
+            ("worker-question", {"worker": worker.name, "task": worker.task, "question": end.asked})
         )
         return step
-    if end.approved:
-        step.board = board.without(worker.name)
-        step.updates.append(Update(worker.task, COMPLETED, None))
-        step.events.append(("audit-approved", {"worker": worker.name, "task": worker.task}))
-        step.events.append(
-            ("locks-freed", {"worker": worker.name, "task": worker.task, "files": list(worker.files)})
-        )
-        step.events.append(
-            ("task-completed", {"worker": worker.name, "task": worker.task, "turns": worker.turns})
-        )
-        if tasks:
-            after = [replace(t, status=COMPLETED, owner=None) if t.id == worker.task else t for t in tasks]
-            if all(t.status == COMPLETED for t in after) and not step.board.workers:
-                complete(step, now, f"all {len(after)} tasks completed", after)
+    if end.verdict == "hold":
+        step.board = board.put(replace(worker, status=HELD))
         return step
-    feedback = (end.feedback or end.output or f"exit {end.exit_code}")[-FEEDBACK_CHARS:]
-    step.events.append(
-        ("audit-rejected", {"worker": worker.name, "task": worker.task, "feedback": feedback[-400:]})
+    if end.verdict == "approve":
+        step.board = board.put(replace(worker, status=AUDITING, stalls=0, rework=None))
+        return step
+    unchanged = not end.changed and not end.feedback
+    feedback = end.feedback or "Your last turn changed no file: the task is not done yet."
+    step.board = board
+    return _again(
+        step, worker, feedback[-FEEDBACK_CHARS:], "unchanged" if unchanged else "failed", stall=unchanged
     )
-    before = end.before if end.before is not None else worker.mark
-    stalled = end.mark is not None and end.mark == before
-    stalls = worker.stalls + 1 if stalled else 0
-    if stalls >= STALL_TURNS:
-        return _replace_worker(step, worker, feedback, now)
-    rerun = replace(worker, turns=worker.turns + 1, feedback=feedback, stalls=stalls, mark=end.mark)
-    step.board = board.put(rerun)
-    step.events.append(("worker-turn", {"worker": worker.name, "task": worker.task, "turn": rerun.turns}))
-    step.start.append(rerun)
+
+
+def audited(step: Step, name: str, approved: bool, feedback: str = "") -> Step:
+    """The audit's word on a worker's turn (without an audit: approved). Approved → the merge
+    queue (worktrees) or completed (locks); rejected → the task again with the feedback."""
+    board = step.board = replace(step.board, defer_streak=0)  # an audit ending is progress
+    worker = board.worker(name)
+    if worker is None:
+        return step
+    if not approved:
+        step.events.append(
+            ("audit-rejected", {"worker": worker.name, "task": worker.task, "feedback": feedback[-400:]})
+        )
+        return _again(step, worker, feedback[-FEEDBACK_CHARS:], "rejected", stall=False)
+    step.events.append(("audit-approved", {"worker": worker.name, "task": worker.task}))
+    if board.isolation == WORKTREE:
+        step.board = replace(board.put(replace(worker, status=QUEUED)), queue=(*board.queue, worker.name))
+        step.events.append(
+            ("merge-queued", {"worker": worker.name, "task": worker.task, "branch": worker.branch})
+        )
+        return step
+    return _completed(step, worker)
+
+
+def _completed(step: Step, worker: Worker) -> Step:
+    board = step.board
+    step.board = replace(board.without(worker.name), done=(*board.done, worker.task))
+    step.updates.append(Update(worker.task, COMPLETED, worker.name))  # the owner stays: who did it
+    step.events.append(
+        ("locks-freed", {"worker": worker.name, "task": worker.task, "files": list(worker.files)})
+    )
+    step.events.append(
+        ("task-completed", {"worker": worker.name, "task": worker.task, "turns": worker.turns})
+    )
     return step
 
 
-def _replace_worker(step: Step, worker: Worker, feedback: str, now: datetime) -> Step:
+def merged(step: Step, name: str, sha: str | None) -> Step:
+    """The queue merged the worker's branch into the loop's branch: the task is completed."""
+    step.board = replace(step.board, defer_streak=0)
+    worker = step.board.worker(name)
+    if worker is None:
+        return step
+    step.events.append(
+        ("task-merged", {"worker": worker.name, "task": worker.task, "branch": worker.branch, "sha": sha})
+    )
+    return _completed(step, worker)
+
+
+def merge_failed(step: Step, name: str, why: str, feedback: str, conflict: bool) -> Step:
+    """The merge conflicted (or the verification of the merged tree failed): the task goes back
+    to its worker with the hunks (or the failure); a task that keeps conflicting needs a person."""
+    board = step.board = replace(step.board, defer_streak=0)
+    worker = board.worker(name)
+    if worker is None:
+        return step
+    step.board = replace(board, queue=tuple(q for q in board.queue if q != name))
+    conflicts = worker.conflicts + (1 if conflict else 0)
+    step.events.append(
+        (
+            "merge-conflict" if conflict else "merge-rejected",
+            {"worker": worker.name, "task": worker.task, "branch": worker.branch, "reason": why[-400:]},
+        )
+    )
+    worker = replace(worker, conflicts=conflicts)
+    if conflict and conflicts >= MAX_CONFLICTS:
+        step.board = step.board.put(replace(worker, status=HELD, feedback=feedback[-FEEDBACK_CHARS:]))
+        reason = (
+            f"task {worker.task}: its branch {worker.branch} conflicted with the loop's branch "
+            f"{conflicts} times ({why[-200:]}); merge it by hand, then resume"
+        )
+        step.needs = ("merge-conflict", reason, {"worker": worker.name, "task": worker.task})
+        return step
+    return _again(
+        step, worker, feedback[-FEEDBACK_CHARS:], "conflict" if conflict else "verification", stall=False
+    )
+
+
+def _again(step: Step, worker: Worker, feedback: str, why: str, stall: bool) -> Step:
+    """The same task once more: its worker's next turn, told why (or a fresh worker after
+    `STALL_TURNS` turns that changed nothing)."""
+    repeated = why in ("rejected", "verification", "failed") and feedback == worker.feedback
+    stalls = worker.stalls + 1 if stall or repeated else 0  # the same rejection again moves nothing
+    if stalls >= STALL_TURNS:
+        return _replace_worker(step, worker, feedback)
+    rerun = replace(
+        worker,
+        status=READY,
+        turns=worker.turns + 1,
+        feedback=feedback,
+        stalls=stalls,
+        rework=why,
+        question=None,
+    )
+    step.board = step.board.put(rerun)
+    step.events.append(
+        ("worker-turn", {"worker": worker.name, "task": worker.task, "turn": rerun.turns, "why": why})
+    )
+    return step
+
+
+def _replace_worker(step: Step, worker: Worker, feedback: str) -> Step:
     board = step.board
     if worker.replaced + 1 > MAX_REPLACEMENTS:
         reason = (
             f"task {worker.task}: {MAX_REPLACEMENTS + 1} workers in a row made no progress "
             f"over {STALL_TURNS} turns; last feedback: {feedback[-300:]}"
         )
-        step.board = board.put(replace(worker, status="stalled", feedback=feedback, stalls=0))
-        step.events.append(("escalation", {"kind": "stuck", "reason": reason, "worker": worker.name}))
-        _wait(step, now, "escalation", reason, escalation="stuck")
+        step.board = board.put(replace(worker, status=STALLED, feedback=feedback, stalls=0))
+        step.needs = ("stuck", reason, {"worker": worker.name})
         return step
     serial = board.serial + 1
     fresh = Worker(
         f"worker-{serial}",
         worker.task,
         worker.files,
-        iso_s(now),
+        worker.started,
+        status=READY,
         feedback=feedback,
         replaced=worker.replaced + 1,
+        branch=worker.branch,  # the task's branch is the task's: the fresh worker goes on from it
+        worktree=worker.worktree,
+        conflicts=worker.conflicts,
     )
     step.board = replace(board.without(worker.name), serial=serial).put(fresh)
     step.updates.append(Update(worker.task, IN_PROGRESS, fresh.name))
@@ -570,130 +722,122 @@ def _replace_worker(step: Step, worker: Worker, feedback: str, now: datetime) ->
     step.events.append(
         ("worker-started", {"worker": fresh.name, "task": fresh.task, "files": list(fresh.files)})
     )
-    step.start.append(fresh)
     return step
 
 
 # --- people ----------------------------------------------------------------------------------
 
 
-def command(state: LoopState, cmd: Command, now: datetime) -> Step:
-    """A person's command: with a worker target it acts on that worker only (skip its task,
-    stop it, answer its question); without, on the whole loop."""
-    state = state.copy()
-    board = board_of(state)
-    step = Step(state, board)
-    outcome = _command(step, cmd, now)
+def command(step: Step, cmd: Command) -> Step:
+    """A person's command to one worker (`--worker NAME`): skip its task, stop it, answer its
+    question. Commands to the whole loop are the engine's; `after_loop_command` does what they
+    mean for the workers."""
+    outcome = _command(step, cmd)
     step.events.append(
         (
             "command-applied",
-            {"id": cmd.id, "command": cmd.kind, "source": cmd.source, "outcome": outcome}
-            | ({"worker": cmd.target} if cmd.target else {}),
+            {
+                "id": cmd.id,
+                "command": cmd.kind,
+                "source": cmd.source,
+                "outcome": outcome,
+                "worker": cmd.target,
+            },
         )
     )
     return step
 
 
-def _command(step: Step, cmd: Command, now: datetime) -> str:
-    state, board = step.state, step.board
-    if cmd.target:
-        worker = board.worker(cmd.target)
-        if worker is None:
-            return f"no worker {cmd.target}"
-        if cmd.kind == "skip":
-            step.board = board.without(worker.name)
-            step.end.append(worker.name)
-            step.updates.append(Update(worker.task, COMPLETED, None, {"skipped": True}))
-            step.events.append(("task-skipped", {"task": worker.task, "worker": worker.name}))
-            step.events.append(
-                ("locks-freed", {"worker": worker.name, "task": worker.task, "files": list(worker.files)})
-            )
-            return f"task {worker.task} skipped"
-        if cmd.kind == "stop":
-            step.board = board.without(worker.name)
-            step.end.append(worker.name)
-            step.updates.append(Update(worker.task, PENDING, None))
-            step.events.append(("worker-stopped", {"worker": worker.name, "task": worker.task}))
-            step.events.append(
-                ("locks-freed", {"worker": worker.name, "task": worker.task, "files": list(worker.files)})
-            )
-            return f"{worker.name} stopped; task {worker.task} back in the graph"
-        if cmd.kind in ("answer", "resume") and worker.status in ("question", "stalled"):
-            answer = cmd.reason or "go on"
-            rerun = replace(
-                worker,
-                status="running",
-                question=None,
-                turns=worker.turns + 1,
-                stalls=0,
-                feedback=f"A PERSON ANSWERED YOUR QUESTION:\n{answer}",
-            )
-            step.board = replace(board.put(rerun), defer_streak=0)
-            step.start.append(rerun)
-            step.events.append(("answered", {"answer": answer, "source": cmd.source, "worker": worker.name}))
-            return f"{worker.name} resumed"
-        return f"{cmd.kind} does not apply to a worker"
-    if cmd.kind == "pause":
-        if state.status == "running":
-            _wait(step, now, "pause", cmd.reason or "paused by a person")
-            return "paused"
-        return "already paused"
-    if cmd.kind in ("resume", "answer"):
-        if state.status != "paused":
-            return "not paused"
-        state.status = "running"
-        state.waiting_for = None
-        board = replace(board, defer_streak=0)
-        for worker in board.workers:  # workers given up on get one more go, with the person's word
-            if worker.status == "stalled":
-                note = f"A PERSON LOOKED AT IT:\n{cmd.reason}" if cmd.reason else worker.feedback
-                rerun = replace(worker, status="running", turns=worker.turns + 1, stalls=0, feedback=note)
-                board = board.put(rerun)
-                step.start.append(rerun)
-        step.board = board
-        if cmd.kind == "answer":
-            step.events.append(("answered", {"answer": cmd.reason, "source": cmd.source}))
-        step.events.append(("resumed", {}))
-        return "resumed"
+def _command(step: Step, cmd: Command) -> str:
+    board = step.board
+    worker = board.worker(cmd.target or "")
+    if worker is None:
+        return f"no worker {cmd.target}"
+    if cmd.kind == "skip":
+        step.board = board.without(worker.name)
+        step.end.append(worker.name)
+        step.updates.append(Update(worker.task, COMPLETED, worker.name, {"skipped": True}))
+        step.board = replace(step.board, done=(*step.board.done, worker.task))
+        step.events.append(("task-skipped", {"task": worker.task, "worker": worker.name}))
+        step.events.append(
+            ("locks-freed", {"worker": worker.name, "task": worker.task, "files": list(worker.files)})
+        )
+        return f"task {worker.task} skipped"
     if cmd.kind == "stop":
-        release(step)
-        state.status = "stopped"
-        state.waiting_for = None
-        step.events.append(("stopped", {"reason": cmd.reason or "stopped by a person"}))
-        return "stopped"
-    if cmd.kind == "complete":
-        release(step)
-        complete(step, now, cmd.reason or "completed by a person")
-        return "completed"
-    if cmd.kind == "set-max-iterations" and cmd.value is not None:
-        state.max_iterations = cmd.value
-        return f"max iterations {cmd.value}"
-    return "does not apply to parallel workers (target a worker)"
+        step.board = board.without(worker.name)
+        step.end.append(worker.name)
+        step.updates.append(Update(worker.task, PENDING, None))
+        step.events.append(("worker-stopped", {"worker": worker.name, "task": worker.task}))
+        step.events.append(
+            ("locks-freed", {"worker": worker.name, "task": worker.task, "files": list(worker.files)})
+        )
+        return f"{worker.name} stopped; task {worker.task} back in the graph"
+    if cmd.kind in ("answer", "resume") and worker.status in (QUESTION, STALLED, HELD):
+        answer = cmd.reason or "go on"
+        rerun = replace(
+            worker,
+            status=READY,
+            question=None,
+            turns=worker.turns + 1,
+            stalls=0,
+            feedback=f"A PERSON ANSWERED YOUR QUESTION:\n{answer}",
+        )
+        step.board = replace(board.put(rerun), defer_streak=0)
+        step.events.append(("answered", {"answer": answer, "source": cmd.source, "worker": worker.name}))
+        return f"{worker.name} resumed"
+    return f"{cmd.kind} does not apply to a worker"
+
+
+def after_loop_command(step: Step, kinds: Iterable[str], reason: str | None) -> Step:
+    """What the engine's decision on a whole-loop command means for the workers: a stop or a
+    forced completion ends them all (their tasks back in the graph); a resume gives workers
+    that waited for the loop (held, given up on) another go, with the person's word."""
+    kinds = list(kinds)
+    if step.state.status in ("stopped", "completed"):
+        return release(step)
+    if "resume" in kinds or "answer" in kinds:
+        board = replace(step.board, defer_streak=0)
+        for worker in board.workers:
+            if worker.status in (STALLED, HELD):
+                note = f"A PERSON LOOKED AT IT:\n{reason}" if reason else worker.feedback
+                rerun = replace(worker, status=READY, turns=worker.turns + 1, stalls=0, feedback=note)
+                board = board.put(rerun)
+        step.board = board
+    return step
 
 
 def release(step: Step) -> Step:
     """Every worker ends and gives its task back to the graph (pending, no owner), so a later
-    run, a person or Claude Code finds the graph as if they had not started."""
+    run, a person or Claude Code finds the graph as if they had not started; a task's branch
+    and worktree stay, and a later worker on the task goes on from them."""
     for worker in step.board.workers:
         step.end.append(worker.name)
         step.updates.append(Update(worker.task, PENDING, None))
         step.events.append(
             ("locks-freed", {"worker": worker.name, "task": worker.task, "files": list(worker.files)})
         )
-    step.board = replace(step.board, workers=())
+    step.board = replace(step.board, workers=(), queue=())
     return step
 
 
-def interrupt(state: LoopState, pause: bool, reason: str, now: datetime) -> Step:
-    """SIGINT (pause) or SIGTERM (stop) to the runner: workers end, tasks go back."""
-    step = release(Step(state.copy(), board_of(state)))
-    if pause:
-        if step.state.status == "running":
-            _wait(step, now, "pause", reason)
-    else:
-        step.state.status = "stopped"
-        step.state.waiting_for = None
-        step.events.append(("stopped", {"reason": reason}))
+def reconcile(step: Step, tasks: Sequence[Task]) -> Step:
+    """After a crash the graph may disagree with the state (the state is written first): the
+    state's word goes back into the graph. A task this loop completed is completed; a task
+    owned by a worker of this loop that is not on the board is pending again."""
+    board = step.board
+    names = {w.name for w in board.workers}
+    done = set(board.done)
+    for task in tasks:
+        if task.id in done and task.status != COMPLETED:
+            step.updates.append(Update(task.id, COMPLETED, task.owner))
+        elif (
+            task.id not in done
+            and task.status == IN_PROGRESS
+            and task.owner
+            and task.owner.startswith("worker-")
+            and task.owner not in names
+        ):
+            step.updates.append(Update(task.id, PENDING, None))
     return step
 
 
@@ -717,6 +861,17 @@ def worker_prompt(goal: str, task: Task, worker: Worker) -> str:
         "<question>…</question>."
     )
     return "\n".join(parts)
+
+
+def conflict_feedback(files: Sequence[str], hunks: str) -> str:
+    """What a worker reads when its branch conflicted with the loop's: the files and hunks."""
+    names = "\n".join(f"- {f}" for f in files)
+    return (
+        "MERGE CONFLICT: your branch conflicts with work merged into the loop's branch since you "
+        f"started. The loop's branch is now merged into yours; resolve the conflict markers "
+        f"(<<<<<<< ======= >>>>>>>) in these files, keeping the intent of both sides:\n{names}\n\n"
+        f"The conflicting hunks:\n{hunks.strip()[-FEEDBACK_CHARS // 2 :]}"
+    )
 
 
 def elapsed(worker: Worker, now: datetime) -> float:

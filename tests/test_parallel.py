@@ -48,6 +48,8 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
         monkeypatch.setenv(key, "t@example.invalid")
     root = workspace.create(tmp_path / "repo", tasks=1)
     (root / "audit.py").write_text(AUDIT)
+    subprocess.run(["git", "add", "audit.py"], cwd=root, check=True)
+    subprocess.run(["git", "commit", "-qm", "the audit"], cwd=root, check=True)  # every worktree has it
     return Workspace(root)
 
 
@@ -101,8 +103,11 @@ def assert_locks_exclusive(evs: list[Event]) -> None:
 
 
 def test_twelve_tasks_four_workers_with_a_rejecting_audit(repo: Workspace) -> None:
+    """Twelve tasks with overlapping files, in worktrees: every task merged once into the loop's
+    branch, which has every change; verification ran on the merged result; no worktree left."""
     graph = demo_graph.create(repo.root / "graph", TWELVE)
     audit = f"{PY} audit.py"
+    check = f"{PY} check.py"
     done = run(
         repo,
         graph,
@@ -110,6 +115,10 @@ def test_twelve_tasks_four_workers_with_a_rejecting_audit(repo: Workspace) -> No
         audit,
         "--verify-allow",
         audit,
+        "--verify",
+        check,
+        "--verify-allow",
+        check,
         worker=("--break-on", "4", "--sleep", "0.05", "0.2"),
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -142,7 +151,19 @@ def test_twelve_tasks_four_workers_with_a_rejecting_audit(repo: Workspace) -> No
     for path in sorted(graph.glob("*.json")):
         obj = json.loads(path.read_text())
         assert obj["status"] == "completed", obj
-        assert "owner" not in obj, obj
+        assert obj["owner"].startswith("worker-"), obj  # who did it stays on the task
+    merged = [e.data["task"] for e in evs if e.kind == "task-merged"]
+    assert sorted(merged, key=int) == [t[0] for t in TWELVE]  # each exactly once
+    assert sum(e.kind == "verification-passed" for e in evs) >= 12  # on every merged tree
+    for ident, subject, _b, files in TWELVE:
+        for name in files:
+            assert f"task {ident}: {subject}\n" in (repo.root / name).read_text(), (ident, name)
+    listed = subprocess.run(["git", "worktree", "list"], cwd=repo.root, capture_output=True, text=True)
+    assert len(listed.stdout.splitlines()) == 1, listed.stdout
+    branches = subprocess.run(["git", "branch"], cwd=repo.root, capture_output=True, text=True).stdout
+    assert "loopdeck/" not in branches
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=repo.root, capture_output=True, text=True)
+    assert "src/" not in status.stdout and "README" not in status.stdout  # all committed by the merges
     assert not (repo.root / ".claude" / "orchestrator-loop.local.md").exists()  # archived
     prompts = sorted((repo.root / ".claude" / "loopdeck" / "workers").glob("*.stdin"))
     assert len(prompts) == 13  # 12 tasks, one rework
@@ -351,11 +372,12 @@ def test_turns_ending_while_a_task_waits_for_a_lock_are_not_a_deadlock(repo: Wor
         ),
     )
     (repo.root / "audit_after_all.py").write_text(AUDIT_AFTER_ALL)
-    audit = f"{PY} audit_after_all.py"
+    audit = f"{PY} audit_after_all.py"  # reads the other workers' files: one shared tree
     agent = " ".join([PY, "-m", "loop.demo.worker", "--hang-on", "1", "--sleep", "0.2", "1.5"])
     # Seven slots, six workers: a slot stays free, so every pass asks whether task 2 can start.
     argv = [PY, "-m", "loop.cli", "-C", str(repo.root), "run", "Build it", "--workers", "7"]
     argv += ["--graph", str(graph), "--agent", agent, "--audit", audit, "--verify-allow", audit, "--headless"]
+    argv += ["--isolation", "locks"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
         argv, cwd=repo.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True

@@ -175,6 +175,9 @@ def _demo_workers(args: argparse.Namespace, root: Path) -> int:
 
     folder = graph.create(root / ".claude" / "loopdeck" / "demo-tasks")  # inside: a graph is written
     (root / "audit.py").write_text(AUDIT)
+    git = ["git", "-c", "user.name=loopdeck demo", "-c", "user.email=demo@loopdeck.invalid"]
+    subprocess.run([*git, "add", "audit.py"], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "demo: the audit"], cwd=root, check=True)
     low, high = (os.environ.get("LOOPDECK_DEMO_PACE") or "1 3").split()[:2]
     agent_cmd = workspace.agent_command("--sleep", low, high, "--break-on", "4")
     agent_cmd = agent_cmd.replace("loop.demo.agent", "loop.demo.worker")

@@ -67,6 +67,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="TASK",
         help="while on TASK, add a follow-up task to the Claude Code task list (CLAUDE_CODE_TASK_LIST_ID)",
     )
+    parser.add_argument(
+        "--stray",
+        action="append",
+        default=[],
+        metavar="TASK:FILE",
+        help="while on TASK, also write FILE, which the task does not declare (a merge may conflict)",
+    )
     parser.add_argument("--seed", type=int)
     args = parser.parse_args(argv)
     prompt = Path(args.prompt_file).read_text() if args.prompt_file else sys.stdin.read()
@@ -81,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     if task in args.ask_on and "A PERSON ANSWERED" not in prompt and _once(root, "asked", task):
         print(f"Before task {task}: <question>Should {subject!r} keep the old format?</question>")
         return 0
+    resolve(root, prompt)
     broken = task in args.break_on and "AUDIT REJECTED" not in prompt and _once(root, "broken", task)
     for name in files:
         path = root / name
@@ -93,10 +101,32 @@ def main(argv: list[str] | None = None) -> int:
         for name in files:  # a rework leaves no broken line behind
             path = root / name
             path.write_text(path.read_text().replace(f"task {task}: {subject} BROKEN\n", ""))
+    for stray in args.stray:
+        on, _sep, name = stray.partition(":")
+        if on == task and name:
+            with (root / name).open("a", encoding="utf-8") as out:
+                out.write(f"task {task}: {subject} (noted)\n")
     if task in args.add_task_on and _once(root, "added", task):
         _add_follow_up(task)
     print(f"Done task {task}: {subject} ({', '.join(files) or 'no files'}).")
     return 0
+
+
+CONFLICTED = re.compile(r"resolve the conflict markers.*?:\n((?:- .*\n?)*)", re.DOTALL)
+
+
+def resolve(root: Path, prompt: str) -> None:
+    """A worker told its branch conflicts resolves it the simple way: both sides kept."""
+    found = CONFLICTED.search(prompt)
+    for line in (found.group(1) if found else "").splitlines():
+        path = root / line[2:].strip()
+        if line.startswith("- ") and path.is_file():
+            kept = [
+                ln
+                for ln in path.read_text().splitlines(keepends=True)
+                if not ln.startswith(("<<<<<<<", "=======", ">>>>>>>"))
+            ]
+            path.write_text("".join(kept))
 
 
 def _add_follow_up(task: str) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from loop.model import Aggregate, LoopState, combine, record, replace
 from loop.paths import Workspace
 from loop.sources import claude_tasks, github, prd, task_file, todos
+from loop.sources import graph as graph_source
 from loop.sources.base import disabled
 from loop.timeutil import iso_ms, utcnow
 
@@ -30,6 +31,8 @@ class SourceConfig:
     transcript: Path | None = None
     session_id: str | None = None
     tasks_dir: Path | None = None
+    graph: Path | None = None
+    """A parallel loop's task graph (its board names it)."""
 
     @classmethod
     def from_state(cls, workspace: Workspace, state: LoopState | None, **overrides: Any) -> SourceConfig:
@@ -49,6 +52,7 @@ class SourceConfig:
                 github=github.GithubConfig(project) if project else None,
                 transcript=Path(transcript) if transcript else None,
                 session_id=state.session_id,
+                graph=_graph_of(state),
             )
         return replace(config, **{k: v for k, v in overrides.items() if v is not None})
 
@@ -70,7 +74,24 @@ def check_all(config: SourceConfig, now: str | None = None) -> Aggregate:
         if config.check_todos
         else disabled(todos.NAME, "turned off", stamp),
     ]
+    if config.graph is not None:
+        reports.append(graph_source.check(config.graph, stamp))
     prd_file = prd.configured(config.workspace.root, config.task_file)
     if prd_file is not None:
         reports.append(prd.check(config.workspace.root, prd_file, stamp))
     return combine(reports, stamp)
+
+
+def _graph_of(state: LoopState) -> Path | None:
+    """The task graph a parallel loop's board names (None for the other loops)."""
+    raw = state.extra.get("parallel")
+    if raw is None:
+        return None
+    import json
+
+    try:
+        board = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return None
+    graph = board.get("graph") if isinstance(board, dict) else None
+    return Path(graph) if isinstance(graph, str) and graph else None

@@ -1,0 +1,56 @@
+"""A parallel loop's task graph as a task source: what `status`, the summaries and the monitor
+count for a loop of workers.
+
+The graph (a Claude Code Tasks list folder, or a JSON or YAML file of the same fields, see
+`loop.graph`) is the loop's work: its tasks are pending, in progress or completed, and a loop
+of workers ends when every one is completed. Counted like the other sources, the tasks show up
+where a person looks (the top panel, the progress bar, `status`, the ending's "done" and
+"remaining" by name) instead of a zero made up for a loop that has no task file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from loop.errors import LoopdeckError
+from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
+
+NAME = "graph"
+_STATUS = {"pending": "pending", "in_progress": "in_progress", "completed": "done"}
+
+
+def check(path: Path, now: str) -> SourceReport:
+    from loop import graph
+
+    try:
+        tasks = graph.read(path)
+    except (LoopdeckError, OSError) as exc:
+        return unavailable(NAME, str(exc), now, detail=str(path), path=str(path))
+    counts = {"pending": 0, "in_progress": 0, "done": 0}
+    items: list[TaskItem] = []
+    for task in tasks:
+        status = _STATUS.get(task.status, "pending")
+        counts[status] += 1
+        if len(items) < MAX_ITEMS:
+            items.append(
+                TaskItem(
+                    title=task.subject,
+                    status=status,
+                    id=task.id,
+                    owner=task.owner,
+                    blocked_by=task.blocked_by,
+                    target_files=task.target_files,
+                )
+            )
+    return SourceReport(
+        NAME,
+        enabled=True,
+        available=True,
+        pending=counts["pending"],
+        in_progress=counts["in_progress"],
+        done=counts["done"],
+        items=tuple(items),
+        checked_at=now,
+        detail=str(path),
+        path=str(path),
+    )
