@@ -95,6 +95,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         verify_allow=list(args.verify_allow) if existing is not None and args.verify_allow else None,
     )
     runner = Runner(ws, options, settings=settings)
+    if args.workers is None and existing is not None:
+        from loop.parallel_cli import recorded_workers
+
+        args.workers = recorded_workers(existing)  # a loop of workers goes on as one (`resume` too)
     if args.workers is not None:
         from loop.parallel_cli import run_parallel
 

@@ -294,6 +294,14 @@ def _rules(
         events.append(("escalation", {"kind": "permission-denied", "reason": reason}))
         _wait(state, result, now, "escalation", reason, escalation="permission-denied")
         return result
+    if turn is not None and turn.unresolved:
+        files = ", ".join(turn.unresolved[:10])
+        reason = f"a merge is left unresolved in {files}: nothing was committed; resolve it, then resume"
+        events.append(
+            ("escalation", {"kind": "unresolved-merge", "reason": reason, "files": list(turn.unresolved)})
+        )
+        _wait(state, result, now, "escalation", reason, escalation="unresolved-merge")
+        return result
     if turn is not None and turn.interrupted is None:
         if turn.failure is not None:
             task = state.current_task or "(no task)"

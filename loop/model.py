@@ -519,6 +519,9 @@ class Turn:
     the work it is asked, and a person must allow them."""
     denied_hint: str | None = None
     """How to allow them, in the agent CLI's own terms."""
+    unresolved: tuple[str, ...] = ()
+    """Files a merge left with conflicts, found when the work was to be committed: nothing is
+    committed over them."""
 
 
 @record(frozen=True)

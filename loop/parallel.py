@@ -247,6 +247,7 @@ class ParallelRunner:
         self.loop_name = worktrees.loop_id(prepared.started_at)
         self.choose_isolation(prepared)
         tasks = self.read_graph()
+        self.recover()
         self.apply(lambda s: scheduler.reconcile(self.configure(s), tasks))
         self.base.reconfirm(self.store.read() or prepared, set(self.parallel.given))
         stamp = ""
@@ -287,6 +288,8 @@ class ParallelRunner:
                 step = self.apply_cycle()
                 stamp = graph.stamp(self.parallel.graph)
                 if step is not None and step.effects.archive is not None:
+                    if self.isolation == WORKTREE:
+                        worktrees.tidy(self.ws.root, self.loop_name)
                     return self.base.finish(
                         "completed", str(step.effects.archive.get("reason")), archived=True
                     )
@@ -332,6 +335,36 @@ class ParallelRunner:
             and all(w.status in (scheduler.QUESTION, scheduler.STALLED, scheduler.HELD) for w in workers)
         )
 
+    def recover(self) -> None:
+        """What a runner killed mid-merge left: a merge of one of this loop's branches under way
+        in the workspace, never concluded, is undone (the queue still holds the task, which is
+        merged again); worktrees of tasks this loop finished go."""
+        if self.isolation != WORKTREE:
+            return
+        state = self.store.read()
+        if state is None:
+            return
+        board = scheduler.board_of(state)
+        root = self.ws.root
+        under_way = worktrees.merging_branch(root)
+        if under_way is not None:
+            ours = {
+                worktrees.head(root, w.branch)
+                for w in board.workers
+                if w.branch and worktrees.branch_exists(root, w.branch)
+            }
+            if under_way in ours:
+                worktrees.abandon(root)
+                self.base.event(
+                    "warning", None, {"message": "a merge a stopped runner left under way was undone"}
+                )
+        for path in worktrees.leftovers(root, self.loop_name):
+            if not any(w.worktree and Path(w.worktree).resolve() == path for w in board.workers):
+                task = path.name
+                if task in board.done:
+                    worktrees.remove(root, path, worktrees.branch_for(self.loop_name, task))
+        worktrees.tidy(root, self.loop_name)
+
     def configure(self, state: LoopState) -> Step:
         """This run's graph, capacity, audit and isolation into the board; workers a previous
         runner left (their processes died with it) give their tasks back to the graph, their
@@ -340,8 +373,16 @@ class ParallelRunner:
         step = scheduler.step_of(state)
         board = step.board
         for worker in board.workers:
-            if worker.branch and self.isolation == WORKTREE and worktrees.merged(self.ws.root, worker.branch):
-                step = scheduler.merged(step, worker.name, None)
+            queued = worker.status == scheduler.QUEUED  # only the queue merges: nothing else can be in
+            if (
+                queued
+                and worker.branch
+                and self.isolation == WORKTREE
+                and worktrees.merged(self.ws.root, worker.branch)
+            ):
+                step = scheduler.merged(step, worker.name, None)  # merged before the crash: done once
+                if worker.worktree:
+                    worktrees.remove(self.ws.root, Path(worker.worktree), worker.branch)
         step = scheduler.release(step)
         audit = self.parallel.audit or self.parallel.audit_agent
         step.board = replace(
@@ -352,6 +393,7 @@ class ParallelRunner:
             audit_kind="agent" if self.parallel.audit_agent and not self.parallel.audit else "check",
             isolation=self.isolation,
             loop_branch=self.loop_branch,
+            strategy=self.parallel.strategy,
             deferred=(),
         )
         return step
@@ -457,10 +499,11 @@ class ParallelRunner:
                         + ": resolve them (keep both sides' intent)."
                     )
                     return False, [], note
-                sha = worktrees.commit_all(
-                    wt, f"loopdeck: task {worker.task} ({worker.name}, turn {worker.turns})"
-                )
-                return sha is not None, worktrees.changed_files(wt), ""
+                worktrees.commit_all(wt, f"loopdeck: task {worker.task} ({worker.name}, turn {worker.turns})")
+                touched = worktrees.changed_files(wt)
+                # the task's branch, not only this turn: a turn that goes on from an earlier
+                # attempt (a restarted runner) may find nothing left to do
+                return bool(touched), touched, ""
             except LoopdeckError as exc:
                 self.base.event("warning", None, {"message": str(exc)})
                 return False, [], ""

@@ -70,6 +70,11 @@ def run_parallel(
     path = graph_path(args, ws, existing)
     if args.audit and args.audit_agent:
         raise LoopdeckError("give --audit or --audit-agent, not both")
+    audit, audit_agent = args.audit, args.audit_agent
+    board = board_of(existing) if existing is not None else None
+    if board is not None and board.audit and not (audit or audit_agent):
+        # the audit this loop recorded (confirmed like the rest of what the state names)
+        audit, audit_agent = (None, board.audit) if board.audit_kind == "agent" else (board.audit, None)
     given = frozenset(
         name
         for name, value in (
@@ -81,12 +86,12 @@ def run_parallel(
     parallel = Parallel(
         path,
         args.workers,
-        args.audit,
-        args.audit_agent,
+        audit,
+        audit_agent,
         tuple(args.verify_allow or ()),
         given=given,
         isolation=getattr(args, "isolation", None),
-        strategy=getattr(args, "merge", None) or "merge",
+        strategy=getattr(args, "merge", None) or (board.strategy if board is not None else "merge"),
     )
 
     def create_parallel() -> LoopState:
@@ -112,19 +117,33 @@ def run_parallel(
     return ParallelRunner(ws, options, parallel, runner=runner).run(create_parallel)
 
 
+def recorded_workers(state: LoopState) -> int | None:
+    """How many workers a loop of workers had (its board), so that `run` and `resume` go on
+    with the parallel driver; None for the other loops."""
+    board = board_of(state)
+    return board.capacity if board.graph and board.capacity > 1 else None
+
+
 def status_rows(section: dict[str, Any]) -> list[tuple[str, str]]:
     """`loopdeck status` lines for a loop with parallel workers."""
     workers = [w for w in section.get("workers") or [] if isinstance(w, dict)]
     busy = f"{len(workers)}/{section.get('capacity', '?')} busy"
     rows = [("workers", f"{busy}, defer streak {section.get('defer_streak', 0)}")]
+    if section.get("isolation") == "worktree":
+        rows.append(("  branches", f"one per task, merged into {section.get('loop_branch') or '?'}"))
     for worker in workers:
         files = ", ".join(str(f) for f in worker.get("files") or []) or "no files"
+        branch = f", {worker['branch']}" if worker.get("branch") else ""
         rows.append(
             (
                 f"  {worker.get('name', '?')}",
                 f"task {worker.get('task', '?')}, turn {worker.get('turns', 1)}, "
-                f"{worker.get('status', '?')} ({files})",
+                f"{worker.get('status', '?')} ({files}){branch}",
             )
         )
+    queue = [str(q) for q in section.get("queue") or []]
+    if queue:
+        named = {str(w.get("name")): str(w.get("task")) for w in workers}
+        rows.append(("  merge queue", ", ".join(f"task {named.get(q, '?')} ({q})" for q in queue)))
     rows += [("  waiting", str(d.get("line"))) for d in section.get("deferred") or [] if isinstance(d, dict)]
     return rows

@@ -417,8 +417,9 @@ class Runner:
         text = agent.final_text(run.tail)
         denied = tuple(said.denied_tools) if said is not None else ()
         failure = self.run_checks(n) if self.checks else None
+        unresolved: tuple[str, ...] = ()
         if failure is None and self.options.commit:
-            self.commit(n)
+            unresolved = self.commit(n)
         duration = round(time.monotonic() - self.tally.started, 1)
         self.event("iteration-completed", n, {"duration_s": run.duration_s, "elapsed_s": duration})
         turn = Turn(
@@ -427,6 +428,7 @@ class Runner:
             usage=usage,
             denied=denied,
             denied_hint=claude_result.allow_hint(list(denied)) if denied else None,
+            unresolved=unresolved,
         )
         return turn, text, failure, bool(self.checks) and failure is None
 
@@ -463,17 +465,27 @@ class Runner:
         self.tally.verify_failures += 1
         return "\n\n".join(failures)
 
-    def commit(self, n: int) -> None:
-        from loop import gitstate
+    def commit(self, n: int) -> tuple[str, ...]:
+        """Commit the iteration's work; never over a merge left unresolved (the files with
+        conflicts are returned, and the engine makes the loop wait for a person)."""
+        from loop import gitstate, worktrees
 
+        try:
+            if worktrees.is_repo(self.ws.root):
+                unresolved = tuple(worktrees.unresolved(self.ws.root))
+                if unresolved:
+                    return unresolved
+        except Exception:  # not a repository git can read: the commit below says why
+            pass
         try:
             sha = gitstate.commit(self.ws.root, f"loopdeck: iteration {n}")
         except Exception as exc:  # a repo problem must not lose the run: say it and go on
             self.event("warning", n, {"message": f"commit failed: {exc}"})
-            return
+            return ()
         if sha:
             self.tally.commits.append(sha)
             self.event("commit", n, {"sha": sha})
+        return ()
 
     # --- waiting ---------------------------------------------------------------------------------
 

@@ -201,6 +201,8 @@ class Board:
     isolation: str = LOCKS
     loop_branch: str | None = None
     """The branch approved tasks merge into (worktree isolation): the workspace's at the start."""
+    strategy: str = "merge"
+    """How an approved branch joins the loop's: "merge" or "rebase"."""
     workers: tuple[Worker, ...] = ()
     queue: tuple[str, ...] = ()
     """Workers whose approved branch waits to be merged, in order."""
@@ -237,6 +239,7 @@ class Board:
             "audit_kind": self.audit_kind,
             "isolation": self.isolation,
             "loop_branch": self.loop_branch,
+            "strategy": self.strategy,
             "workers": [w.to_json() for w in self.workers],
             "locks": self.locks(),
             "queue": list(self.queue),
@@ -272,6 +275,7 @@ class Board:
             audit_kind="agent" if obj.get("audit_kind") == "agent" else "check",
             isolation=WORKTREE if obj.get("isolation") == WORKTREE else LOCKS,
             loop_branch=str(branch) if branch else None,
+            strategy="rebase" if obj.get("strategy") == "rebase" else "merge",
             workers=workers,
             queue=tuple(str(q) for q in obj.get("queue") or () if str(q) in names),
             done=tuple(str(d) for d in obj.get("done") or ()),

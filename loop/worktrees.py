@@ -244,6 +244,14 @@ def fast_forward(root: Path, branch: str) -> str:
     return head(root)
 
 
+def merging_branch(root: Path) -> str | None:
+    """The commit a merge under way at `root` brings in (MERGE_HEAD), None when none is."""
+    if not _merging(root):
+        return None
+    done = _git(root, "rev-parse", "--verify", "--quiet", "MERGE_HEAD", check=False)
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
 def conclude(root: Path, message: str) -> str:
     """Commit the merge under way (verification passed)."""
     _git(root, *_identity(root), "commit", "--quiet", "--no-verify", "-m", message)
@@ -265,10 +273,13 @@ def take_in(wt: Worktree, loop_branch: str) -> list[str]:
     return unresolved(wt.path)
 
 
+def branch_exists(root: Path, branch: str) -> bool:
+    return _git(root, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).returncode == 0
+
+
 def merged(root: Path, branch: str, into: str = "HEAD") -> bool:
     """Is everything on `branch` already in `into` (a merge done before a crash said so)?"""
-    exists = _git(root, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False)
-    if exists.returncode != 0:
+    if not branch_exists(root, branch):
         return False
     return _git(root, "merge-base", "--is-ancestor", branch, into, check=False).returncode == 0
 
@@ -280,6 +291,23 @@ def remove(root: Path, wt_path: Path, branch: str | None = None) -> None:
     _git(root, "worktree", "prune", check=False)
     if branch:
         _git(root, "branch", "-d", branch, check=False)
+
+
+def branches(root: Path, loop: str) -> list[str]:
+    """This loop's task branches."""
+    out = _git(
+        root, "for-each-ref", "--format=%(refname:short)", f"refs/heads/{BRANCH_PREFIX}/{safe_name(loop)}/"
+    )
+    return [line for line in out.stdout.splitlines() if line]
+
+
+def tidy(root: Path, loop: str) -> None:
+    """Take away this loop's merged task branches that no worktree holds (a runner stopped
+    between a merge and its clean-up): `-d` keeps any with work not merged."""
+    held = set(_listed(root).values())
+    for branch in branches(root, loop):
+        if branch not in held and merged(root, branch):
+            _git(root, "branch", "-d", branch, check=False)
 
 
 def leftovers(root: Path, loop: str) -> list[Path]:

@@ -427,3 +427,35 @@ def test_the_demo_with_workers_runs_to_completion(tmp_path: Path) -> None:
     record = json.loads(summary.read_text())
     assert record["iterations"] >= 9 and record["pending_at_end"] == 0  # 8 tasks, one reworked
     assert len(record["tasks"]["done"]) == 8 and isinstance(record["duration_s"], float)
+
+
+def test_resume_goes_on_with_the_workers_after_a_kill(repo: Workspace) -> None:
+    """Regression: `loopdeck resume --yes` on a killed loop of workers started a single runner
+    that ran promptless turns and reported "completed … Done: 0" with tasks still owned."""
+    graph = demo_graph.create(repo.root / "graph", (("1", "A", (), ("a.py",)), ("2", "B", (), ("b.py",))))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    agent = " ".join([PY, "-m", "loop.demo.worker", "--sleep", "1", "1.5"])
+    base = [PY, "-m", "loop.cli", "-C", str(repo.root)]
+    proc = subprocess.Popen(
+        [*base, "run", "Build it", "--workers", "2", "--graph", str(graph), "--agent", agent],
+        cwd=repo.root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and sum(e.kind == "worker-started" for e in events(repo)) < 2:
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait(30)
+    resumed = subprocess.run([*base, "resume", "--yes"], env=env, capture_output=True, text=True, timeout=60)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and repo.state.exists():
+        time.sleep(0.1)
+    evs = events(repo)
+    assert sorted(e.data["task"] for e in evs if e.kind == "task-merged") == ["1", "2"]
+    runner_log = (repo.root / ".claude" / "loopdeck" / "runner.log").read_text()
+    assert "worker-" in runner_log and "Done:        2 task(s)" in runner_log
+    for name in ("1", "2"):
+        assert json.loads((graph / f"{name}.json").read_text())["status"] == "completed"

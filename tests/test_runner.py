@@ -488,3 +488,32 @@ def test_an_agent_that_empties_the_task_file_escalates_and_never_completes(
     assert state.waiting_for is not None and state.waiting_for["escalation"] == "tasks-vanished"
     assert "completed" not in kinds(demo) and "verification-mode" not in kinds(demo)
     assert state.iteration == 1  # the agent was not started again
+
+
+def test_commit_never_goes_over_an_unresolved_merge(demo: Workspace) -> None:
+    """Regression: `run --commit` committed a file with conflict markers over an unresolved
+    merge, dropping the merge parent. Now nothing is committed; the loop waits for a person,
+    naming the files."""
+    root = demo.root
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout
+
+    (root / "notes.md").write_text("base\n")
+    git("add", "notes.md")
+    git("commit", "-qm", "notes")
+    git("checkout", "-qb", "other")
+    (root / "notes.md").write_text("theirs\n")
+    git("commit", "-qam", "theirs")
+    git("checkout", "-q", "main")
+    (root / "notes.md").write_text("ours\n")
+    git("commit", "-qam", "ours")
+    subprocess.run(["git", "merge", "other"], cwd=root, capture_output=True)  # conflicts, left unresolved
+    head = git("rev-parse", "HEAD")
+    done = run_loopdeck("-C", str(root), *run_args("--commit"), cwd=root, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "unresolved in notes.md" in done.stdout
+    assert git("rev-parse", "HEAD") == head  # nothing committed over it
+    assert (root / ".git" / "MERGE_HEAD").exists()
+    kinds = [e.data.get("kind") for e in Journal(demo.journal).read_from(0).events if e.kind == "escalation"]
+    assert kinds == ["unresolved-merge"]

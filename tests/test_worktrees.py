@@ -124,3 +124,18 @@ def test_names_from_task_ids_are_safe(repo: Path) -> None:
         name = worktrees.safe_name(hostile)
         assert name and not name.startswith(("-", ".")) and "/" not in name and ".." not in name
     assert worktrees.loop_id("2026-11-26T12:00:00+00:00") == "20261126T120000"
+
+
+def test_tidy_takes_merged_branches_no_worktree_holds(repo: Path) -> None:
+    """A runner stopped between a merge and its clean-up leaves the branch: the next run takes
+    it away; a branch with work not merged stays."""
+    done = worktrees.ensure(repo, "L1", "1", "main")
+    work(done, "b.txt", "b\n")
+    assert worktrees.merge(repo, done.branch, "m").merged
+    worktrees.conclude(repo, "m")
+    git(repo, "worktree", "remove", "--force", str(done.path))
+    open_one = worktrees.ensure(repo, "L1", "2", "main")
+    work(open_one, "c.txt", "c\n")
+    git(repo, "worktree", "remove", "--force", str(open_one.path))
+    worktrees.tidy(repo, "L1")
+    assert worktrees.branches(repo, "L1") == ["loopdeck/L1/2"]

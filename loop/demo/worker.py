@@ -93,9 +93,16 @@ def main(argv: list[str] | None = None) -> int:
     for name in files:
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
+        before = path.read_text(encoding="utf-8") if path.exists() else ""
         with path.open("a", encoding="utf-8") as out:
-            out.write(f"task {task}: {subject}{' BROKEN' if broken else ''}\n")
-            if not broken and "AUDIT REJECTED" in prompt:
+            line = f"task {task}: {subject}{' BROKEN' if broken else ''}\n"
+            if line not in before:  # a turn that goes on from an earlier one adds nothing twice
+                out.write(line)
+            if (
+                not broken
+                and "AUDIT REJECTED" in prompt
+                and f"task {task}: fixed after the audit\n" not in before
+            ):
                 out.write(f"task {task}: fixed after the audit\n")
     if not broken:
         for name in files:  # a rework leaves no broken line behind
