@@ -500,7 +500,7 @@ class ParallelRunner:
                     )
                     return False, [], note
                 worktrees.commit_all(wt, f"loopdeck: task {worker.task} ({worker.name}, turn {worker.turns})")
-                touched = worktrees.changed_files(wt)
+                touched = worktrees.changed_files(wt, self.loop_branch)
                 # the task's branch, not only this turn: a turn that goes on from an earlier
                 # attempt (a restarted runner) may find nothing left to do
                 return bool(touched), touched, ""

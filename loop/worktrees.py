@@ -176,20 +176,38 @@ def _merging(root: Path) -> bool:
     return (git_dir / "MERGE_HEAD").exists()
 
 
+_MARKERS = ("<<<<<<< ", ">>>>>>> ")
+
+
+def _marked(path: Path) -> bool:
+    """Does the file still hold a conflict's markers?"""
+    try:
+        with path.open("rb") as f:
+            for line in f:
+                if line.startswith((b"<<<<<<< ", b">>>>>>> ")) or line.rstrip(b"\r\n") == b"=======":
+                    return True
+    except OSError:
+        return False
+    return False
+
+
 def unresolved(root: Path) -> list[str]:
-    """Files with merge conflicts not resolved: unmerged in the index, or still holding
-    conflict markers in a merge under way."""
+    """Files with merge conflicts not resolved: unmerged in the index and still holding the
+    conflict's markers (a file fixed but not staged yet is resolved: the next commit stages
+    it), or holding markers in a merge under way."""
     listed = _git(root, "diff", "--name-only", "--diff-filter=U", check=False).stdout.split("\n")
-    files = sorted({f for f in listed if f})
+    files = sorted({f for f in listed if f and _marked(root / f)})
     if _merging(root):
         marked = _git(root, "diff", "--check", check=False).stdout
         files += sorted({line.split(":", 1)[0] for line in marked.splitlines() if "conflict marker" in line})
     return sorted(set(files))
 
 
-def changed_files(wt: Worktree) -> list[str]:
-    """What the task's branch changed since it was created (its diff, as the audit judges it)."""
-    out = _git(wt.path, "diff", "--name-only", f"{wt.base}..HEAD").stdout
+def changed_files(wt: Worktree, against: str | None = None) -> list[str]:
+    """What the task's branch changed (its diff, as the audit judges it): since it left
+    `against` (the loop's branch, whose later work a rework may have merged in), else since it
+    was created."""
+    out = _git(wt.path, "diff", "--name-only", f"{against}...HEAD" if against else f"{wt.base}..HEAD").stdout
     return sorted(f for f in out.splitlines() if f)
 
 

@@ -419,6 +419,10 @@ def test_the_demo_with_workers_runs_to_completion(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Task 4 deferred — file conflict with worker-" in done.stdout
     assert "Audit REJECTED task 4" in done.stdout
+    # a branch per task, a merge queue, and a conflict handed back and resolved by rework
+    assert "queued to merge (loopdeck/" in done.stdout and "merged into the loop's branch" in done.stdout
+    assert "merge CONFLICT, back to worker-" in done.stdout and "(conflict in README.md)" in done.stdout
+    assert "changed files outside task 8's: README.md" in done.stdout
     assert "Loop complete: all 8 tasks completed" in done.stdout
     # The ending says what was done, by name, and how many worker turns it took (one rework).
     assert "Done:        8 task(s): Sketch the data model" in done.stdout

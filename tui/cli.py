@@ -179,7 +179,9 @@ def _demo_workers(args: argparse.Namespace, root: Path) -> int:
     subprocess.run([*git, "add", "audit.py"], cwd=root, check=True)
     subprocess.run([*git, "commit", "-q", "-m", "demo: the audit"], cwd=root, check=True)
     low, high = (os.environ.get("LOOPDECK_DEMO_PACE") or "1 3").split()[:2]
-    agent_cmd = workspace.agent_command("--sleep", low, high, "--break-on", "4")
+    # task 8 also writes README.md, which task 5 holds: their branches conflict, and one of them
+    # is handed back to resolve it (worktrees), after the audit has sent task 4 back once
+    agent_cmd = workspace.agent_command("--sleep", low, high, "--break-on", "4", "--stray", "8:README.md")
     agent_cmd = agent_cmd.replace("loop.demo.agent", "loop.demo.worker")
     audit = f"{sys.executable} audit.py"
     argv = [

@@ -110,9 +110,10 @@ def main(argv: list[str] | None = None) -> int:
             path.write_text(path.read_text().replace(f"task {task}: {subject} BROKEN\n", ""))
     for stray in args.stray:
         on, _sep, name = stray.partition(":")
-        if on == task and name:
+        note = f"task {task}: {subject} (noted)\n"
+        if on == task and name and note not in ((root / name).read_text() if (root / name).exists() else ""):
             with (root / name).open("a", encoding="utf-8") as out:
-                out.write(f"task {task}: {subject} (noted)\n")
+                out.write(note)
     if task in args.add_task_on and _once(root, "added", task):
         _add_follow_up(task)
     print(f"Done task {task}: {subject} ({', '.join(files) or 'no files'}).")

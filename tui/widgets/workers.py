@@ -65,6 +65,15 @@ def workers_view(snapshot: Snapshot, now: datetime) -> WorkersView | None:
     lines = [f"{name} → {holder}" for name, holder in held]
     deferred = [str(d.get("line")) for d in section.get("deferred") or [] if isinstance(d, dict)]
     text = "locks: " + (", ".join(lines) if lines else "none")
+    if section.get("isolation") == "worktree":
+        branch = next((str(w.get("branch")) for w in section.get("workers") or [] if w.get("branch")), "")
+        pattern = branch.rsplit("/", 1)[0] + "/<task>" if branch else "loopdeck/…/<task>"
+        tasks = {str(w.get("name")): str(w.get("task")) for w in section.get("workers") or []}
+        queue = [f"task {tasks.get(str(q), '?')} ({q})" for q in section.get("queue") or []]
+        text = (
+            f"branches {pattern} → {section.get('loop_branch') or '?'} ({section.get('strategy') or 'merge'})\n"
+            f"merge queue: {' → '.join(queue) if queue else 'empty'}\n{text}"
+        )
     if deferred:
         text += "\n" + "\n".join(deferred[:4])
     streak = section.get("defer_streak", 0)
