@@ -519,10 +519,11 @@ def admit(state: LoopState, wanted: int, now: datetime) -> tuple[int, Result]:
     return room, result
 
 
-TURN_VERDICTS = ("approve", "rework", "hold")
+TURN_VERDICTS = ("approve", "rework", "retry", "hold")
 """What a worker's turn comes to for the loop: its work may be judged (audit, merge); it goes
-again with feedback (failed, or changed nothing); it waits (a usage limit, a refused tool, a
-question, the loop stopped for a person)."""
+again with feedback (failed, or changed nothing); it runs again as it was once the loop may
+start turns (a usage limit: after the reset, no turn spent); it waits for a person (a refused
+tool, a question, the loop escalated)."""
 
 
 def worker_turn(
@@ -549,7 +550,7 @@ def worker_turn(
     if turn.limited is not None:
         state.iteration = max(0, state.iteration - 1)  # not a turn spent: it runs again after the reset
         _limited(result, state, turn, now)
-        return "hold", result
+        return "retry", result
     if turn.limited is None and turn.failure is None:
         state.stuck.pop("limit_waits", None)
     if asked is not None:

@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import git
 
-LOOP_FILES = (":(exclude).claude/orchestrator-loop*", ":(exclude).claude/loopdeck", ":(exclude).claude/loops")
+LOOP_FILES = (
+    ":(exclude).claude/orchestrator-loop*",
+    ":(exclude).claude/loopdeck",
+    ":(exclude).claude/loops",
+    ":(exclude).loopdeck",
+)
 """loopdeck's own files are not the work: they are never committed and never count as progress."""
 
 
@@ -117,7 +122,7 @@ def _changed_paths(porcelain_v2_z: str) -> list[str]:
 
 
 def _ours(path: str) -> bool:
-    return path.startswith((".claude/orchestrator-loop", ".claude/loopdeck/", ".claude/loops/"))
+    return path.startswith((".claude/orchestrator-loop", ".claude/loopdeck/", ".claude/loops/", ".loopdeck/"))
 
 
 def commit(root: Path, message: str) -> str | None:

@@ -576,6 +576,9 @@ def turn_ended(step: Step, end: TurnEnd) -> Step:
             ("worker-question", {"worker": worker.name, "task": worker.task, "question": end.asked})
         )
         return step
+    if end.verdict == "retry":  # the same turn again once turns may start (a usage limit reset)
+        step.board = board.put(replace(worker, status=READY))
+        return step
     if end.verdict == "hold":
         step.board = board.put(replace(worker, status=HELD))
         return step

@@ -9,8 +9,8 @@ merge that failed, which can be handed back as rework instead of corrupting a sh
 The branch `loopdeck/<loop>/<task>` is created atomically (`git branch` refuses an existing
 name): a retried task, a restarted runner or a worker on another machine finds the branch and
 goes on from it, so a task is never begun twice. The worktrees live in the workspace under
-`.claude/loopdeck/worktrees/`, which is added to the repository's local exclude file (never to
-a file the project commits). loopdeck's own commits run no hooks of the project (`--no-verify`,
+`.loopdeck/worktrees/`, which is added to the repository's local exclude file (never to a
+file the project commits). loopdeck's own commits run no hooks of the project (`--no-verify`,
 no hooks path) and name loopdeck when the repository has no identity. Argv only: nothing here
 reaches a shell; task ids become branch names through a strict filter.
 """
@@ -27,9 +27,10 @@ from loop.errors import LoopdeckError
 
 GIT_TIMEOUT_S = 120.0
 BRANCH_PREFIX = "loopdeck"
-FOLDER = Path(".claude") / "loopdeck" / "worktrees"
-EXCLUDED = "/.claude/loopdeck/"
-"""What the local exclude file gets: loopdeck's private folder, worktrees included."""
+FOLDER = Path(".loopdeck") / "worktrees"
+"""Not under `.claude/`: Claude Code guards that folder, and refuses an agent's writes there."""
+EXCLUDED = "/.loopdeck/"
+"""What the local exclude file gets: the worktrees' folder."""
 HUNK_CHARS = 6000
 """How much of the conflicting hunks goes back to the worker as feedback."""
 

@@ -229,12 +229,12 @@ def test_a_usage_limit_makes_every_worker_wait_and_spends_no_turn() -> None:
     state = loop(Board(graph="g", capacity=3, workers=(w("worker-1", "1", "a.py"),), serial=1), iteration=1)
     resets = (NOW + timedelta(hours=1)).isoformat()
     step = ended(state, "worker-1", Turn(limited="usage limit reached", resets_at=resets))
-    assert step.state.iteration == 0 and step.board.workers[0].status == "held"
+    assert step.state.iteration == 0 and step.board.workers[0].status == "ready"  # the same turn, later
     assert (step.state.waiting_for or {}).get("kind") == "usage-limit"
     tasks = [t("1", status="in_progress", owner="worker-1"), t("2"), t("3")]
     assert workflow.cycle(step.seal(), tasks, NOW, None).start == []  # nobody starts before the reset
     later = workflow.cycle(step.seal(), tasks, NOW + timedelta(hours=2), None)
-    assert {x.task for x in later.start} == {"2", "3"}
+    assert [x.task for x in later.start] == ["1", "2", "3"] and later.start[0].turns == 1
     assert any(k == "limit-lifted" for k, _ in later.events)
 
 

@@ -41,7 +41,7 @@ def test_a_task_is_a_branch_made_once_and_found_again(repo: Path) -> None:
     assert again.path == wt.path and (again.path / "b.txt").read_text() == "b\n"
     assert worktrees.changed_files(again) == ["b.txt"]
     assert "loopdeck" not in git(repo, "status", "--porcelain")  # the worktrees are excluded locally
-    assert ".claude/loopdeck/" in (repo / ".git" / "info" / "exclude").read_text()
+    assert "/.loopdeck/" in (repo / ".git" / "info" / "exclude").read_text()
 
 
 def test_a_deleted_worktree_is_made_again_on_its_branch(repo: Path) -> None:

@@ -120,6 +120,8 @@ class MockAPI:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self.errors: list[str] = []
+        self.input_tokens = 100
+        """What every answer says it read: a big number makes Claude Code report a big cost."""
         handler = self._handler()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.server.daemon_threads = True
@@ -190,7 +192,7 @@ class MockAPI:
             "stop_reason": "tool_use" if turn.tools else "end_turn",
             "stop_sequence": None,
             "usage": {
-                "input_tokens": 100,
+                "input_tokens": self.input_tokens,
                 "output_tokens": 20,
                 "cache_creation_input_tokens": 0,
                 "cache_read_input_tokens": 0,

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.harness import Project, claude_binary
-from tests.e2e.mockapi import MockAPI, Request, Script, Turn, call, say, steps, tool_results
+from tests.e2e.mockapi import MockAPI, Request, Script, Turn, call, content_text, say, steps, tool_results
 
 CLAUDE, WHY = claude_binary()
 if CLAUDE is None:
@@ -615,3 +615,143 @@ def test_a_cloned_repositorys_loop_runs_nothing_and_the_agent_cannot_confirm_it(
     project.api.script = steps(say("Looking."), then=say("Still looking."))
     driven = project.claude("Go on.", "--max-turns", "3")
     assert any("REPO-PROMPT" in f for f in project.feedback()), (project.kinds(), driven.stdout[-300:])
+
+
+# --- parallel workers, with the real CLI as every worker ----------------------------------------
+
+TASK_LINE = re.compile(r"Your task \(([^)]+)\)")
+
+
+def task_of(request: Request) -> str | None:
+    """Which graph task a worker's conversation is about (its prompt names it)."""
+    for message in request.messages:
+        found = TASK_LINE.search(content_text(message.get("content")))
+        if found:
+            return found.group(1)
+    return None
+
+
+def graph_of(project: Project, *tasks: tuple[str, str]) -> Path:
+    """A task graph file in the project: (id, file each task writes) — no dependencies."""
+    graph = {
+        "tasks": [
+            {
+                "id": ident,
+                "subject": f"Write {name}",
+                "status": "pending",
+                "metadata": {"target_files": [name]},
+            }
+            for ident, name in tasks
+        ]
+    }
+    return project.write("graph.json", json.dumps(graph))
+
+
+def writer_script(shared: str | None = None) -> Script:
+    """Workers that write their task's file through Bash (and, with `shared`, a file both tasks
+    touch without declaring it), then report; a worker told its branch conflicts drops the
+    markers, keeping both sides."""
+
+    def script(request: Request) -> Turn:
+        text = request.last_user_text()
+        task = task_of(request) or "?"
+        if list(tool_results(request)):
+            return say(f"Done task {task}.")
+        if "MERGE CONFLICT" in text and shared:
+            return call("Bash", command=f"sed -i '/^<<<<<<< \\|^=======$\\|^>>>>>>> /d' {shared}")
+        extra = f" && echo 'task {task} was here' >> {shared}" if shared else ""
+        return call("Bash", command=f"echo 'task {task}' > task{task}.txt{extra}")
+
+    return script
+
+
+def run_workers(
+    project: Project, graph: Path, *extra: str, timeout: float = 240
+) -> subprocess.CompletedProcess[str]:
+    return project.loopdeck(
+        "run",
+        "Build it",
+        "--workers",
+        "2",
+        "--graph",
+        str(graph),
+        "--headless",
+        *extra,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_workers_conflicting_on_a_file_are_reworked_and_merged(project: Project) -> None:
+    """Two real Claude Code workers in their own worktrees both append to NOTES.md, which
+    neither declared: the second merge conflicts, goes back to its worker with the hunks, and
+    is merged once resolved; both tasks' work is on the loop's branch, no worktree left."""
+    project.write("NOTES.md", "notes\n")
+    project.commit()
+    graph = graph_of(project, ("1", "task1.txt"), ("2", "task2.txt"))
+    project.api.script = writer_script(shared="NOTES.md")
+    done = run_workers(project, graph)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]
+    kinds = project.kinds()
+    assert kinds.count("task-merged") == 2 and "merge-conflict" in kinds, kinds
+    notes = (project.root / "NOTES.md").read_text()
+    assert "task 1 was here" in notes and "task 2 was here" in notes and "<<<<<<<" not in notes
+    assert (project.root / "task1.txt").exists() and (project.root / "task2.txt").exists()
+    listed = subprocess.run(["git", "worktree", "list"], cwd=project.root, capture_output=True, text=True)
+    assert len(listed.stdout.splitlines()) == 1, listed.stdout
+
+
+def test_workers_refused_their_tools_are_never_approved(project: Project) -> None:
+    """Regression: every tool call denied (exit 0, `permission_denials`), and all three tasks
+    were marked completed with nothing written. Now the loop escalates, naming the tools."""
+    project.commit()
+    graph = graph_of(project, ("1", "task1.txt"), ("2", "task2.txt"))
+    project.api.script = writer_script()
+    done = run_workers(project, graph, "--agent", "claude -p --output-format json")  # no permission mode
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert "not allowed to use Bash" in done.stdout
+    kinds = project.kinds()
+    assert "task-completed" not in kinds and "task-merged" not in kinds
+    assert json.loads(graph.read_text())["tasks"][0]["status"] != "completed"
+
+
+def test_workers_count_against_the_cost_budget(project: Project) -> None:
+    """Regression: with --max-cost 0.10 five turns reporting $4.20 ran with no escalation and no
+    cost recorded. Every worker's reported cost now counts; the budget escalates."""
+    project.commit()
+    graph = graph_of(project, ("1", "task1.txt"), ("2", "task2.txt"), ("3", "task3.txt"))
+    project.api.script = writer_script()
+    project.api.input_tokens = 200_000
+    done = run_workers(project, graph, "--max-cost", "0.10")
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert "reached the budget of $0.10" in done.stdout
+    archive = project.archives()[-1]
+    summary = json.loads((archive / "summary.json").read_text())
+    assert summary["usage"]["cost_micro_usd"] > 100_000
+    assert project.kinds().count("worker-started") <= 2  # no new turn after the budget
+
+
+def test_workers_wait_out_a_usage_limit_without_spending_turns(project: Project) -> None:
+    """Regression: a 429 with a reset in an hour burned 20 worker turns in 16 s. Now every
+    worker waits for the reset and the work completes after it."""
+    project.commit()
+    graph = graph_of(project, ("1", "task1.txt"), ("2", "task2.txt"))
+    inner = writer_script()
+    reset: list[int] = []
+    project.env["CLAUDE_CODE_MAX_RETRIES"] = "0"
+
+    def script(request: Request) -> Turn:
+        if not reset:
+            reset.append(int(time.time() + 4))
+        if time.time() < reset[0]:
+            return Turn(error=(429, "rate_limit_error", f"Claude AI usage limit reached|{reset[0]}"))
+        return inner(request)
+
+    project.api.script = script
+    done = run_workers(project, graph)
+    assert done.returncode == 0, done.stdout[-3000:]
+    kinds = project.kinds()
+    assert "usage-limit" in kinds and "limit-lifted" in kinds, kinds
+    assert kinds.count("task-merged") == 2
+    summary = json.loads((project.archives()[-1] / "summary.json").read_text())
+    assert summary["iterations"] <= 4  # the limited turns were not spent
