@@ -134,9 +134,18 @@ class Run:
 
 
 def final_text(tail: bytes) -> str:
-    """The agent's last words: the `result` of a `--output-format json` object, the last result
-    event of stream-json, else the plain text it printed."""
+    """The agent's last words: its final message as its CLI prints it (Claude Code's `result`,
+    Codex's last `agent_message`, Gemini's response, OpenCode's last text part: the adapter of
+    whichever CLI printed the output, `loop.agents.detect`), else the plain text it printed."""
     text = tail.decode("utf-8", "replace")
+    from loop import agents
+    from loop.timeutil import utcnow
+
+    adapter = agents.detect(text)
+    if adapter.name not in ("claude", "text"):
+        said = adapter.read(text, 0, utcnow()).text
+        if said is not None:
+            return said
     lines = [line for line in text.splitlines() if line.strip()]
     for line in reversed(lines[-200:]):
         stripped = line.strip()

@@ -347,6 +347,21 @@ def test_a_refused_turn_is_never_progress() -> None:
     assert turn.denied == ("bash",) and turn.denied_hint is not None and "--auto" in turn.denied_hint
 
 
+@pytest.mark.parametrize(
+    "name",
+    ["codex-success", "gemini-stream", "gemini-json", "opencode-success"],
+)
+def test_a_workers_last_words_whichever_cli_printed_them(name: str) -> None:
+    """The parallel driver reads a worker's log without knowing its CLI (`agent.final_text`):
+    the adapter that recognises the output gives the final message, never the echoed prompt."""
+    from loop.agent import final_text
+
+    text, _code = output(name)
+    assert final_text(text.encode()) == "Ticked one task."
+    assert agents.detect(text).name == name.split("-")[0]
+    assert agents.detect("just words\n").name == "text"
+
+
 # --- what the monitor shows ---------------------------------------------------------------------
 
 

@@ -168,6 +168,13 @@ def test_a_refused_tool_escalates_with_how_to_allow_it(
     )
     assert "iteration-completed" in [e.kind for e in seen]
     assert "Ended:       escalated" in done.stdout
+    status = run_loopdeck("-C", str(demo.root), "status", cwd=demo.root, env=clis())
+    assert "agent        opencode (opencode run --format json -- {prompt})" in status.stdout, status.stdout
+    assert "last turns   #1 opencode: 110 tokens, $0.0010" in status.stdout, status.stdout
+    data = json.loads(
+        run_loopdeck("-C", str(demo.root), "status", "--json", cwd=demo.root, env=clis()).stdout
+    )
+    assert data["loop"]["agents"] == {"agent": "opencode run --format json -- {prompt}"}
 
 
 def test_a_missing_cli_is_named_with_its_install_command(demo: Workspace, tmp_path: Path) -> None:

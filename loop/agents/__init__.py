@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import shlex
 
-from loop.agents.base import Adapter, Facts
+from loop.agents.base import Adapter, Facts, whole_json
 from loop.agents.claude import Claude
 from loop.agents.codex import Codex
 from loop.agents.gemini import Gemini
@@ -29,6 +29,7 @@ __all__ = [
     "Choice",
     "Facts",
     "adapter_for",
+    "detect",
     "get",
     "live_line",
     "resolve",
@@ -102,6 +103,26 @@ def install_hint(program_name: str) -> str | None:
         if program_name in adapter.programs and adapter.install:
             return f"install {adapter.label} ({adapter.install})"
     return None
+
+
+def detect(output: str, lines: int = 200) -> Adapter:
+    """Which CLI printed `output`: the adapter that recognises most of its last JSON lines
+    (`text` when none does). For readers that were not told the agent (a worker's log)."""
+    votes = dict.fromkeys(NAMES, 0)
+    for line in output.splitlines()[-lines:]:
+        if not line.lstrip().startswith("{"):
+            continue
+        for name in NAMES:
+            if ADAPTERS[name].live_line(line) is not None:
+                votes[name] += 1
+                break
+    best = max(NAMES, key=lambda name: votes[name])
+    if votes[best]:
+        return ADAPTERS[best]
+    whole = whole_json(output) if "{" in output else None  # `gemini --output-format json`, pretty-printed
+    if whole is not None and "response" in whole and "stats" in whole:
+        return ADAPTERS["gemini"]
+    return ADAPTERS["text"]
 
 
 def live_line(line: str, hint: str | None = None) -> str | None:

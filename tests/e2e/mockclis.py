@@ -49,6 +49,8 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     tool: str | None = None
     """Call this tool instead of the CLI's shell tool (e.g. one it did not offer)."""
+    delay: float = 0.0
+    """Seconds to wait before answering (a slower model)."""
 
 
 def say(text: str) -> Reply:
@@ -131,6 +133,54 @@ def read_chat(body: dict[str, Any]) -> tuple[list[str], str | None, str]:
     result = _text(last.get("content")) if last.get("role") == "tool" else None
     users = [m for m in messages if m.get("role") == "user"]
     return tools, result, _text(users[-1].get("content")) if users else ""
+
+
+def limit(cli: str, until: float) -> Reply:
+    """A usage limit that lifts at the epoch `until`, in the shape each CLI's API sends it:
+    Codex's `usage_limit_reached` with the `x-codex-primary-*` headers its session file records,
+    Gemini's per-day `RESOURCE_EXHAUSTED` (no retry) whose message says when to retry, an
+    OpenAI-style 429 for OpenCode with `retry-after: 0` (its own six retries pass at once) and
+    the reset in `x-ratelimit-reset-requests`."""
+    seconds = max(1, int(until - time.time() + 0.999))
+    if cli == "codex":
+        body = {
+            "error": {
+                "type": "usage_limit_reached",
+                "message": "The usage limit has been reached",
+                "plan_type": "plus",
+                "resets_at": int(until),
+                "resets_in_seconds": seconds,
+            }
+        }
+        headers = {
+            "x-codex-primary-used-percent": "100",
+            "x-codex-primary-window-minutes": "300",
+            "x-codex-primary-reset-at": str(int(until)),
+        }
+        return Reply(status=429, body=body, headers=headers)
+    if cli == "gemini":
+        details = [
+            {
+                "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                "violations": [{"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"}],
+            },
+            {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{seconds}s"},
+        ]
+        message = f"You exceeded your current quota. Please retry in {seconds}s."
+        body = {
+            "error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": message, "details": details}
+        }
+        return Reply(status=429, body=body)
+    body = {
+        "error": {
+            "message": f"Rate limit reached for requests. Please try again in {seconds}s.",
+            "type": "requests",
+            "code": "rate_limit_exceeded",
+        }
+    }
+    return Reply(
+        status=429, body=body, headers={"retry-after": "0", "x-ratelimit-reset-requests": f"{seconds}s"}
+    )
 
 
 def tick_script(root: Path, todo: str = "TODO.md", done: str = "ALL_TASKS_COMPLETE") -> Script:
@@ -368,6 +418,8 @@ class MockCLIs:
                         "body": body,
                     }
                 )
+                if reply.delay:
+                    time.sleep(reply.delay)
                 if reply.status >= 400:
                     self._json(
                         reply.status, reply.body or {"error": {"message": "mock error"}}, reply.headers
