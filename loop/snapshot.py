@@ -205,9 +205,10 @@ def _loop_json(view: LoopView) -> dict[str, Any]:
         "usage",
         "limits",
         "notify",
-        "agents",
     )
     obj = {key: getattr(view, key) for key in keys}
+    if view.agents:
+        obj["agents"] = dict(view.agents)  # the runner's agent (and fallback) commands
     obj["notify"] = list(view.notify)
     if obj["completion_promise"] in ("", "null"):
         obj["completion_promise"] = None  # JSON says "none" as null, not as a placeholder string
