@@ -118,6 +118,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.workers is not None:
         from loop.parallel_cli import run_parallel
 
+        if args.fallback_agent and args.workers > 1:
+            raise LoopdeckError(
+                "--fallback-agent works with one agent at a time (the runner), not with --workers"
+            )
+
         return run_parallel(args, ws, options, runner, existing, create)
     return runner.run(create)
 
