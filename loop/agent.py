@@ -24,17 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from loop.agents.claude import DEFAULT_COMMAND, DEFAULT_ENV
 from loop.model import RUNNER_ENV
 from loop.redact import LineRedactor, redact
 from loop.safeopen import UnsafePath, make_parents, open_append, write_bytes
 
-DEFAULT_AGENT = "claude -p --output-format json --permission-mode acceptEdits --allowedTools Bash"
-"""Print mode with no permission mode denies Bash, Edit and Write and still exits 0 (the denials
-are only in the result's `permission_denials`): the agent could do none of its work. acceptEdits
-lets it edit inside the workspace and `--allowedTools Bash` run commands, without
-`bypassPermissions`, which Claude Code refuses as root unless IS_SANDBOX=1."""
-DEFAULT_AGENT_ENV = {"CLAUDE_CODE_ENABLE_TODO_TOOLS": "1"}
-"""Claude Code 2.1.332 offers its newer models the Task tools only with this set."""
+DEFAULT_AGENT = DEFAULT_COMMAND
+"""Claude Code in print mode, allowed to edit and run commands in the workspace (why: see
+`loop.agents.claude.DEFAULT_COMMAND`; the adapters hold every CLI's default command)."""
+DEFAULT_AGENT_ENV = DEFAULT_ENV
 TAIL_BYTES = 4 * 1024 * 1024
 GRACE_S = 5.0
 LOG_LINE_BYTES = 1024 * 1024
@@ -139,9 +137,18 @@ class Run:
 
 
 def final_text(tail: bytes) -> str:
-    """The agent's last words: the `result` of a `--output-format json` object, the last result
-    event of stream-json, else the plain text it printed."""
+    """The agent's last words: its final message as its CLI prints it (Claude Code's `result`,
+    Codex's last `agent_message`, Gemini's response, OpenCode's last text part: the adapter of
+    whichever CLI printed the output, `loop.agents.detect`), else the plain text it printed."""
     text = tail.decode("utf-8", "replace")
+    from loop import agents
+    from loop.timeutil import utcnow
+
+    adapter = agents.detect(text)
+    if adapter.name not in ("claude", "text"):
+        said = adapter.read(text, 0, utcnow()).text
+        if said is not None:
+            return said
     lines = [line for line in text.splitlines() if line.strip()]
     for line in reversed(lines[-200:]):
         stripped = line.strip()

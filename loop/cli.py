@@ -527,9 +527,30 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("prompt", nargs="*", metavar="PROMPT", help="what the agent works on (new loops)")
     run.add_argument(
         "--agent",
-        metavar="CMD",
-        help="the agent command; the prompt goes on stdin, or where {prompt} or "
-        "{prompt_file} stands (default: claude -p --output-format json)",
+        metavar="AGENT",
+        help="claude, codex, gemini or opencode (each with a default command for unattended work in "
+        "the workspace), or a full agent command: the prompt goes on stdin, or where {prompt} or "
+        "{prompt_file} stands (default: claude)",
+    )
+    formats = ("claude", "codex", "gemini", "opencode", "text")  # loop.agents.FORMATS, without importing it
+    run.add_argument(
+        "--agent-format",
+        choices=formats,
+        metavar="FORMAT",
+        help="how to read the agent's output: claude, codex, gemini, opencode or text "
+        "(default: by the command's program name)",
+    )
+    run.add_argument(
+        "--fallback-agent",
+        metavar="AGENT",
+        help="the agent (a name or a command, as --agent) to turn to while the first one is held by "
+        "a usage limit; back to the first after its reset",
+    )
+    run.add_argument(
+        "--fallback-agent-format",
+        choices=formats,
+        metavar="FORMAT",
+        help="as --agent-format, for the fallback",
     )
     run.add_argument("--max-iterations", type=int, metavar="N", help="escalate after N (default 100)")
     run.add_argument("--completion-promise", metavar="T", help="finish on <promise>T</promise>")

@@ -34,18 +34,32 @@ def cmd_run(args: argparse.Namespace) -> int:
     def pick(name: str, given: Any, default: Any) -> Any:
         return given if given is not None else recorded.get(name, default)
 
+    from loop import agents
+
+    # `--agent codex` is Codex's default command, recorded as that command (what runs is what a
+    # person confirms); a full command is kept as given. The format goes with the agent.
+    chosen = agents.resolve(args.agent, args.agent_format).command if args.agent else None
+    fallback = agents.resolve(args.fallback_agent, None).command if args.fallback_agent else None
     options = Options(
-        agent=pick("agent", args.agent, agent.DEFAULT_AGENT),
+        agent=pick("agent", chosen, agent.DEFAULT_AGENT),
+        agent_format=_format(args.agent_format, args.agent, recorded.get("agent_format")),
+        fallback_agent=pick("fallback_agent", fallback, None),
+        fallback_format=_format(
+            args.fallback_agent_format, args.fallback_agent, recorded.get("fallback_format")
+        ),
         iteration_timeout=pick("iteration_timeout", args.iteration_timeout, 1800.0),
         retries=pick("retries", args.retries, 2),
         commit=bool(pick("commit", True if args.commit else None, False)),
         headless=args.headless,
         agent_given=args.agent is not None,
+        fallback_given=args.fallback_agent is not None,
         trusted=args.yes,
         confirm=_ask if sys.stdin.isatty() and not args.headless else None,
     )
-    try:
-        agent.check_template(options.agent)  # refused before the loop starts, not per attempt
+    try:  # refused before the loop starts, not per attempt
+        agent.check_template(options.agent)
+        if options.fallback_agent:
+            agent.check_template(options.fallback_agent)
     except agent.AgentCommandRefused as exc:
         raise LoopdeckError(str(exc)) from None
     prompt = " ".join(args.prompt).strip()
@@ -84,7 +98,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     task_file = existing.task_file if existing is not None else args.task_file
     project = existing.github_project_id if existing is not None and existing.check_github else None
     if existing is not None or prompt:  # else "no loop" is the one thing to say
-        preflight.require(ws.root, agent=options.agent, task_file=task_file, github_project=project)
+        preflight.require(
+            ws.root,
+            agent=options.agent,
+            fallback_agent=options.fallback_agent,
+            task_file=task_file,
+            github_project=project,
+        )
 
     limits = limits_from(args)
     settings = Settings(
@@ -102,8 +122,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.workers is not None:
         from loop.parallel_cli import run_parallel
 
+        if args.fallback_agent and args.workers > 1:
+            raise LoopdeckError(
+                "--fallback-agent works with one agent at a time (the runner), not with --workers"
+            )
+
         return run_parallel(args, ws, options, runner, existing, create)
     return runner.run(create)
+
+
+def _format(given: str | None, agent_given: str | None, recorded: Any) -> str | None:
+    """The output format for an agent: as given; else the recorded one, unless a new agent was
+    given (its program name decides); a recorded value loopdeck does not know is dropped."""
+    from loop import agents
+
+    if given is not None:
+        return given
+    if agent_given is None and isinstance(recorded, str) and recorded in agents.FORMATS:
+        return recorded
+    return None
 
 
 def _ask(commands: list[str]) -> bool:

@@ -23,12 +23,33 @@ def _of(iteration: int | None, data: Mapping[str, Any]) -> str:
     return f"{iteration}/{limit}" if limit else f"{iteration}"
 
 
+def _spent(data: Mapping[str, Any]) -> str:
+    """`; codex, 2,150 tokens, ≈$0.0042 (estimated)`: what an iteration used, when the runner says."""
+    if not data.get("agent"):
+        return ""
+    parts = [str(data["agent"])]
+    tokens = data.get("tokens")
+    if isinstance(tokens, Mapping):
+        total = sum(v for v in tokens.values() if isinstance(v, int))
+        if total:
+            parts.append(f"{total:,} tokens")
+    cost = data.get("cost_usd")
+    if isinstance(cost, int | float) and not isinstance(cost, bool):
+        shown = f"${cost:.2f}" if cost >= 0.01 or cost == 0 else f"${cost:.4f}"
+        parts.append(f"≈{shown} (estimated)" if data.get("estimated") else shown)
+    return "; " + ", ".join(parts)
+
+
 KINDS: dict[str, Callable[[Event], str]] = {
     # the loop's life
     "loop-started": lambda e: f"Loop started (max {e.data.get('max_iterations', '?')} iterations)",
     "iteration-started": lambda e: f"Starting iteration {_of(e.iteration, e.data)}",
     "iteration-completed": lambda e: (
-        f"Iteration {e.iteration} complete ({human_duration(e.data.get('duration_s'))})"
+        f"Iteration {e.iteration} complete ({human_duration(e.data.get('duration_s'))}{_spent(e.data)})"
+    ),
+    "agent-switched": lambda e: (
+        f"Agent switched: {e.data.get('from', '?')} → {e.data.get('to', '?')}"
+        + (f" ({e.data['reason']})" if e.data.get("reason") else "")
     ),
     "task-selected": lambda e: f'Selected item: "{e.data.get("task", "?")}"',
     "blocked": lambda e: f"Turn over, work remains: {e.data.get('message', 'the agent goes on')}",
@@ -38,7 +59,10 @@ KINDS: dict[str, Callable[[Event], str]] = {
     "verification-failed": lambda e: f"Verification FAILED (exit {e.data.get('exit_code', '?')})",
     "question": lambda e: f"QUESTION from the agent: {e.data.get('question', '')}",
     "answered": lambda e: f"Answered: {e.data.get('answer', '')}",
-    "runner-started": lambda e: f"Runner started (pid {e.data.get('pid', '?')}): {e.data.get('agent', '?')}",
+    "runner-started": lambda e: (
+        f"Runner started (pid {e.data.get('pid', '?')}): {e.data.get('agent', '?')}"
+        + (f" (fallback: {e.data['fallback']})" if e.data.get("fallback") else "")
+    ),
     "agent-failed": lambda e: (
         f"Agent FAILED (attempt {e.data.get('attempt', '?')} of {e.data.get('of', '?')}): "
         f"{e.data.get('reason', '')}"

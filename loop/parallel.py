@@ -27,16 +27,16 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-from loop import agent, control, engine, graph, scheduler, signals, verify, workflow, worktrees, writer
+from loop import agent, control, engine, graph, scheduler, verify, workflow, worktrees, writer
+from loop.agents.turn import judge
 from loop.errors import LoopdeckError
 from loop.journal import Event, Journal
 from loop.model import Aggregate, LoopState, Result
 from loop.paths import Workspace
-from loop.runner import EXIT_SIGINT, EXIT_SIGTERM, Options, Runner
+from loop.runner import EXIT_SIGINT, EXIT_SIGTERM, Options, Runner, spent_data
 from loop.scheduler import LOCKS, WORKTREE, Step, Task, TurnEnd, Worker
 from loop.state import StateStore
 from loop.timeutil import utcnow
-from loop.turn import judge
 from loop.workers import Ended, Pool, files_mark
 
 WORKER_ENV = "LOOPDECK_WORKER"
@@ -96,6 +96,8 @@ class ParallelRunner:
         """Worker → the progress mark of its files when its current turn started (locks)."""
         self.outputs: dict[str, str] = {}
         """Worker → its last turn's final words, for its audit."""
+        self.prompts: dict[str, str] = {}
+        """Worker → the prompt of its running turn (its signal is read apart from it)."""
         self.isolation = LOCKS
         self.loop_branch: str | None = None
         self.loop_name = ""
@@ -174,14 +176,16 @@ class ParallelRunner:
         prompt = scheduler.worker_prompt(self.goal, task, worker)
         log = self.ws.private_dir / "workers" / f"{worker.name}.{worker.turns:02d}.log"
         self.base.tally.iterations += 1
+        backend = self.base.backends[0]  # the agent the workers run; its adapter reads their turns
         try:
-            argv, uses_stdin = agent.argv_for(self.options.agent, prompt, log.with_suffix(".prompt.md"))
+            argv, uses_stdin = agent.argv_for(backend.command, prompt, log.with_suffix(".prompt.md"))
         except ValueError as exc:
             self.pool.failed.append(
                 Ended(worker.name, "worker", None, 0.0, str(exc).encode(), error=str(exc))
             )
             return
-        env = {**os.environ, **worker_env(worker)}
+        self.prompts[worker.name] = prompt
+        env = {**backend.env(), **worker_env(worker)}
         list_id = graph.list_id(self.parallel.graph)
         if list_id:
             env["CLAUDE_CODE_TASK_LIST_ID"] = list_id
@@ -441,10 +445,25 @@ class ParallelRunner:
             self.on_audited(worker, ended)
             return
         now = self.now()
-        timeout = self.options.iteration_timeout if ended.timed_out else None
-        judged = judge(ended.tail, ended.exit_code, now, timed_out=timeout, error=ended.error)
-        self.outputs[worker.name] = judged.text
-        asked = signals.question(judged.text) if judged.turn.failure is None else None
+        backend = self.base.backends[0]
+        judged = judge(
+            backend.choice.adapter,
+            ended.tail,
+            ended.exit_code,
+            now=now,
+            timed_out=ended.timed_out,
+            timeout_s=self.options.iteration_timeout,
+            start_error=ended.error,
+            env=os.environ,
+            echoed=self.prompts.pop(worker.name, ""),
+        )
+        text = judged.text or ""
+        facts = judged.turn()
+        self.outputs[worker.name] = text
+        asked = judged.question
+        self.base.tally.turns.append(
+            {"iteration": worker.name, **spent_data(backend.name, judged, judged.usage)}
+        )
         changed, touched, note = self.what_changed(worker)
         outside = sorted(set(touched) - {scheduler._norm(f) for f in worker.files})
         if outside and worker.files:
@@ -456,7 +475,7 @@ class ParallelRunner:
         end = TurnEnd(
             worker.name,
             "",
-            judged.text,
+            text,
             feedback=feedback,
             exit_code=ended.exit_code,
             duration_s=ended.duration_s,
@@ -466,7 +485,7 @@ class ParallelRunner:
         step = self.apply(
             lambda s: workflow.turn(
                 s,
-                judged.turn,
+                facts,
                 worker=worker.name,
                 task=worker.task,
                 changed=changed,
@@ -479,7 +498,7 @@ class ParallelRunner:
             return
         after = step.board.worker(worker.name)
         auditing = after is not None and after.status == scheduler.AUDITING
-        if after is not None and auditing and not self.start_audit(after, judged.text, tuple(touched)):
+        if after is not None and auditing and not self.start_audit(after, text, tuple(touched)):
             self.on_approved(after.name, True, "")
 
     def what_changed(self, worker: Worker) -> tuple[bool, list[str], str]:

@@ -23,11 +23,12 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from loop import agent, claude_result, control, engine, limits, trust, verify, writer
+from loop import agent, agents, control, engine, trust, verify, writer
+from loop.agents.turn import Judgement, error_signature, judge
 from loop.errors import LoopdeckError
 from loop.journal import Event, Journal, render_line
 from loop.model import Aggregate, LoopState, Result, Settings, StopInput, Turn, replace
@@ -48,6 +49,12 @@ _SKIP_DIRS = frozenset({".git", ".claude", "node_modules", ".venv", "venv", "__p
 @dataclass
 class Options:
     agent: str = agent.DEFAULT_AGENT
+    """The agent command (or a CLI's name: `codex` means its default command)."""
+    agent_format: str | None = None
+    """How to read its output (`claude`, `codex`, `gemini`, `opencode`, `text`); None: by program."""
+    fallback_agent: str | None = None
+    """The agent the runner turns to while the first one is held by a usage limit."""
+    fallback_format: str | None = None
     iteration_timeout: float | None = 1800.0
     retries: int = 2
     backoff: tuple[float, ...] = (1.0, 5.0, 15.0)
@@ -58,18 +65,57 @@ class Options:
     poll: float = 0.2
     agent_given: bool = False
     """The agent command came from this command line (not from the state file)."""
+    fallback_given: bool = False
+    """The fallback agent came from this command line."""
     trusted: bool = False
     """`--yes`: run the commands the state file names even if nobody on this machine chose them."""
     confirm: Callable[[list[str]], bool] | None = None
     """Asks a person at a terminal to confirm such commands; None when nobody can answer."""
 
     def record(self) -> dict[str, Any]:
-        return {
+        recorded: dict[str, Any] = {
             "agent": self.agent,
             "iteration_timeout": self.iteration_timeout,
             "retries": self.retries,
             "commit": self.commit,
         }
+        if self.agent_format:
+            recorded["agent_format"] = self.agent_format
+        if self.fallback_agent:
+            recorded["fallback_agent"] = self.fallback_agent
+            if self.fallback_format:
+                recorded["fallback_format"] = self.fallback_format
+        return recorded
+
+
+@dataclass
+class Backend:
+    """One agent CLI the runner can turn to, and until when a usage limit holds it."""
+
+    role: str
+    """`agent` (the first choice) or `fallback`."""
+    choice: agents.Choice
+    until: datetime | None = None
+    waits: int = 0
+    """Limits in a row that did not say when they reset (each waits longer)."""
+
+    @property
+    def name(self) -> str:
+        return self.choice.adapter.name
+
+    @property
+    def command(self) -> str:
+        return self.choice.command
+
+    def env(self) -> dict[str, str]:
+        """The agent's environment: ours, plus what its default command needs."""
+        adapter = self.choice.adapter
+        if self.choice.command == adapter.default_command and adapter.default_env:
+            return {**adapter.default_env, **os.environ}
+        return dict(os.environ)
+
+    def free(self, now: datetime) -> bool:
+        return self.until is None or now >= self.until
 
 
 def workspace_mark(root: Path) -> str:
@@ -95,35 +141,10 @@ def workspace_mark(root: Path) -> str:
     return digest.hexdigest()
 
 
-def _usage(said: claude_result.ClaudeResult) -> dict[str, int] | None:
-    """What the agent reported using, as the state sums it (cost in millionths of a dollar)."""
-    usage: dict[str, int] = {}
-    if said.total_cost_usd is not None:
-        usage["cost_micro_usd"] = round(said.total_cost_usd * 1_000_000)
-    for key in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
-        value = said.usage.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            usage[key] = value
-    return usage or None
-
-
 def _added(a: dict[str, int] | None, b: dict[str, int] | None) -> dict[str, int] | None:
     if not a or not b:
         return a or b
     return {key: a.get(key, 0) + b.get(key, 0) for key in {*a, *b}}
-
-
-def _failure_text(run: agent.Run, said: claude_result.ClaudeResult | None) -> str:
-    if said is not None and said.failed:
-        detail = "; ".join(said.errors) or (said.text or "").strip() or said.subtype
-        status = f" (HTTP {said.api_error_status})" if said.api_error_status else ""
-        return f"exit {run.exit_code}, {said.subtype}{status}: {detail[-300:]}"
-    return f"exit {run.exit_code}: {agent.final_text(run.tail).strip().splitlines()[-1:] or ''}"
-
-
-def error_signature(text: str) -> str:
-    """What makes two failures "the same error": the text without its timing, last 400 chars."""
-    return text.split("(timed out")[0][-400:]
 
 
 class Runner:
@@ -156,6 +177,13 @@ class Runner:
         """The state as the last decision left it (an archived loop has no state file)."""
         self.confirmed: dict[str, Any] | None = None
         """What a person confirmed for this loop, as this run last knew it (`trust.pinned`)."""
+        self.backends = [Backend("agent", agents.resolve(options.agent, options.agent_format))]
+        if options.fallback_agent:
+            self.backends.append(
+                Backend("fallback", agents.resolve(options.fallback_agent, options.fallback_format))
+            )
+        self.current = self.backends[0]
+        """The backend the next turn runs on: the first, unless a usage limit holds it."""
 
     # --- the journal, echoed as log lines ----------------------------------------------------
 
@@ -212,7 +240,10 @@ class Runner:
             self.offset = state.control_offset
         if fresh:
             self.event("loop-started", 0, {"max_iterations": state.max_iterations, "driver": "runner"})
-        self.event("runner-started", state.iteration, {"pid": os.getpid(), "agent": self.options.agent})
+        started: dict[str, Any] = {"pid": os.getpid(), "agent": self.options.agent}
+        if self.options.fallback_agent:
+            started["fallback"] = self.options.fallback_agent
+        self.event("runner-started", state.iteration, started)
         return state
 
     def record(self, state: LoopState) -> None:
@@ -255,6 +286,8 @@ class Runner:
         if fresh:
             return set(trust.LABELS)
         given = {"agent"} if self.options.agent_given else set()
+        if self.options.fallback_given:
+            given.add("fallback_agent")
         for name, value in (
             ("verify", self.settings.verify),
             ("allowed", self.settings.verify_allow),
@@ -345,61 +378,73 @@ class Runner:
         """Run the agent (with retries) and the verification commands.
 
         Returns what the runner saw (the Turn), the agent's final text, the verification
-        failure if any, and whether verification ran and passed.
+        failure if any, and whether verification ran and passed. A usage limit is no failure:
+        with a fallback agent free, the turn goes to it at once; else the engine waits.
         """
         n = state.iteration
         self.tally.iterations += 1
+        backend = self.backend_for_turn(n)
         self.event(
-            "iteration-started", n, {"max_iterations": state.max_iterations, "task": state.current_task}
+            "iteration-started",
+            n,
+            {"max_iterations": state.max_iterations, "task": state.current_task, "agent": backend.name},
         )
         logs = self.ws.private_dir / "iterations"
         attempts = 1 + max(0, self.options.retries)
+        attempt, runs = 1, 0
         run: agent.Run | None = None
-        said: claude_result.ClaudeResult | None = None
+        judged: Judgement | None = None
         usage: dict[str, int] | None = None
-        why = ""
-        for attempt in range(1, attempts + 1):
-            log = logs / (f"{n:04d}.log" if attempt == 1 else f"{n:04d}.retry{attempt - 1}.log")
+        promise = state.completion_promise if state.completion_promise not in ("", "null") else None
+        while True:
+            log = logs / (f"{n:04d}.log" if runs == 0 else f"{n:04d}.retry{runs}.log")
+            runs += 1
+            env = backend.env()
             run = agent.run(
-                self.options.agent,
+                backend.command,
                 prompt,
                 self.ws.root,
                 log,
                 self.options.iteration_timeout,
                 self.pending_interrupt,
                 poll=self.options.poll,
+                env=self._child_env(env),
                 preexec=self._preexec(),
-                env=self._child_env(),
             )
             self._release()
             if run.interrupted:
                 break
-            said = claude_result.parse(run.tail)  # None: the agent does not speak claude's JSON
-            if said is not None:
-                usage = _added(usage, _usage(said))  # a retried turn costs every attempt
-            if not run.ok or (said is not None and said.failed):
-                words = "\n".join([*(said.errors if said else ()), said.text or ""]) if said else None
-                limited = limits.usage_limit(
-                    words or agent.final_text(run.tail),
-                    said.api_error_status if said else None,
-                    self.now(),
-                )
-                if limited is not None:
-                    # Not a failure: no retry spent; the engine makes the loop wait for the reset.
-                    turn = Turn(limited=limited[0], resets_at=limited[1], usage=usage)
-                    return turn, None, None, False
-            if run.ok and not (said is not None and said.failed):
-                break
-            why = run.error or (
-                f"timed out after {self.options.iteration_timeout:g} s"
-                if run.timed_out
-                else _failure_text(run, said)
+            judged = judge(
+                backend.choice.adapter,
+                run.tail,
+                run.exit_code,
+                now=self.now(),
+                timed_out=run.timed_out,
+                timeout_s=self.options.iteration_timeout,
+                start_error=run.error,
+                env=env,
+                promise=promise,
+                echoed=prompt,
             )
+            usage = _added(usage, judged.usage)  # a retried turn costs every attempt
+            if judged.limited is not None:
+                # Not a failure: no retry spent. Another agent if one is free, else the engine
+                # makes the loop wait for the (earliest) reset.
+                other = self.on_limit(backend, judged, n)
+                if other is not None:
+                    backend = other
+                    continue
+                resets = judged.resets_at if len(self.backends) == 1 else self.earliest_reset()
+                return Turn(limited=judged.limited, resets_at=resets, usage=usage), None, None, False
+            backend.waits = 0
+            if judged.ok:
+                break
+            why = str(judged.failure)
             self.tally.agent_failures.append(f"iteration {n}: {why}")
             self.event(
                 "agent-failed",
                 n,
-                {"attempt": attempt, "of": attempts, "reason": verify.redact(str(why)), "log": str(log)},
+                {"attempt": attempt, "of": attempts, "reason": verify.redact(why), "log": str(log)},
             )
             if run.error or attempt == attempts:
                 break
@@ -407,30 +452,68 @@ class Runner:
             self.event("retry", n, {"in_s": delay, "attempt": attempt + 1})
             if self.sleep(delay):
                 break
+            attempt += 1
         assert run is not None
-        if run.interrupted:
+        if run.interrupted or judged is None:
             self.event("agent-interrupted", n, {"reason": run.interrupted})
             return Turn(interrupted=run.interrupted), None, None, False
-        if not run.ok or (said is not None and said.failed):
-            failed = self.tally.agent_failures[-1] if self.tally.agent_failures else why
+        if not judged.ok:
+            failed = self.tally.agent_failures[-1] if self.tally.agent_failures else str(judged.failure)
             return Turn(failure=failed, error=error_signature(failed), usage=usage), None, None, False
-        text = agent.final_text(run.tail)
-        denied = tuple(said.denied_tools) if said is not None else ()
         failure = self.run_checks(n) if self.checks else None
         unresolved: tuple[str, ...] = ()
         if failure is None and self.options.commit:
             unresolved = self.commit(n)
         duration = round(time.monotonic() - self.tally.started, 1)
-        self.event("iteration-completed", n, {"duration_s": run.duration_s, "elapsed_s": duration})
+        spent = spent_data(backend.name, judged, usage)
+        self.tally.turns.append({"iteration": n, **spent})
+        self.event("iteration-completed", n, {"duration_s": run.duration_s, "elapsed_s": duration, **spent})
         turn = Turn(
             error=error_signature(failure) if failure else None,
             mark=self.mark(),
             usage=usage,
-            denied=denied,
-            denied_hint=claude_result.allow_hint(list(denied)) if denied else None,
+            denied=judged.facts.denied,
+            denied_hint=judged.facts.denied_hint,
             unresolved=unresolved,
         )
-        return turn, text, failure, bool(self.checks) and failure is None
+        return turn, judged.text, failure, bool(self.checks) and failure is None
+
+    # --- which agent: the first choice, or the fallback while a usage limit holds it -----------
+
+    def backend_for_turn(self, n: int) -> Backend:
+        """The first agent again once its limit has reset; else the one in use."""
+        first = self.backends[0]
+        if self.current is not first and first.free(self.now()):
+            self.switch(first, n, f"the usage limit of {first.name} reset")
+        return self.current
+
+    def on_limit(self, backend: Backend, judged: Judgement, n: int) -> Backend | None:
+        """Note until when `backend` is held; the free backend to turn to now, if any."""
+        from loop.timeutil import parse_iso
+
+        now = self.now()
+        until = parse_iso(judged.resets_at or "")
+        if until is None or until <= now:
+            seconds = engine.LIMIT_BACKOFF_S[min(backend.waits, len(engine.LIMIT_BACKOFF_S) - 1)]
+            backend.waits += 1
+            until = now + timedelta(seconds=seconds)
+        backend.until = until
+        other = next((b for b in self.backends if b is not backend and b.free(now)), None)
+        if other is not None:
+            why = f"{backend.name} hit a usage limit ({judged.limited}); back after {until.isoformat()}"
+            self.switch(other, n, why, until)
+        return other
+
+    def earliest_reset(self) -> str | None:
+        held = [b.until for b in self.backends if b.until is not None]
+        return min(held).isoformat() if held else None
+
+    def switch(self, to: Backend, n: int, reason: str, until: datetime | None = None) -> None:
+        data: dict[str, Any] = {"from": self.current.name, "to": to.name, "role": to.role, "reason": reason}
+        if until is not None:
+            data["until"] = until.isoformat()
+        self.current = to
+        self.event("agent-switched", n, data)
 
     def run_checks(self, n: int, cwd: Path | None = None) -> str | None:
         """The verification commands, in the workspace (or `cwd`: a task's worktree); the
@@ -538,9 +621,12 @@ class Runner:
             return None
         return self.supervisor.preexec(agent._die_with_parent)
 
-    def _child_env(self) -> dict[str, str] | None:
-        """The children's environment, marked: what they leave behind is found and killed."""
-        return self.supervisor.env() if self.supervisor is not None else None
+    def _child_env(self, env: dict[str, str] | None = None) -> dict[str, str] | None:
+        """The children's environment (`env`, else ours), marked: what they leave behind is
+        found and killed."""
+        if self.supervisor is None:
+            return env
+        return self.supervisor.env(env)
 
     def _release(self) -> None:
         if self.supervisor is not None:
@@ -671,6 +757,23 @@ class Runner:
             "usage": dict(state.usage) if state is not None else None,
             "duration_s": round(time.monotonic() - self.tally.started, 1),
         }
+
+
+def spent_data(name: str, judged: Judgement, usage: dict[str, int] | None) -> dict[str, Any]:
+    """What one iteration used, as its journal event and the summary name it: the agent, its
+    tokens, its cost (and whether that is loopdeck's estimate)."""
+    usage = usage or {}
+    data: dict[str, Any] = {"agent": name}
+    if judged.facts.model:
+        data["model"] = judged.facts.model
+    tokens = {k: v for k, v in usage.items() if k.endswith("_tokens")}
+    if tokens:
+        data["tokens"] = tokens
+    if "cost_micro_usd" in usage:
+        data["cost_usd"] = round(usage["cost_micro_usd"] / 1_000_000, 6)
+        if usage.get("estimated_cost_micro_usd"):
+            data["estimated"] = True
+    return data
 
 
 def _ending(state: LoopState, still: bool = False) -> tuple[str, str]:

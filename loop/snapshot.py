@@ -49,6 +49,8 @@ class LoopView:
     """What the agent reported it used (cost in millionths of a dollar, tokens)."""
     limits: dict[str, int] | None = None
     notify: tuple[str, ...] = ()
+    agents: dict[str, str] | None = None
+    """The runner's agent command and its fallback's (`agent`, `fallback_agent`), as recorded."""
 
     @classmethod
     def of(cls, workspace: Workspace, state: LoopState) -> LoopView:
@@ -74,6 +76,7 @@ class LoopView:
             usage=dict(state.usage) or None,
             limits=dict(state.limits) or None,
             notify=tuple(state.notify),
+            agents=_agents(state),
         )
 
     @property
@@ -171,6 +174,16 @@ class Snapshot:
         return obj
 
 
+def _agents(state: LoopState) -> dict[str, str] | None:
+    runner = state.extra.get("runner")
+    if not isinstance(runner, dict):
+        return None
+    found = {
+        k: runner[k] for k in ("agent", "fallback_agent") if isinstance(runner.get(k), str) and runner[k]
+    }
+    return found or None
+
+
 def _loop_json(view: LoopView) -> dict[str, Any]:
     keys = (
         "kind",
@@ -194,6 +207,8 @@ def _loop_json(view: LoopView) -> dict[str, Any]:
         "notify",
     )
     obj = {key: getattr(view, key) for key in keys}
+    if view.agents:
+        obj["agents"] = dict(view.agents)  # the runner's agent (and fallback) commands
     obj["notify"] = list(view.notify)
     if obj["completion_promise"] in ("", "null"):
         obj["completion_promise"] = None  # JSON says "none" as null, not as a placeholder string

@@ -49,6 +49,8 @@ def render(ws: Workspace) -> tuple[int, list[str], list[str]]:
             else []
         ),
         *([("limits", _limits(loop.limits))] if loop.limits else []),
+        *([("agent", _agents(loop.agents))] if loop.agents else []),
+        *_turns(snap.events),
         *([("notify", ", ".join(loop.notify))] if loop.notify else []),
         ("iteration", f"{loop.iteration}{limit}"),
         (
@@ -71,6 +73,30 @@ def render(ws: Workspace) -> tuple[int, list[str], list[str]]:
     if loop.status in ("stopped", "failed"):
         lines += _last_summary(ws, loop.started_at)
     return 0, lines, []
+
+
+def _agents(recorded: dict[str, str]) -> str:
+    """`codex (codex exec --json …); fallback: gemini (gemini …)`: which CLI runs the turns."""
+    from loop.agents import adapter_for
+
+    parts = []
+    for key, label in (("agent", ""), ("fallback_agent", "fallback: ")):
+        command = recorded.get(key)
+        if command:
+            parts.append(f"{label}{adapter_for(command).name} ({command})")
+    return "; ".join(parts)
+
+
+TURNS_SHOWN = 3
+
+
+def _turns(events: Sequence[Any]) -> list[tuple[str, str]]:
+    """The last iterations' agent, tokens and cost, as the runner journaled them."""
+    from loop.summary import turn_line
+
+    done = [e for e in events if e.kind == "iteration-completed" and e.data.get("agent")]
+    lines = [turn_line({"iteration": e.iteration, **e.data}) for e in done[-TURNS_SHOWN:]]
+    return [("last turns" if i == 0 else "", line) for i, line in enumerate(lines)]
 
 
 def _unconfirmed(ws: Workspace) -> str:

@@ -21,20 +21,55 @@ class Tally:
     agent_failures: list[str] = field(default_factory=list)
     verify_failures: int = 0
     commits: list[str] = field(default_factory=list)
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    """One record per completed iteration: its agent, tokens and cost (`runner.spent_data`)."""
+
+
+def money(cost_usd: float, estimated: bool = False) -> str:
+    """`$1.23`, or `≈$0.12 (estimated)` for loopdeck's estimate (a CLI that reports tokens only).
+    Under a cent shows four decimals: a short turn's cost is not "$0.00"."""
+    text = f"${cost_usd:.2f}" if cost_usd >= 0.01 or cost_usd == 0 else f"${cost_usd:.4f}"
+    return f"≈{text} (estimated)" if estimated else text
 
 
 def cost_line(usage: dict[str, int] | None, limits: dict[str, int] | None = None) -> str:
-    """`$1.23 (45,678 tokens) of a $5.00 budget`, from what the agent reported."""
+    """`$1.23 (45,678 tokens) of a $5.00 budget`, from what the agent reported; `≈$0.12
+    (estimated)` when loopdeck estimated it from tokens; the turns whose cost nobody knows."""
     usage = usage or {}
     cost = usage.get("cost_micro_usd")
+    estimated = usage.get("estimated_cost_micro_usd", 0)
     tokens = sum(v for k, v in usage.items() if k.endswith("_tokens"))
-    text = f"${cost / 1e6:.2f}" if cost is not None else "cost not reported"
+    if cost is None:
+        text = "cost not reported"
+    elif estimated and estimated < cost:
+        text = f"≈{money(cost / 1e6)} ({money(estimated / 1e6)} of it estimated)"
+    else:
+        text = money(cost / 1e6, estimated=bool(estimated))
     if tokens:
         text += f" ({tokens:,} tokens)"
+    unpriced = usage.get("unpriced_turns", 0)
+    if unpriced and cost is not None:
+        text += f"; cost unknown for {unpriced} turn(s)"
     budget = (limits or {}).get("max_cost_micro_usd")
     if budget:
         text += f" of a ${budget / 1e6:.2f} budget"
     return text
+
+
+def turn_line(record: dict[str, Any]) -> str:
+    """One iteration's agent, tokens and cost: `#3 codex (gpt-5): 2,150 tokens, ≈$0.0042 (estimated)`."""
+    agent = str(record.get("agent") or "?")
+    if record.get("model"):
+        agent += f" ({record['model']})"
+    tokens = record.get("tokens")
+    total = sum(v for v in tokens.values() if isinstance(v, int)) if isinstance(tokens, dict) else 0
+    parts = [f"{total:,} tokens" if total else "tokens not reported"]
+    cost = record.get("cost_usd")
+    if isinstance(cost, int | float) and not isinstance(cost, bool):
+        parts.append(money(float(cost), bool(record.get("estimated"))))
+    elif total:
+        parts.append("cost unknown")
+    return f"#{record.get('iteration', '?')} {agent}: {', '.join(parts)}"
 
 
 def progress_line(done: int, total: int, width: int = 10) -> str:
@@ -56,6 +91,7 @@ NEXT_STEPS = {
 """What to do after each ending: every step names a verb that works on the loop as it was left."""
 
 NAMES_SHOWN = 8
+TURNS_SHOWN = 10
 
 
 def task_names(counts: Aggregate | None) -> dict[str, list[str]] | None:
@@ -132,6 +168,11 @@ def summary_lines(
         lines.append(f"Commits:     {len(tally.commits)} ({tally.commits[-1][:8]} last)")
     if state is not None and (state.usage or state.limits.get("max_cost_micro_usd")):
         lines.append(f"Cost:        {cost_line(state.usage, state.limits)}")
+    if tally.turns:
+        shown = tally.turns[-TURNS_SHOWN:]
+        more = f" (the last {len(shown)} of {len(tally.turns)})" if len(tally.turns) > len(shown) else ""
+        lines.append(f"Per iteration{more}:")
+        lines += [f"  {turn_line(record)}" for record in shown]
     if folder is not None:
         lines.append(f"Archive:     {folder}")
     lines.append(f"Next:        {next_step}")

@@ -41,6 +41,7 @@ the workspace: a repository cannot make one before anything of it has run."""
 LABELS = {
     "prompt": "prompt",
     "agent": "agent command",
+    "fallback_agent": "fallback agent command",
     "verify": "verification command",
     "allowed": "allowlist entry",
     "audit": "audit command",
@@ -56,6 +57,7 @@ def pinned(state: LoopState) -> dict[str, Any]:
     """Everything in the state that runs, is posted to, is written or reaches a model."""
     runner = state.extra.get("runner")
     agent = runner.get("agent") if isinstance(runner, dict) else None
+    fallback = runner.get("fallback_agent") if isinstance(runner, dict) else None
     allow = state.extra.get("verify_allow")
     board = _board(state)
     audit = board.get("audit")
@@ -64,6 +66,7 @@ def pinned(state: LoopState) -> dict[str, Any]:
         "loop": state.started_at,
         "prompt": state.prompt,
         "agent": agent if isinstance(agent, str) and agent else None,
+        "fallback_agent": fallback if isinstance(fallback, str) and fallback else None,
         "verify": [str(c) for c in state.verify],
         "allowed": [str(a) for a in allow] if isinstance(allow, list) else [],
         "audit": audit if isinstance(audit, str) and audit else None,

@@ -217,6 +217,33 @@ async def test_a_folder_with_only_a_neighbour_opens_on_it(tmp_path: Path) -> Non
         assert "front matter" in str(screen.found.problem)
 
 
+async def test_a_claude_code_goal_in_the_folder_is_shown_read_only(tmp_path: Path) -> None:
+    """Claude Code's own `/goal`, active in the folder's newest session, is listed next to
+    loopdeck's loop; its screen steers nothing (Claude Code runs it; `/goal clear` ends it)."""
+    from loop.formats.claude_goal import project_folder
+
+    ws = screenshots.running(tmp_path / "p")
+    folder = project_folder(ws.root)
+    folder.mkdir(parents=True)
+    (folder / "s1.jsonl").write_text((FIXTURES / "samples" / "real-cli" / "goal-active.jsonl").read_text())
+    app = screenshots.app_for(ws, git=False, prompts=False)
+    assert isinstance(app, MonitorApp)
+    async with app.run_test(size=SIZE) as pilot:
+        await screenshots.settle(app)
+        assert [f.kind for f in app.neighbours] == ["claude-goal"]
+        await pilot.press("n")
+        await until(pilot, lambda: isinstance(app.screen, NeighbourScreen))
+        screen = app.screen
+        assert isinstance(screen, NeighbourScreen) and screen.found.loop is not None
+        assert screen.found.loop.prompt == "an impossible thing"
+        for action in ("pause", "resume", "skip", "stop", "set_max"):
+            assert screen.check_action("steer", (action,)) is None, "shown, but disabled"
+        assert screen.check_action("cancel_loop", ()) is None
+        sent = len(commands(ws))
+        await pilot.press("p", "x", "c")
+        assert len(commands(ws)) == sent
+
+
 # --- the verbs ------------------------------------------------------------------------------------
 
 

@@ -243,3 +243,112 @@ def test_a_huge_line_within_the_limit_is_read(tmp_path: Path) -> None:
     place(tmp_path, "ralph-loop", text.replace("Build a todo API", prompt).encode())
     [item] = detect(tmp_path)
     assert item.loop is not None and len(item.loop.prompt) == len(prompt.strip())
+
+
+# --- Claude Code's own /goal, read from the session transcript ---------------------------------
+
+GOALS = FIXTURES / "samples" / "real-cli"
+
+
+def goal_session(
+    root: Path, home: Path, sample: str, session: str = "8abee56f-9e57-4678-881c-bee368277255"
+) -> Path:
+    """A Claude Code session of `root` whose transcript is a real /goal sample."""
+    from loop.formats.claude_goal import project_folder
+
+    folder = project_folder(root)
+    assert folder.parent == home / "projects"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{session}.jsonl"
+    path.write_text((GOALS / sample).read_text())
+    return path
+
+
+@pytest.fixture
+def claude_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "claude-home"
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home))
+    return home
+
+
+def test_an_active_claude_code_goal_is_a_neighbour(tmp_path: Path, claude_home: Path) -> None:
+    root = tmp_path / "my.project"
+    root.mkdir()
+    path = goal_session(root, claude_home, "goal-active.jsonl")
+    from loop.formats.claude_goal import project_folder
+
+    assert (
+        project_folder(Path("/home/u/my.project_x")).name == "-home-u-my-project-x"
+    )  # as Claude Code names it
+    assert path.parent == project_folder(root)
+    (found,) = detect(root)
+    assert found.kind == "claude-goal" and found.loop is not None
+    assert found.loop.status == "running" and found.loop.prompt == "an impossible thing"
+    assert found.loop.iteration == 9 and found.loop.current_task == "last check: never"
+    assert found.loop.session_id == "8abee56f-9e57-4678-881c-bee368277255" and not found.loop.can_cancel
+    assert formats.read("claude-goal", path).loop == found.loop
+
+
+@pytest.mark.parametrize(
+    ("sample", "status"), [("goal-met.jsonl", "completed"), ("goal-cleared.jsonl", "stopped")]
+)
+def test_a_goal_met_or_cleared_is_not_listed(
+    tmp_path: Path, claude_home: Path, sample: str, status: str
+) -> None:
+    path = goal_session(tmp_path, claude_home, sample)
+    assert detect(tmp_path) == []
+    found = formats.read("claude-goal", path)
+    assert found.loop is not None and found.loop.status == status
+
+
+def test_the_newest_session_decides(tmp_path: Path, claude_home: Path) -> None:
+    import os
+
+    old = goal_session(tmp_path, claude_home, "goal-active.jsonl", "old")
+    new = goal_session(tmp_path, claude_home, "goal-met.jsonl", "new")
+    os.utime(old, (1_000_000, 1_000_000))
+    assert detect(tmp_path) == []
+    os.utime(new, (900_000, 900_000))
+    assert [f.kind for f in detect(tmp_path)] == ["claude-goal"]
+
+
+def test_only_a_transcripts_end_is_read(tmp_path: Path, claude_home: Path) -> None:
+    from loop.formats.claude_goal import TAIL_BYTES
+
+    path = goal_session(tmp_path, claude_home, "goal-active.jsonl")
+    with path.open("a") as out:
+        filler = json.dumps({"type": "assistant", "message": {"content": "x" * 1000}})
+        out.write((filler + "\n") * (TAIL_BYTES // 1000 + 10))
+    assert detect(tmp_path) == []
+    problem = formats.read("claude-goal", path).problem
+    assert problem is not None and "no /goal status" in str(problem)
+
+
+def test_broken_transcripts_and_folders_do_not_break_detection(tmp_path: Path, claude_home: Path) -> None:
+    from loop.formats.claude_goal import project_folder
+
+    folder = project_folder(tmp_path)
+    folder.mkdir(parents=True)
+    (folder / "weird.jsonl").mkdir()  # a folder with the name of a transcript
+    (folder / "broken.jsonl").write_bytes(
+        b'{"type":"attachment","attachment":{"type":"goal_status","met":false\n\xff\xfe goal_status [1,2]\n'
+    )
+    assert detect(tmp_path) == []
+    (folder / "broken.jsonl").write_text(
+        json.dumps(
+            {"type": "attachment", "attachment": {"type": "goal_status", "met": False, "condition": 5}}
+        )
+        + "\n"
+    )
+    (found,) = detect(tmp_path)
+    assert found.loop is not None and found.loop.prompt == "" and found.loop.status == "running"
+
+
+def test_status_lists_the_goal_read_only(tmp_path: Path, claude_home: Path) -> None:
+    from loop.paths import Workspace
+    from loop.status_text import render
+
+    goal_session(tmp_path, claude_home, "goal-active.jsonl")
+    code, lines, _errors = render(Workspace(tmp_path))
+    assert code == 0 and lines[0].startswith("claude-goal") and "(read-only)" in lines[0]
+    assert "running (iteration 9)" in lines[0]

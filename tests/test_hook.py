@@ -331,6 +331,25 @@ def test_no_loop_no_output(ws: Workspace, env: dict[str, str]) -> None:
     assert not ws.journal.exists()
 
 
+@pytest.mark.parametrize("sample", ["goal-active.jsonl", "goal-met.jsonl", "goal-cleared.jsonl"])
+def test_a_claude_code_goal_without_a_loop_is_left_alone(
+    ws: Workspace, env: dict[str, str], sample: str
+) -> None:
+    """Claude Code's own `/goal` (a session-scoped Stop hook of its own, recorded in the
+    transcript as `goal_status` lines): with no loopdeck loop here, loopdeck's hook answers
+    nothing, whether the goal is active, met or cleared, and writes nothing."""
+    session = Session(ws, env)
+    session.transcript.write_text((SAMPLES / "real-cli" / sample).read_text())
+    assert session.stop("Working on it.", active=True) is None
+    assert session.stop("Working on it.", active=False) is None
+    assert not ws.journal.exists() and not ws.state.exists()
+    from loop import hook_prompt
+
+    prompt = {"session_id": "sess-1", "cwd": str(ws.root), "hook_event_name": "UserPromptSubmit"}
+    assert hook_prompt.handle({**prompt, "prompt": "/goal all tests in test/auth pass"}, {}) is None
+    assert not ws.state.exists()
+
+
 def test_concurrent_stops_never_lose_an_iteration(ws: Workspace, env: dict[str, str]) -> None:
     (ws.root / "TODO.md").write_text("- [ ] a\n")
     env = {**env, "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP": "0"}  # as `loopdeck install` sets it

@@ -58,7 +58,7 @@ def test_agent_by_path(tmp_path: Path) -> None:
     assert problems(tmp_path, agent="./agent.sh {prompt}", which=no_tools) == []
     assert problems(tmp_path, agent="'unclosed", which=no_tools)[0].startswith("the agent command")
     assert problems(tmp_path, agent="", which=no_tools) == [
-        "the agent command is empty: name one with --agent CMD"
+        "the agent command is empty: name one with --agent AGENT"
     ]
 
 

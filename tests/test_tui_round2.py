@@ -107,6 +107,36 @@ async def test_output_panel_follows_the_iteration_log_full_screen_and_searchable
         assert monitor.screen.maximized is None
 
 
+async def test_output_panel_shows_every_clis_words_and_tool_calls(tmp_path: Path) -> None:
+    """Codex's, Gemini's and OpenCode's JSON lines (real outputs) in the iteration log show as the
+    agent's text and its tool calls, as Claude Code's do."""
+    from tests.conftest import FIXTURES
+
+    ws = make(tmp_path, "running")
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        panel = monitor.query_one(OutputPanel)
+        assert panel.target is not None
+        for name in ("codex-success.exit0", "gemini-stream.exit0", "opencode-success.exit0"):
+            with panel.target.path.open("a") as out:
+                out.write((FIXTURES / "agents" / f"{name}.log").read_text())
+        await until(pilot, lambda: output_text(monitor).count("Ticked one task.") == 3)
+        shown = output_text(monitor)
+        assert "▸ shell /bin/bash -lc" in shown  # codex
+        assert "▸ run_shell_command sed -i" in shown  # gemini
+        assert "▸ bash sed -i" in shown  # opencode
+        assert '"type"' not in shown  # no raw JSON
+
+
+def test_render_line_reads_the_iterations_cli_first() -> None:
+    line = '{"type":"item.started","item":{"type":"command_execution","command":"ls"}}'
+    (shown,) = render_line(line, "codex")
+    assert shown.plain == "▸ shell ls" and str(shown.style) == "cyan"
+    assert [t.plain for t in render_line(line)] == ["▸ shell ls"]  # found out without the hint
+    assert render_line('{"type":"turn.started"}', "codex") == []
+
+
 # --- one registry of actions ---------------------------------------------------------------------
 
 

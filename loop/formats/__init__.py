@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from loop.errors import FileProblem
-from loop.formats import claude_task, continuous, prd_status, ralph, task_loop, workflow
+from loop.formats import claude_goal, claude_task, continuous, prd_status, ralph, task_loop, workflow
 from loop.formats.view import NeighbourLoop
 
 __all__ = ["FORMATS", "Found", "NeighbourLoop", "detect", "loops_json", "read"]
@@ -32,6 +32,12 @@ FORMATS: dict[str, tuple[str, Callable[[Path], NeighbourLoop]]] = {
     claude_task.KIND: (claude_task.PATH, claude_task.read),
 }
 """kind → (path inside the workspace, reader)."""
+
+LOCATED: dict[str, tuple[Callable[[Path], Path | None], Callable[[Path], NeighbourLoop]]] = {
+    claude_goal.KIND: (claude_goal.locate, claude_goal.read),
+}
+"""Loops kept outside the workspace, found for it: kind → (locator, reader). Claude Code's
+`/goal` lives in the newest session transcript of the folder (listed while it is active)."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +66,7 @@ class Found:
 
 
 def read(kind: str, path: Path) -> Found:
-    reader = FORMATS[kind][1]
+    reader = FORMATS[kind][1] if kind in FORMATS else LOCATED[kind][1]
     try:
         return Found(kind, path, reader(path))
     except FileProblem as exc:
@@ -70,12 +76,18 @@ def read(kind: str, path: Path) -> Found:
 
 
 def candidates(root: Path) -> list[tuple[str, Path]]:
-    """The neighbour files that exist in a workspace (a few `stat` calls, nothing read)."""
-    return [(kind, root / rel) for kind, (rel, _) in FORMATS.items() if (root / rel).is_file()]
+    """The neighbour files that exist in a workspace (a few `stat` calls; for the loops kept
+    elsewhere, the end of one file read)."""
+    found = [(kind, root / rel) for kind, (rel, _) in FORMATS.items() if (root / rel).is_file()]
+    for kind, (locate, _reader) in LOCATED.items():
+        path = locate(root)
+        if path is not None:
+            found.append((kind, path))
+    return found
 
 
 def detect(root: Path) -> list[Found]:
-    """Every neighbour loop in the workspace `root`, in the order of `FORMATS`."""
+    """Every neighbour loop in the workspace `root`, in the order of `FORMATS`, then `LOCATED`."""
     return [read(kind, path) for kind, path in candidates(root)]
 
 

@@ -18,7 +18,7 @@ class NeighbourLoop:
 
     kind: str
     """`ralph-loop`, `workflow-loop`, `continuous-session`, `task-loop`, `prd-status`,
-    `claude-task-state`."""
+    `claude-task-state`, `claude-goal`."""
     state_file: str
     status: str
     """Normalised to loopdeck's words: initializing, running, paused, stopping, completed,

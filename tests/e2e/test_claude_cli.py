@@ -315,7 +315,7 @@ def run_with_runner(project: Project) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert todo.read_text().count("- [x]") == 2
     assert_completed(project)
-    from loop.claude_result import parse
+    from loop.agents.claude import parse
 
     logs = sorted((project.root / ".claude" / "loopdeck" / "iterations").glob("*.log"))
     assert logs

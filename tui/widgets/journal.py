@@ -33,6 +33,7 @@ KIND_CLASS = {
     "warning": "journal--warning",
     "paused": "journal--warning",
     "stopped": "journal--warning",
+    "agent-switched": "journal--warning",
     "verification-passed": "journal--good",
     "completed": "journal--good",
     "commit": "journal--good",

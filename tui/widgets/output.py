@@ -1,8 +1,10 @@
 """Output: what the agent is saying and doing in the current iteration, as it happens.
 
 For a runner loop it follows the iteration's log (`.claude/loopdeck/iterations/NNNN.log`); for a
-hook loop, the session transcript. Claude's JSON (`--output-format json` or `stream-json`, and
-transcript lines) is shown as the agent's text and its tool calls; anything else line by line.
+hook loop, the session transcript. Each CLI's JSON (Claude Code's `json`/`stream-json` and
+transcript lines, Codex's `--json` events, Gemini's `stream-json`, OpenCode's `--format json`
+parts) is shown as the agent's text and its tool calls, read by that CLI's adapter
+(`loop.agents`); anything else line by line.
 
 The panel owns its clock: a timer started on mount (and stopped with the panel) reads only the
 bytes added since the last tick, from the end: a transcript of hundreds of MB costs what its
@@ -13,7 +15,6 @@ so a slow disk never stalls the screen.
 
 from __future__ import annotations
 
-import json
 import os
 from collections import deque
 from dataclasses import dataclass
@@ -52,12 +53,14 @@ class Followed:
     path: Path
     kind: str
     """`iteration log` (the runner's) or `transcript` (a hook loop's session)."""
+    agent: str | None = None
+    """The CLI writing it (`codex`, …), as the runner journaled the iteration; None: found out."""
 
 
 def followed(workspace: Workspace, snapshot: Snapshot | None) -> Followed | None:
     """The file showing the current iteration's output, if there is one."""
     loop = snapshot.loop if snapshot else None
-    if loop is None:
+    if loop is None or snapshot is None:
         return None
     if loop.driver == "runner":
         logs = workspace.private_dir / "iterations"
@@ -65,7 +68,12 @@ def followed(workspace: Workspace, snapshot: Snapshot | None) -> Followed | None
             newest = max((p for p in logs.iterdir() if p.suffix == ".log"), key=_log_order, default=None)
         except OSError:
             return None
-        return Followed(newest, "iteration log") if newest is not None else None
+        agent = next(
+            (e.data.get("agent") for e in reversed(snapshot.events) if e.kind == "iteration-started"), None
+        )
+        if newest is None:
+            return None
+        return Followed(newest, "iteration log", agent if isinstance(agent, str) else None)
     from loop.state import StateStore
 
     try:
@@ -73,7 +81,7 @@ def followed(workspace: Workspace, snapshot: Snapshot | None) -> Followed | None
     except Exception:  # a corrupt state is the error panel's to show, not this one's
         return None
     if state is not None and state.transcript_path:
-        return Followed(Path(state.transcript_path), "transcript")
+        return Followed(Path(state.transcript_path), "transcript", "claude")
     return None
 
 
@@ -83,59 +91,26 @@ def _log_order(path: Path) -> tuple[int, str]:
     return (int(number) if number.isdigit() else -1, path.name)
 
 
-def _brief(value: Any, width: int = 80) -> str:
-    if isinstance(value, dict):
-        for key in ("command", "file_path", "path", "pattern", "url", "description", "prompt"):
-            if isinstance(value.get(key), str):
-                value = value[key]
-                break
-        else:
-            value = json.dumps(value, ensure_ascii=False)
-    text = " ".join(str(value).split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+STYLES = {"▸": "cyan", "■": "bold", "●": "dim", "!": "yellow", "  ✗": "red", "  exit": "red"}
+"""The marks of the adapters' live lines (`loop.agents.base.Adapter.live_line`) and their look."""
 
 
-def render_line(line: str) -> list[Text]:
-    """One line of a log or a transcript, as the lines a person reads (none for noise)."""
-    stripped = line.strip()
-    if not stripped:
+def render_line(line: str, agent: str | None = None) -> list[Text]:
+    """One line of a log or a transcript, as the lines a person reads (none for noise): read by
+    the adapter of the CLI that printed it (`agent`, the iteration's, first), so Claude Code's,
+    Codex's, Gemini's and OpenCode's JSON show as the agent's words and its tool calls."""
+    from loop.agents import live_line
+
+    if not line.strip():
         return []
-    if not stripped.startswith("{"):
-        return [Text(line.rstrip("\n"))]
-    try:
-        obj = json.loads(stripped)
-    except ValueError:
-        return [Text(line.rstrip("\n"))]
-    if not isinstance(obj, dict):
-        return [Text(stripped)]
-    kind = obj.get("type")
-    if kind == "assistant":
-        message = obj.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
-        out: list[Text] = []
-        if isinstance(content, str):
-            content = [{"type": "text", "text": content}]
-        for block in content if isinstance(content, list) else []:
-            if not isinstance(block, dict):
-                continue
-            if block.get("type") == "text" and isinstance(block.get("text"), str):
-                out.extend(Text(part) for part in block["text"].splitlines() if part.strip())
-            elif block.get("type") == "tool_use":
-                out.append(Text(f"▸ {block.get('name', '?')} {_brief(block.get('input', ''))}", style="cyan"))
-        return out
-    if kind == "result" or ("result" in obj and "session_id" in obj):
-        words = [str(obj.get("subtype") or "result")]
-        if isinstance(obj.get("num_turns"), int):
-            words.append(f"{obj['num_turns']} turns")
-        if isinstance(obj.get("total_cost_usd"), int | float):
-            words.append(f"${obj['total_cost_usd']:.2f}")
-        lines = [Text(f"■ {' · '.join(words)}", style="bold")]
-        if isinstance(obj.get("result"), str) and kind != "result":
-            lines[:0] = [Text(part) for part in obj["result"].splitlines() if part.strip()]
-        return lines
-    if kind == "system" and obj.get("subtype") == "init":
-        return [Text(f"● session started ({obj.get('model', '?')})", style="dim")]
-    return []  # tool results, user turns, bookkeeping: not what a person follows
+    shown = live_line(line.rstrip("\n"), agent)
+    if not shown:
+        return []
+    out = []
+    for part in shown.splitlines():
+        style = next((look for mark, look in STYLES.items() if part.startswith(mark)), None)
+        out.append(Text(part, style=style) if style else Text(part))
+    return out
 
 
 class OutputRead:
@@ -233,7 +208,16 @@ class OutputPanel(Vertical):
             self.target = None
             return
         attempt = next((e.data.get("attempt") for e in reversed(snapshot.events) if e.kind == "retry"), None)
-        key = (snapshot.workspace, loop.driver, loop.session_id, loop.iteration, loop.started_at, attempt)
+        switched = sum(1 for e in snapshot.events if e.kind == "agent-switched")  # another agent: another log
+        key = (
+            snapshot.workspace,
+            loop.driver,
+            loop.session_id,
+            loop.iteration,
+            loop.started_at,
+            attempt,
+            switched,
+        )
         if key != self.looked or self.target is None:
             self.looked = key
             self.target = followed(Workspace(Path(snapshot.workspace)), snapshot)
@@ -282,7 +266,7 @@ class OutputPanel(Vertical):
         self.lines_read += len(raw)
         shown = []
         for line in raw:
-            for text in render_line(line):
+            for text in render_line(line, reader.target.agent):
                 self.lines.append(text)
                 if not wanted or wanted in text.plain.lower():
                     shown.append(text)

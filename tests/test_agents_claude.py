@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from loop.claude_result import allow_hint, parse
+from loop.agents.claude import allow_hint, parse
 
 FIXTURES = Path(__file__).parent / "fixtures" / "claude-result"
 
