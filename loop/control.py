@@ -19,11 +19,11 @@ import os
 from datetime import datetime
 from pathlib import Path
 
-from loop.errors import LoopdeckError
+from loop.errors import LoopdeckError, os_problem
 from loop.journal import Journal
 from loop.model import COMMANDS, Command, LoopState, record
 from loop.paths import Workspace
-from loop.safeopen import append_bytes, open_regular
+from loop.safeopen import ShortWrite, UnsafePath, append_bytes, open_regular
 from loop.state import StateStore
 from loop.timeutil import iso_ms, utcnow
 
@@ -59,7 +59,16 @@ def send(
         raise LoopdeckError(f"{kind} needs its text")
     command = Command(new_id(), iso_ms(now or utcnow()), kind, source, reason or None, value, target=target)
     line = json.dumps(command.to_json(), ensure_ascii=False) + "\n"
-    append_bytes(workspace.control, line.encode("utf-8", "replace"))  # never through a symlink
+    try:
+        append_bytes(workspace.control, line.encode("utf-8", "replace"))  # never through a symlink
+    except ShortWrite as exc:
+        # What was written was taken back out, or is a torn line the reader skips.
+        outcome = "may or may not have been queued" if exc.maybe_whole else "was not queued"
+        raise LoopdeckError(f"{kind} {outcome}: {os_problem(exc)}") from None
+    except OSError as exc:
+        raise LoopdeckError(f"{kind} was not queued: {os_problem(exc)}") from None
+    except UnsafePath as exc:
+        raise UnsafePath(f"{kind} was not queued: {exc}") from None
     return command
 
 
@@ -103,7 +112,7 @@ def _decode(line: bytes, offset: int, end: int) -> Command | BadLine:
         return BadLine(offset, f"line of {len(line)} bytes is too long for a command")
     try:
         obj = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # garbage, torn, or nested too deep
         return BadLine(offset, "not JSON")
     if not isinstance(obj, dict):
         return BadLine(offset, "not a JSON object")
