@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from loop.errors import LoopdeckError
+from loop.errors import LoopdeckError, os_problem
 from loop.paths import Workspace, find_workspace
 
 STEER_HELP = {
@@ -301,12 +301,17 @@ def _steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int
         raise LoopdeckError(f"the loop in {ws.root} has no workers (`run --workers N` starts them)")
     command = control.send(ws, kind, source="cli", reason=args.reason, value=value, target=target)
     journal = Journal(ws.journal)
-    journal.append(
-        "command-sent",
-        state.iteration,
-        {"id": command.id, "command": kind, "source": "cli", "reason": args.reason, "value": value}
-        | ({"worker": target} if target else {}),
-    )
+    try:
+        journal.append(
+            "command-sent",
+            state.iteration,
+            {"id": command.id, "command": kind, "source": "cli", "reason": args.reason, "value": value}
+            | ({"worker": target} if target else {}),
+        )
+    except (OSError, LoopdeckError) as exc:
+        # The command is queued and will be applied: saying it failed would be untrue.
+        why = os_problem(exc) if isinstance(exc, OSError) else str(exc)
+        print(f"loopdeck: warning: the journal could not record the {kind} ({why})", file=sys.stderr)
     from loop.proc import alive
 
     if state.driver in (None, "hook"):
@@ -792,6 +797,21 @@ def main(argv: Sequence[str] | None = None, monitor: MonitorVerbs | None = None)
         return 1
     except KeyboardInterrupt:
         return 130
+    except OSError as exc:  # a read-only or full disk, a file where a folder belongs…
+        print(f"loopdeck: error: {os_problem(exc)}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # a bug: still one line, never a traceback
+        print(
+            f"loopdeck: error: unexpected {type(exc).__name__}: {_one_line(str(exc))} "
+            "(a bug in loopdeck: please report it with the command that caused it)",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 if __name__ == "__main__":
