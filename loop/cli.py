@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from loop.errors import LoopdeckError
+from loop.errors import LoopdeckError, os_problem
 from loop.paths import Workspace, find_workspace
 
 STEER_HELP = {
@@ -176,7 +176,14 @@ def _steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int
     if target and "parallel" not in state.extra:
         raise LoopdeckError(f"the loop in {ws.root} has no workers (`run --workers N` starts them)")
     command = control.queue(
-        ws, kind, source="cli", reason=args.reason, value=value, target=target, iteration=state.iteration
+        ws,
+        kind,
+        source="cli",
+        reason=args.reason,
+        value=value,
+        target=target,
+        iteration=state.iteration,
+        warn=lambda why: print(f"loopdeck: warning: {why}", file=sys.stderr),
     )
     journal = Journal(ws.journal)
     from loop.proc import alive
@@ -747,6 +754,21 @@ def main(argv: Sequence[str] | None = None, monitor: MonitorVerbs | None = None)
         return 1
     except KeyboardInterrupt:
         return 130
+    except OSError as exc:  # a read-only or full disk, a file where a folder belongs…
+        print(f"loopdeck: error: {os_problem(exc)}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # a bug: still one line, never a traceback
+        print(
+            f"loopdeck: error: unexpected {type(exc).__name__}: {_one_line(str(exc))} "
+            "(a bug in loopdeck: please report it with the command that caused it)",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 if __name__ == "__main__":

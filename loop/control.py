@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-from loop.errors import LoopdeckError
+from loop.errors import LoopdeckError, os_problem
 from loop.journal import Journal
 from loop.model import COMMANDS, Command, LoopState, record
 from loop.paths import Workspace
 from loop.redact import redact
-from loop.safeopen import append_bytes, open_regular
+from loop.safeopen import ShortWrite, UnsafePath, append_bytes, open_regular
 from loop.state import StateStore
 from loop.timeutil import iso_ms, utcnow
 
@@ -65,7 +66,16 @@ def send(
     text = redact(reason) if reason else None
     command = Command(new_id(), iso_ms(now or utcnow()), kind, source, text, value, target=target)
     line = json.dumps(command.to_json(), ensure_ascii=False) + "\n"
-    append_bytes(workspace.control, line.encode("utf-8", "replace"))  # never through a symlink
+    try:
+        append_bytes(workspace.control, line.encode("utf-8", "replace"))  # never through a symlink
+    except ShortWrite as exc:
+        # What was written was taken back out, or is a torn line the reader skips.
+        outcome = "may or may not have been queued" if exc.maybe_whole else "was not queued"
+        raise LoopdeckError(f"{kind} {outcome}: {os_problem(exc)}") from None
+    except OSError as exc:
+        raise LoopdeckError(f"{kind} was not queued: {os_problem(exc)}") from None
+    except UnsafePath as exc:
+        raise UnsafePath(f"{kind} was not queued: {exc}") from None
     return command
 
 
@@ -78,6 +88,7 @@ def queue(
     value: int | None = None,
     target: str | None = None,
     iteration: int | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> Command:
     """Queue a command and journal that it was sent: what every sender does (the CLI, the
     monitor, the slash commands), so the journal shows a command from the moment it exists."""
@@ -89,7 +100,13 @@ def queue(
         data["value"] = value
     if target:
         data["worker"] = target
-    Journal(workspace.journal).append("command-sent", iteration, data)
+    try:
+        Journal(workspace.journal).append("command-sent", iteration, data)
+    except (OSError, LoopdeckError) as exc:
+        # The command is queued and will be applied: saying it failed would be untrue.
+        why = os_problem(exc) if isinstance(exc, OSError) else str(exc)
+        if warn is not None:
+            warn(f"the journal could not record the {kind} ({why})")
     return command
 
 
@@ -133,7 +150,7 @@ def _decode(line: bytes, offset: int, end: int) -> Command | BadLine:
         return BadLine(offset, f"line of {len(line)} bytes is too long for a command")
     try:
         obj = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # garbage, torn, or nested too deep
         return BadLine(offset, "not JSON")
     if not isinstance(obj, dict):
         return BadLine(offset, "not a JSON object")

@@ -79,7 +79,7 @@ def _fast_scalar(text: str) -> tuple[bool, Any]:
             return False, None  # JSON and YAML disagree on escaped surrogate pairs
         try:
             value = _DECODER.decode(text)  # JSON strings are YAML double-quoted strings
-        except ValueError:
+        except (ValueError, RecursionError):  # nested too deep: PyYAML's reading reports it
             return False, None
         if isinstance(value, str) and json_safe(value):
             return True, value
@@ -194,10 +194,12 @@ def atomic_write(path: Path, data: bytes, durable: bool = False) -> None:
             view = view[os.write(fd, view) :]
         if durable:
             os.fsync(fd)
-    except BaseException:
+    except BaseException as exc:
         os.close(fd)
         with contextlib.suppress(OSError):
             tmp.unlink()
+        if isinstance(exc, OSError) and exc.filename is None:  # a full disk: say which file
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
         raise
     os.close(fd)
     os.replace(tmp, path)

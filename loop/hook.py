@@ -20,11 +20,12 @@ from datetime import datetime
 from pathlib import Path
 
 from loop import control, engine, writer
-from loop.errors import FileProblem, LockTimeout
+from loop.errors import FileProblem, LoopdeckError, os_problem
 from loop.journal import Journal
 from loop.model import RUNNER_ENV, Aggregate, LoopState, replace
 from loop.paths import Workspace, find_workspace
 from loop.proc import session_pid
+from loop.safeopen import open_regular
 from loop.state import StateStore
 from loop.timeutil import utcnow
 
@@ -58,6 +59,68 @@ def _workspace(payload: Mapping[str, Any], env: Mapping[str, str]) -> Workspace:
         return Workspace(Path(project))
     cwd = payload.get("cwd")
     return find_workspace(Path(cwd) if isinstance(cwd, str) and cwd else None)
+
+
+class BadInput(ValueError):
+    """The hook input is not what Claude Code sends: the stop is allowed, the reason said."""
+
+
+PATH_FIELDS = ("transcript_path", "cwd")
+"""The hook input's fields that name files: each must be a path this process can open."""
+
+
+def path_problem(value: object) -> str | None:
+    """Why `value` (a hook input field) is no path to open, or None when it is one (or absent).
+
+    A NUL byte, a lone surrogate (no file name can hold it), `~someone` for no such user or a
+    number where a string belongs would otherwise surface as a traceback wherever the path is
+    first used."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        kind = {bool: "true/false", int: "a number", float: "a number", list: "a list", dict: "an object"}
+        return f"it is {kind.get(type(value), type(value).__name__)}, expected a string"
+    if "\x00" in value:
+        return "it holds a NUL byte"
+    try:
+        os.fsencode(value)
+    except UnicodeEncodeError as exc:
+        return f"it holds {value[exc.start]!r}, which no file name can hold"
+    try:
+        Path(value).expanduser()
+    except RuntimeError:  # `~name` for no user of this machine, or no home folder at all
+        head = value.partition("/")[0]
+        return "no home folder is known for ~" if head == "~" else f"{head} names no user of this machine"
+    return None
+
+
+def checked_input(payload: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The hook input with every unusable path field dropped, and one line for each dropped:
+    the Stop goes on without it (a transcript the sources do without, the workspace found
+    from the hook's own folder)."""
+    problems = []
+    for field in PATH_FIELDS:
+        value = payload.get(field)
+        problem = path_problem(value)
+        if problem is not None:
+            shown = repr(value)
+            shown = shown if len(shown) <= 120 else shown[:117] + "..."
+            problems.append(f"the hook input's {field} {shown} is not a usable path: {problem}")
+            payload = {k: v for k, v in payload.items() if k != field}
+    return payload, problems
+
+
+def _journal_problems(ws: Workspace, problems: list[str]) -> None:
+    """Each line in the journal of the loop here (if there is one); a journal that cannot be
+    written is no reason to fail the Stop."""
+    if not problems or not ws.state.exists():
+        return
+    journal = Journal(ws.journal)
+    for line in problems:
+        try:
+            journal.append("warning", None, {"message": line})
+        except (OSError, LoopdeckError):
+            return
 
 
 def _last_text(payload: Mapping[str, Any]) -> str | None:
@@ -99,7 +162,7 @@ def _tool_round(transcript: Path | None, seen: object, size: int | None) -> bool
     if size - seen > TOOL_ROUND_WINDOW:
         return True
     try:
-        with transcript.open("rb") as f:
+        with open_regular(transcript) as f:  # a FIFO or device must not hang the Stop
             f.seek(seen)
             appended = f.read(size - seen)
     except OSError:
@@ -305,24 +368,36 @@ def _verify(ws: Workspace, state: LoopState, journal: Journal) -> str | None:
     return "\n\n".join(failures) if failures else None
 
 
+FAILED = "loopdeck: the Stop hook failed safe and allowed this stop"
+
+
 def fail_safe(error: BaseException, ws: Workspace | None) -> dict[str, Any]:
-    """Allow the stop and say why in one line; the traceback goes to the journal, not stdout."""
+    """Allow the stop and say why in one line, in the journal too (when it can be written).
+
+    A refusal (a file loopdeck will not write through, a corrupt state, a full disk, bad
+    input) is that line alone: what, where, what was expected. An error nobody foresaw (a bug),
+    or the deadline (where the time went), also takes its traceback to the journal, never to
+    stdout. Never raises."""
+    refusal = isinstance(error, LoopdeckError | OSError | BadInput)
     if isinstance(error, FileProblem):
         what = f"cannot read {error}"
-    elif isinstance(error, LockTimeout):
+    elif isinstance(error, OSError):
+        what = os_problem(error)
+    elif refusal or isinstance(error, HookDeadline):
         what = str(error)
     else:
         what = f"{type(error).__name__}: {error}"
-    line = f"loopdeck: the Stop hook failed safe and allowed this stop ({what})"
+    line = f"{FAILED} ({what})"
     if ws is not None:
-        import traceback  # only when something went wrong: it costs every other Stop 4 ms
+        data = {"message": line}
+        try:
+            if not refusal:
+                import traceback  # only when something went wrong: it costs every other Stop 4 ms
 
-        with contextlib.suppress(OSError):
-            Journal(ws.journal).append(
-                "error",
-                None,
-                {"message": line, "traceback": "".join(traceback.format_exception(error))},
-            )
+                data["traceback"] = "".join(traceback.format_exception(error))
+            Journal(ws.journal).append("error", None, data)
+        except Exception:  # a journal that cannot take the line: stdout still has it
+            pass
     return {"systemMessage": line[:900]}
 
 
@@ -371,14 +446,18 @@ def main(
         else:
             raw = (stdin or sys.stdin.buffer).read(MAX_STDIN + 1)
         if len(raw) > MAX_STDIN:
-            raise ValueError("hook input larger than 16 MB")
+            raise BadInput("hook input larger than 16 MB")
         try:
             payload = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
-            raise ValueError(f"hook input is not JSON ({exc})") from None
+            raise BadInput(f"hook input is not JSON ({exc})") from None
+        except RecursionError:
+            raise BadInput("hook input is not JSON loopdeck can read (nested too deep)") from None
         if not isinstance(payload, dict):
-            raise ValueError(f"hook input is a JSON {type(payload).__name__}, expected an object")
+            raise BadInput(f"hook input is a JSON {type(payload).__name__}, expected an object")
+        payload, problems = checked_input(payload)
         ws = _workspace(payload, env)
+        _journal_problems(ws, problems)
         if event == "stop-failure":
             stop_failure(payload, env, now or utcnow())
             out = None
@@ -387,12 +466,37 @@ def main(
     except BaseException as exc:  # the fail-safe exit is the point of this module
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             raise
-        out = fail_safe(exc, ws)
+        try:
+            out = fail_safe(exc, ws)
+        except Exception:  # even the deadline striking here: stdout still answers
+            out = {"systemMessage": FAILED}
     finally:
         if alarm is not None:
             signal.alarm(0)
             signal.signal(signal.SIGALRM, alarm)
     if out is not None:
-        sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
-        sys.stdout.flush()
+        _answer(out)
     return 0
+
+
+def _answer(out: dict[str, Any]) -> None:
+    """Print the one JSON object, as UTF-8 whatever the locale; a lone surrogate from the hook
+    input (which UTF-8 cannot hold) goes out escaped. A reader gone (Claude Code killed) is no
+    reason for a traceback."""
+    text = json.dumps(out, ensure_ascii=False) + "\n"
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        data = (json.dumps(out) + "\n").encode("ascii")
+    try:
+        buffer = getattr(sys.stdout, "buffer", None)
+        if buffer is not None:
+            buffer.write(data)
+        else:
+            sys.stdout.write(data.decode("utf-8"))
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        # Nobody reads the answer: what is still buffered goes to /dev/null, so the flush on
+        # the way out (the launcher's) meets no broken pipe either.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

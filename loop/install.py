@@ -33,7 +33,7 @@ from typing import Any
 from loop.errors import FileProblem
 from loop.frontmatter import atomic_write
 from loop.paths import Workspace
-from loop.safeopen import write_bytes
+from loop.safeopen import UnsafePath, check_parent, make_parents, read_regular, write_bytes
 from loop.timeutil import utcnow
 
 BLOCK_CAP = "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP"
@@ -170,21 +170,53 @@ class Report:
     """The other settings file loopdeck's own entries were taken out of (so they run once)."""
 
 
-def _load(path: Path) -> dict[str, Any]:
+def _read_text(path: Path) -> str | None:
+    """A settings or command file's text, None when there is none. A FIFO or device in its place
+    is an error (NotRegularFile), never a hang."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = read_regular(path)
     except FileNotFoundError:
-        return {}
+        return None
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise FileProblem(path, f"not UTF-8 text (byte {exc.start}); expected JSON settings") from None
-    if not text.strip():
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's keys, each once: rewriting a file whose `"hooks"` appears twice would keep
+    only the last (JSON readers differ), silently dropping the other."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _load(path: Path) -> dict[str, Any]:
+    text = _read_text(path)
+    if text is None or not text.strip():
         return {}
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as exc:
         raise FileProblem(
             path, f"not valid JSON (column {exc.colno}: {exc.msg}); fix it and run again", exc.lineno
         ) from None
+    except _DuplicateKey as exc:
+        raise FileProblem(
+            path,
+            f"the key {json.dumps(exc.key, ensure_ascii=True)} appears twice in one object; loopdeck "
+            "would keep only one of them: merge the two and run again",
+        ) from None
+    except RecursionError:
+        raise FileProblem(path, "nested too deep to read; expected JSON settings") from None
     if not isinstance(data, dict):
         raise FileProblem(path, f"is a JSON {type(data).__name__}, expected an object of settings", 1)
     return data
@@ -206,21 +238,35 @@ def _backup(path: Path) -> Path:
     for n in range(1000):
         candidate = path.with_name(f"{path.name}.bak-{stamp}" + (f"-{n}" if n else ""))
         try:
-            with candidate.open("xb") as out, path.open("rb") as src:
-                shutil.copyfileobj(src, out)
+            out = candidate.open("xb")  # exclusive: never through a symlink, never over a file
         except FileExistsError:
             continue
-        shutil.copystat(path, candidate)
+        try:
+            with out, path.open("rb") as src:
+                shutil.copyfileobj(src, out)
+            shutil.copystat(path, candidate)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                candidate.unlink()  # a full disk leaves no half backup behind
+            raise
         return candidate
     raise FileProblem(path, "cannot find a free backup name")
 
 
-def _save(path: Path, data: dict[str, Any], report: Report) -> bool:
-    new = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+def _json_text(data: dict[str, Any]) -> str:
+    """The settings as JSON text. A lone surrogate (`"\\ud800"` in the file read) has no UTF-8
+    form: it is written back as the same escape, so nothing of the file is lost or changed."""
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     try:
-        old = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        old = None
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text
+
+
+def _save(path: Path, data: dict[str, Any], report: Report) -> bool:
+    new = _json_text(data)
+    old = _read_text(path)
     if old == new:
         return False
     if old is not None:
@@ -242,8 +288,8 @@ def _manifest_path(ws: Workspace) -> Path:
 def _read_manifest(ws: Workspace) -> dict[str, Any]:
     path = _manifest_path(ws)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError):
+        data = json.loads(read_regular(path))
+    except (FileNotFoundError, ValueError, RecursionError):
         return {"files": {}}
     if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
         return {"files": {}}
@@ -253,13 +299,35 @@ def _read_manifest(ws: Workspace) -> dict[str, Any]:
 def _write_manifest(ws: Workspace, manifest: dict[str, Any]) -> None:
     path = _manifest_path(ws)
     if not manifest["files"]:
+        check_parent(path)  # never an unlink through a symlinked folder
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    make_parents(path)  # a real folder inside .claude/, never a symlink to elsewhere
+    atomic_write(path, (json.dumps(manifest, indent=2) + "\n").encode("ascii"))
+
+
+def _refuse_unsafe(ws: Workspace) -> None:
+    """Refuse, before anything is written, every place install would write through a symlink
+    (a settings file, `.claude/loopdeck`, `.claude/commands` or a command file, `.claude`
+    itself) or where no regular file can go: a refusal half-way would leave the settings
+    changed and the install unrecorded."""
+    for name in (LOCAL, SHARED):
+        check_parent(ws.claude_dir / name)
+        _no_symlink(ws.claude_dir / name)
+    check_parent(_manifest_path(ws))
+    folder = ws.claude_dir / "commands"
+    for name in commands():
+        check_parent(folder / name)
+        _no_symlink(folder / name)
+
+
+def _no_symlink(path: Path) -> None:
+    if path.is_symlink():
+        raise UnsafePath(
+            f"{path} is a symlink (to {os.readlink(path)}); loopdeck does not write through "
+            "symlinks: put the file itself there, or move the link away"
+        )
 
 
 def _is_ours(hook: Any, recorded: set[str]) -> bool:
@@ -296,6 +364,7 @@ def install(
     name = LOCAL if local else SHARED
     path = ws.claude_dir / name
     report = Report(path)
+    _refuse_unsafe(ws)
     data = _load(path)
     manifest = _read_manifest(ws)
     entry: dict[str, Any] = manifest["files"].get(name) or {"hooks": {}, "env": {}, "created": []}
@@ -343,14 +412,21 @@ def install(
         if key not in env_record:
             env_record[key] = {"set": value, "before": env.get(key)}
         env[key] = value
-    _save(path, data, report)
+    folder = ws.claude_dir / "commands"
+    to_write = _commands_to_write(folder)  # someone else's file there: refused before any write
     entry = {
         "hooks": new_hooks,
         "env": env_record,
         "created": sorted(set(created)),
-        "original": entry.get("original") or (str(report.backup) if report.backup else None),
+        "original": entry.get("original"),
     }
     manifest["files"][name] = entry
+    # The record first: a failure after it (a full disk) leaves a record of changes maybe not
+    # made, which uninstall takes back harmlessly; the other way round, the user's own values
+    # (`before`) would be lost.
+    _write_manifest(ws, manifest)
+    _save(path, data, report)
+    entry["original"] = entry["original"] or (str(report.backup) if report.backup else None)
     # The same hooks in the other file would run twice per Stop: take loopdeck's own out of it.
     other = SHARED if local else LOCAL
     if (ws.claude_dir / other).exists():
@@ -358,16 +434,27 @@ def install(
         if moved:
             report.moved_from = ws.claude_dir / other
     _write_manifest(ws, manifest)
-    folder = ws.claude_dir / "commands"
-    folder.mkdir(parents=True, exist_ok=True)
+    for target, text in to_write:
+        write_bytes(target, text.encode("utf-8"))  # a planted symlink is refused, not followed
+        report.written.append(target)
+    return report
+
+
+def _commands_to_write(folder: Path) -> list[tuple[Path, str]]:
+    """The slash command files that are missing or out of date; FileProblem for one that is
+    someone else's."""
+    out = []
     for file_name, text in commands().items():
         target = folder / file_name
-        if target.exists() and MARKER not in target.read_text(encoding="utf-8", errors="replace"):
+        try:
+            current = read_regular(target).decode("utf-8", "replace")
+        except FileNotFoundError:
+            current = None
+        if current is not None and MARKER not in current:
             raise FileProblem(target, "exists and was not written by loopdeck; move it away first")
-        if not target.exists() or target.read_text(encoding="utf-8") != text:
-            write_bytes(target, text.encode("utf-8"))  # a planted symlink is refused, not followed
-            report.written.append(target)
-    return report
+        if current != text:
+            out.append((target, text))
+    return out
 
 
 def _remove(ws: Workspace, name: str, manifest: dict[str, Any], report: Report) -> bool:
@@ -417,6 +504,7 @@ def _remove(ws: Workspace, name: str, manifest: dict[str, Any], report: Report) 
 
 def uninstall(ws: Workspace, *, local: bool = True) -> Report:
     """Take out what `install` added, from both settings files, and the command files it wrote."""
+    _refuse_unsafe(ws)
     manifest = _read_manifest(ws)
     report = Report(ws.claude_dir / (LOCAL if local else SHARED))
     for name in (LOCAL, SHARED):
@@ -426,7 +514,11 @@ def uninstall(ws: Workspace, *, local: bool = True) -> Report:
     folder = ws.claude_dir / "commands"
     for name in commands():
         target = folder / name
-        if target.exists() and MARKER in target.read_text(encoding="utf-8", errors="replace"):
+        try:
+            current = read_regular(target).decode("utf-8", "replace")
+        except FileNotFoundError:
+            continue
+        if MARKER in current:
             target.unlink()
             report.removed.append(target)
     return report

@@ -59,7 +59,7 @@ def decode_line(line: bytes, offset: int, terminated: bool) -> Event | Problem:
         return Problem(offset, f"line of {len(line)} bytes is too long for an event")
     try:
         obj = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # garbage, torn, or nested too deep
         reason = "torn last line (no newline, not JSON)" if not terminated else "not JSON"
         return Problem(offset, reason, _excerpt(line))
     if not isinstance(obj, dict):

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from loop.errors import FileProblem, LockTimeout
+from loop.errors import FileProblem, LockTimeout, os_problem
 from loop.frontmatter import _YAML, _YAML_WORDS, atomic_write, fast_front_matter, scalar, yaml_module
 from loop.lock import FileLock, LockTimeoutError
 from loop.model import ACTIVE_STATUSES, DRIVERS, KNOWN_KEYS, NULL, STATUSES, WAITING_KINDS, LoopState
@@ -328,17 +328,25 @@ def _anchor_line(text: str) -> int | None:
     return None
 
 
-def _too_big(value: Any, depth: int = 0) -> bool:
-    """Does `value` hold a whole number beyond MAX_INT (or nest absurdly deep)?"""
-    if depth > 50:
-        return True
+MAX_DEPTH = 50
+"""Lists and maps inside a value nest at most this deep: loopdeck writes none deeper than two."""
+
+
+def _unreadable(value: Any, depth: int = 0) -> str | None:
+    """What makes `value` more than a state can hold (a whole number beyond MAX_INT, nesting
+    deeper than MAX_DEPTH), or None."""
+    if depth > MAX_DEPTH:
+        return f"nests lists or maps more than {MAX_DEPTH} deep"
     if isinstance(value, int) and not isinstance(value, bool):
-        return abs(value) > MAX_INT
+        return "holds a number larger than 2**63-1" if abs(value) > MAX_INT else None
     if isinstance(value, list):
-        return any(_too_big(v, depth + 1) for v in value)
+        return next((r for v in value if (r := _unreadable(v, depth + 1))), None)
     if isinstance(value, dict):
-        return any(_too_big(k, depth + 1) or _too_big(v, depth + 1) for k, v in value.items())
-    return False
+        return next(
+            (r for k, v in value.items() if (r := _unreadable(k, depth + 1) or _unreadable(v, depth + 1))),
+            None,
+        )
+    return None
 
 
 def parse(data: bytes, path: Path | str) -> LoopState:
@@ -430,8 +438,9 @@ def parse(data: bytes, path: Path | str) -> LoopState:
                 value = str(value)
             setattr(state, key, value)
         else:
-            if _too_big(value):
-                raise StateError(path, f"{key}: holds a number larger than 2**63-1", key_lines.get(key))
+            problem = _unreadable(value)
+            if problem is not None:
+                raise StateError(path, f"{key}: {problem}", key_lines.get(key))
             state.extra[key] = value
     state._order = [str(k) for k in loaded]
     state._newline = newline
@@ -495,6 +504,8 @@ class StateStore:
             raise StateError(self.path, "is a folder, expected the loop's state file") from None
         except NotRegularFile as exc:
             raise StateError(self.path, f"{exc.strerror}, expected the loop's state file") from None
+        except NotADirectoryError as exc:  # `.claude` a file: say so, not "Not a directory"
+            raise StateError(self.path, f"cannot be read ({os_problem(exc)})") from None
         except OSError as exc:
             raise StateError(self.path, f"cannot be read: {exc.strerror}") from None
         return parse(data, self.path)

@@ -43,7 +43,9 @@ def lines_backwards(
     if end is None:
         end = f.seek(0, os.SEEK_END)
     pos = end
-    carry = b""  # the bytes from `pos` up to the start of the last line already yielded
+    # The pieces (newest first) of the line being gathered: joined once, when its start is
+    # found, so a line of many blocks costs its length, not its length squared.
+    pieces: list[bytes] = []
     after_last_newline = True  # the next piece found is what follows the file's final "\n"
     while pos > stop:
         size = min(block, pos - stop)
@@ -52,11 +54,14 @@ def lines_backwards(
         chunk = f.read(size)
         if counter is not None:
             counter.bytes_read += len(chunk)
-        buf = chunk + carry
-        piece_end = len(buf)
-        newline = buf.rfind(b"\n", 0, piece_end)
+        piece_end = len(chunk)
+        newline = chunk.rfind(b"\n", 0, piece_end)
         while newline != -1:
-            line = buf[newline + 1 : piece_end]
+            line = chunk[newline + 1 : piece_end]
+            if pieces:
+                pieces.append(line)
+                line = b"".join(reversed(pieces))
+                pieces = []
             if after_last_newline:
                 after_last_newline = False
                 if line:
@@ -64,8 +69,9 @@ def lines_backwards(
             else:
                 yield pos + newline + 1, line, True
             piece_end = newline
-            newline = buf.rfind(b"\n", 0, piece_end)
-        carry = buf[:piece_end]
+            newline = chunk.rfind(b"\n", 0, piece_end)
+        pieces.append(chunk[:piece_end])
+    carry = b"".join(reversed(pieces))
     if after_last_newline:
         if carry:
             yield stop, carry, False

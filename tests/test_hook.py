@@ -577,3 +577,65 @@ def test_the_hook_drives_no_loop_nobody_here_confirmed(
     assert session.loopdeck("trust", "--yes").returncode == 0
     done = session.stop("ALL_TASKS_COMPLETE", active=False)
     assert done is not None and "decision" not in done and "loop complete" in done["systemMessage"]
+
+
+# --- refusals: one clear line, never a traceback ---------------------------------------------
+
+
+def test_a_journal_that_refuses_the_error_still_fails_safe_to_stdout(ws: Workspace, tmp_path: Path) -> None:
+    """The fail-safe path journals the error: a journal planted as a symlink refuses it too,
+    and the hook must still answer (it once left with a traceback and printed nothing)."""
+    from loop import hook
+
+    outside = tmp_path / "outside.jsonl"
+    ws.journal.symlink_to(outside)
+    out = hook.fail_safe(RuntimeError("boom"), ws)
+    assert (
+        out["systemMessage"].startswith("loopdeck: the Stop hook failed safe")
+        and "boom" in out["systemMessage"]
+    )
+    assert not outside.exists()
+
+
+def test_a_refusal_is_journaled_as_one_line_without_a_traceback(ws: Workspace, env: dict[str, str]) -> None:
+    session = Session(ws, env)
+    session.loopdeck("start", "x", "--no-github")
+    ws.lock.unlink(missing_ok=True)
+    ws.lock.symlink_to(ws.root / "elsewhere")
+    out = session.stop()
+    assert out is not None and "decision" not in out
+    assert out["systemMessage"].endswith(
+        "orchestrator-loop.lock: is a symlink; loopdeck does not follow symlinks there)"
+    )
+    (error,) = [e for e in Journal(ws.journal).tail(50).events if e.kind == "error"]
+    assert error.data == {"message": out["systemMessage"]}  # no traceback: a refusal, not a bug
+
+
+def test_the_answer_is_utf8_json_whatever_the_locale(ws: Workspace, env: dict[str, str]) -> None:
+    """stdout in an ASCII locale, and an answer holding a lone surrogate (from the hook input):
+    one UTF-8 JSON object all the same, never an encoding traceback."""
+    from loop import hook
+
+    raw = io.BytesIO()
+    stdout = io.TextIOWrapper(raw, encoding="ascii")
+    with (
+        mock.patch.object(sys, "stdout", stdout),
+        mock.patch.object(hook, "handle", return_value={"systemMessage": "caf\u00e9 \ud800"}),
+    ):
+        assert hook.main(stdin=io.BytesIO(b"{}"), env={**os.environ, **env}) == 0
+    (line,) = raw.getvalue().decode("utf-8").splitlines()
+    assert json.loads(line) == {"systemMessage": "caf\u00e9 \ud800"}
+
+
+def test_a_reader_gone_is_no_traceback(ws: Workspace, env: dict[str, str]) -> None:
+    from loop import hook
+
+    class Gone(io.StringIO):
+        def write(self, text: str) -> int:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    with (
+        mock.patch.object(sys, "stdout", Gone()),
+        mock.patch.object(hook, "handle", return_value={"systemMessage": "x"}),
+    ):
+        assert hook.main(stdin=io.BytesIO(b"{}"), env={**os.environ, **env}) == 0

@@ -1,6 +1,7 @@
 """The Stop hook under any input: thousands of generated hook payloads (wrong types, lone
 surrogates, huge numbers, odd paths, garbage bytes), run in process. Whatever comes in, the
-hook exits 0, prints at most one JSON object, and leaves a state file that reads back."""
+hook exits 0, prints at most one JSON object, leaves a state file that reads back, and journals
+every refusal as a clear line: a traceback in the journal is a bug the input found."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loop import hook
+from loop.journal import Journal
 from loop.model import LoopState
 from loop.paths import Workspace
 from loop.state import StateStore
@@ -46,13 +48,30 @@ ANY = st.one_of(
 )
 
 
+PATHS = st.sampled_from(
+    [
+        "/tmp/a\x00b.jsonl",
+        "\x00",
+        "/tmp/a\ud800b.jsonl",
+        "\udfff",
+        "~no-such-user-here/t.jsonl",
+        "~no-such-user-here",
+        "~",
+        "~/t.jsonl",
+        "/dev/null",
+        "/",
+        "relative/t.jsonl",
+    ]
+)
+
+
 def payloads(root: str) -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries(
         {},
         optional={
             "session_id": st.one_of(st.just("s1"), st.just("other"), ANY),
-            "transcript_path": st.one_of(st.just(f"{root}/missing.jsonl"), st.just(root), ANY),
-            "cwd": st.one_of(st.just(root), ANY),
+            "transcript_path": st.one_of(st.just(f"{root}/missing.jsonl"), st.just(root), PATHS, ANY),
+            "cwd": st.one_of(st.just(root), PATHS, ANY),
             "stop_hook_active": ANY,
             "last_assistant_message": st.one_of(TEXTS, ANY),
             "hook_event_name": st.one_of(st.just("Stop"), ANY),
@@ -82,6 +101,8 @@ def check(code: int, printed: str, ws: Workspace) -> None:
         assert isinstance(json.loads(lines[0]), dict)
     if ws.state.exists():
         StateStore(ws).read()  # reads back (raises if not)
+    for event in Journal(ws.journal).tail(100).events:
+        assert "traceback" not in event.data, event.data  # a refusal is one line, not a bug
 
 
 class Loop:

@@ -295,3 +295,98 @@ def test_launcher_commands_are_recognised_by_their_exact_shape() -> None:
         "/usr/bin/python3 -I -S /x/loop/launcher.py hook stop",
     ]:
         assert not _is_ours({"type": "command", "command": command}, set()), command
+
+
+# --- hostile settings and folders ------------------------------------------------------------
+
+
+def test_a_lone_surrogate_in_the_settings_is_kept_as_it_was(ws: Workspace) -> None:
+    path = ws.claude_dir / "settings.local.json"
+    path.write_text('{"note": "a\\ud800b", "model": "caf\u00e9"}')
+    install(ws, exe=EXE)
+    text = path.read_text(encoding="utf-8")
+    assert '"a\\ud800b"' in text and "caf\u00e9" in text  # the escape written back, the rest as text
+    assert local(ws)["note"] == "a\ud800b"
+    uninstall(ws)
+    assert local(ws) == {"note": "a\ud800b", "model": "caf\u00e9"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"hooks": {"Stop": []}, "hooks": {"Other": []}}', '{"hooks": {"Stop": [], "Stop": []}}'],
+)
+def test_duplicate_keys_are_refused_not_dropped(ws: Workspace, text: str) -> None:
+    path = ws.claude_dir / "settings.local.json"
+    path.write_text(text)
+    with pytest.raises(FileProblem, match="appears twice in one object") as info:
+        install(ws, exe=EXE)
+    assert str(path) in str(info.value)
+    assert path.read_text() == text
+    assert not (ws.claude_dir / "commands").exists() and not ws.private_dir.exists()
+
+
+@pytest.mark.parametrize("which", ["private", "settings", "command", "commands"])
+def test_install_refuses_symlinks_before_writing_anything(ws: Workspace, tmp_path: Path, which: str) -> None:
+    from loop.safeopen import UnsafePath
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "settings.json").write_text("{}")
+    link = {
+        "private": ws.private_dir,
+        "settings": ws.claude_dir / "settings.local.json",
+        "command": ws.claude_dir / "commands" / "loop-status.md",
+        "commands": ws.claude_dir / "commands",
+    }[which]
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(elsewhere / "settings.json" if which in ("settings", "command") else elsewhere)
+    with pytest.raises(UnsafePath):
+        install(ws, exe=EXE)
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["settings.json"]
+    assert (elsewhere / "settings.json").read_text() == "{}"
+    assert which == "settings" or not (ws.claude_dir / "settings.local.json").exists()
+
+
+def test_a_fifo_for_a_command_file_is_an_error_not_a_hang(ws: Workspace) -> None:
+    import os
+    import threading
+
+    fifo = ws.claude_dir / "commands" / "loop-status.md"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            install(ws, exe=EXE)
+        except BaseException as exc:
+            raised.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    if worker.is_alive():  # blocked reading the FIFO: give it its end of file, then fail
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        worker.join(timeout=30)
+        pytest.fail("install blocked on a FIFO in place of a command file")
+    assert len(raised) == 1 and isinstance(raised[0], OSError) and "FIFO" in str(raised[0])
+    assert not (ws.claude_dir / "settings.local.json").exists()
+
+
+def test_a_backup_cut_short_leaves_no_half_copy(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    import os
+    import shutil
+
+    path = ws.claude_dir / "settings.local.json"
+    path.write_text('{"model": "opus"}')
+
+    def full(src: Any, dst: Any, *args: Any) -> None:
+        dst.write(src.read(3))
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(shutil, "copyfileobj", full)
+    with pytest.raises(OSError):
+        install(ws, exe=EXE)
+    assert sorted(p.name for p in ws.claude_dir.iterdir() if p.is_file()) == ["settings.local.json"]
+    assert path.read_text() == '{"model": "opus"}'

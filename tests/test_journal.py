@@ -153,3 +153,90 @@ def test_unknown_kinds_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown journal event kind"):
         journal.append("made-up")
     assert journal.size() == 0
+
+
+# --- appends that fail: never a torn line run into the next ---------------------------------
+
+
+def _write_half(monkeypatch: pytest.MonkeyPatch, then_raise: bool) -> None:
+    """os.write writes half (a disk filling up): returns the count, as the kernel does, or
+    raises ENOSPC after writing it."""
+    import errno
+    import os
+
+    real = os.write
+
+    def half(fd: int, data: bytes) -> int:
+        written = real(fd, bytes(data)[: len(data) // 2])
+        if then_raise:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return written
+
+    monkeypatch.setattr(os, "write", half)
+
+
+@pytest.mark.parametrize("then_raise", [False, True])
+def test_an_append_cut_short_leaves_nothing(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch, then_raise: bool
+) -> None:
+    journal = Journal(ws.journal)
+    journal.append("warning", 1, {"message": "before"}, now=T0)
+    before = ws.journal.read_bytes()
+    _write_half(monkeypatch, then_raise)
+    with pytest.raises(OSError) as info:
+        journal.append("warning", 1, {"message": "lost"}, now=T0)
+    monkeypatch.undo()
+    assert info.value.filename == str(ws.journal)
+    assert ws.journal.read_bytes() == before
+    journal.append("warning", 1, {"message": "after"}, now=T0)
+    read = journal.read_from(0)
+    assert [e.data["message"] for e in read.events] == ["before", "after"] and read.problems == []
+
+
+def test_a_torn_last_line_does_not_swallow_the_next(ws: Workspace) -> None:
+    """A line left without its newline (a writer killed mid-write, an older version on a full
+    disk): the next append starts a line of its own, and the reader skips only the torn one."""
+    journal = Journal(ws.journal)
+    journal.append("warning", 1, {"message": "before"}, now=T0)
+    with ws.journal.open("ab") as f:
+        f.write(b'{"ts": "2025-01-17T14:00:00.000Z", "kind": "warn')
+    journal.append("warning", 1, {"message": "after"}, now=T0)
+    for read in (journal.read_from(0), journal.tail(10)):
+        assert [e.data["message"] for e in read.events] == ["before", "after"]
+        assert [p.reason for p in read.problems] == ["not JSON"]
+
+
+def test_a_line_nested_too_deep_is_skipped_not_fatal(ws: Workspace) -> None:
+    journal = Journal(ws.journal)
+    with ws.journal.open("ab") as f:
+        f.write(b"[" * 100_000 + b"\n")
+    journal.append("warning", 1, {"message": "after"}, now=T0)
+    for read in (journal.read_from(0), journal.tail(10)):
+        assert [e.data["message"] for e in read.events] == ["after"]
+        assert [p.reason for p in read.problems] == ["not JSON"]
+
+
+def test_appenders_racing_never_leave_an_empty_line(ws: Workspace) -> None:
+    """Each append looks at the file's last byte to start a fresh line after a torn one. A
+    reader can see another appender's line half-way in (a line across a page boundary), so
+    without a lock among appenders that look found no newline and added an empty line."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from loop.journal import Journal\n"
+        "journal = Journal(Path(sys.argv[1]))\n"
+        "for i in range(1000):\n"
+        "    journal.append('warning', i, {'message': 'x' * 3000})\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    writers = [subprocess.Popen([sys.executable, "-c", code, str(ws.journal)], env=env) for _ in range(2)]
+    assert [w.wait(timeout=120) for w in writers] == [0, 0]
+    lines = ws.journal.read_bytes().split(b"\n")
+    assert lines.pop() == b""
+    assert len(lines) == 2000 and all(json.loads(line)["kind"] == "warning" for line in lines)

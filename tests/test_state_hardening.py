@@ -230,3 +230,18 @@ def test_orphaned_temp_and_backup_files_of_dead_writers_are_swept(ws: Workspace)
     assert not left & set(orphans)
     assert set(kept) <= left
     assert {ws.state.name, ws.backup.name} <= left
+
+
+@pytest.mark.parametrize(
+    ("front", "problem"),
+    [
+        ("x: " + "[" * 100_000, "front matter is not valid YAML"),  # never a RecursionError
+        ("x: " + "[" * 100_000 + "]" * 100_000, "front matter is not valid YAML"),
+        ("x: " + "[" * 60 + "]" * 60, "x: nests lists or maps more than 50 deep"),
+    ],
+)
+def test_a_state_nested_too_deep_is_one_clear_error(ws: Workspace, front: str, problem: str) -> None:
+    ws.state.write_text(f"---\niteration: 1\nmax_iterations: 0\n{front}\n---\nbody\n")
+    with pytest.raises(StateError) as info:
+        StateStore(ws).read()
+    assert problem in str(info.value) and str(ws.state) in str(info.value)

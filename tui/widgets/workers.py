@@ -70,10 +70,8 @@ def workers_view(snapshot: Snapshot, now: datetime) -> WorkersView | None:
         pattern = branch.rsplit("/", 1)[0] + "/<task>" if branch else "loopdeck/…/<task>"
         tasks = {str(w.get("name")): str(w.get("task")) for w in section.get("workers") or []}
         queue = [f"task {tasks.get(str(q), '?')} ({q})" for q in section.get("queue") or []]
-        text = (
-            f"branches {pattern} → {section.get('loop_branch') or '?'} ({section.get('strategy') or 'merge'})\n"
-            f"merge queue: {' → '.join(queue) if queue else 'empty'}\n{text}"
-        )
+        into = f"{section.get('loop_branch') or '?'} ({section.get('strategy') or 'merge'})"
+        text = f"branches {pattern} → {into}\nmerge queue: {' → '.join(queue) if queue else 'empty'}\n{text}"
     if deferred:
         text += "\n" + "\n".join(deferred[:4])
     streak = section.get("defer_streak", 0)
