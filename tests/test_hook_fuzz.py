@@ -132,7 +132,7 @@ class Loop:
                 (self.ws.claude_dir / name).unlink()
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_any_hook_input(tmp_path_factory: Any, data: st.DataObject) -> None:
     root = _loop_root(tmp_path_factory)

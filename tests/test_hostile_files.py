@@ -45,9 +45,11 @@ def project(ws: Workspace, tmp_path: Path) -> Workspace:
     (ws.root / "transcript.jsonl").write_text("")
     (tmp_path / "claude-home").mkdir()
     (tmp_path / "outside").mkdir()
-    StateStore(ws).write(
-        LoopState.new("x", task_file="TODO.md", check_github=False, check_tasks=False, max_iterations=0)
-    )
+    state = LoopState.new("x", task_file="TODO.md", check_github=False, check_tasks=False, max_iterations=0)
+    StateStore(ws).write(state)
+    from loop import trust
+
+    trust.record(ws, state, "test")  # a person here started it
     Journal(ws.journal).append("loop-started", 0, {"max_iterations": 0, "prompt": "x"})
     return ws
 

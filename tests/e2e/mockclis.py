@@ -188,9 +188,10 @@ def tick_script(root: Path, todo: str = "TODO.md", done: str = "ALL_TASKS_COMPLE
     box with one shell command, or, with none left, signals completion."""
 
     def script(call: Call) -> Reply:
-        if call.tool_result is not None:
-            return say("Ticked one task.")
         path = root / todo
+        if call.tool_result is not None:
+            left = path.exists() and "- [ ]" in path.read_text(encoding="utf-8")
+            return say("Ticked one task." if left else f"Ticked the last task.\n{done}")
         if path.exists() and "- [ ]" in path.read_text(encoding="utf-8"):
             return shell(f"sed -i '0,/- \\[ \\]/s//- [x]/' {todo}", "I will tick the next task.")
         return say(f"All tasks are ticked.\n{done}")
