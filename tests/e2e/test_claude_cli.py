@@ -513,7 +513,13 @@ def test_a_hook_loop_waits_out_a_usage_limit_through_stop_failure(project: Proje
     while time.monotonic() < deadline and "usage-limit" not in project.kinds():
         time.sleep(0.1)  # the detached recorder, by its nature, finishes after claude exits
     waiting = project.status().get("waiting_for") or {}
-    assert waiting.get("kind") == "usage-limit", (waiting, project.kinds(), first.stdout[-500:])
+    assert waiting.get("kind") == "usage-limit", (
+        waiting,
+        project.kinds(),
+        first.stdout[-500:],
+        first.stderr[-500:],
+        [(e["path"], e.get("status")) for e in project.api.log][-6:],
+    )
     time.sleep(max(0.0, started + 3.5 - time.monotonic()))  # past the reset the mock announced
     project.api.script = worker(project)
     again = project.claude("continue", "--resume", first.data.get("session_id", ""))
