@@ -16,8 +16,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import measure, row
-from loop import control
-from loop.journal import Journal
+from loop.store import control
+from loop.store.journal import Journal
 
 DATA = Path(__file__).resolve().parent / ".data"
 

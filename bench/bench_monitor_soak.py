@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pyte
 
 from loop.demo import workspace
-from loop.journal import Journal
-from loop.paths import Workspace
-from loop.state import LoopState, StateStore
+from loop.store.journal import Journal
+from loop.store.paths import Workspace
+from loop.store.state import LoopState, StateStore
 
 COLS, ROWS = 120, 40
 STEP_S = 0.2

@@ -15,10 +15,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from loop.demo import workspace
-from loop.journal import Journal
-from loop.paths import Workspace
-from loop.runner import Options, Runner
-from loop.state import LoopState
+from loop.drivers.runner import Options, Runner
+from loop.store.journal import Journal
+from loop.store.paths import Workspace
+from loop.store.state import LoopState
 
 TASKS = 40
 NOOP_SCRIPT = "#!/bin/sh\ncat > /dev/null\nsed -i '0,/- \\[ \\]/s//- [x]/' TODO.md\necho done\n"

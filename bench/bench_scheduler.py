@@ -13,9 +13,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import measure, row
-from loop import scheduler, workflow
-from loop.model import LoopState
-from loop.scheduler import Board, Task, Worker
+from loop.core import scheduler, workflow
+from loop.core.model import LoopState
+from loop.core.scheduler import Board, Task, Worker
 
 NOW = datetime(2026, 1, 9, 10, 30, tzinfo=UTC)
 
@@ -53,10 +53,10 @@ def turn_overhead(tasks: int = 60, workers: int = 12) -> None:
     """The driver's own time per worker turn: deciding, writing the graph, the state and the
     journal, starting the process and reading its end (the agent is `true`; waiting between
     polls is not counted)."""
-    from loop import parallel
     from loop.demo import graph as demo
-    from loop.paths import Workspace
-    from loop.runner import Options
+    from loop.drivers import parallel
+    from loop.drivers.runner import Options
+    from loop.store.paths import Workspace
 
     root = Path(tempfile.mkdtemp(prefix="loopdeck-bench-")) / "project"
     spec = tuple((str(i), f"task {i}", (), (f"f{i}.txt",)) for i in range(1, tasks + 1))

@@ -12,8 +12,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import measure, row
-from loop.paths import Workspace
-from loop.state import LoopState, StateStore
+from loop.store.paths import Workspace
+from loop.store.state import LoopState, StateStore
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from loop.demo import workspace
-from loop.paths import Workspace
+from loop.store.paths import Workspace
 
 SECONDS = 60
 

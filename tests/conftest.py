@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from loop.paths import Workspace
+from loop.store.paths import Workspace
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -41,7 +41,7 @@ def own_state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     """Each test keeps loopdeck's machine-local records (what a person confirmed) to itself,
     never in the home folder of whoever runs the suite; and no test inherits the marks of an
     agent's session from the shell that runs the suite."""
-    from loop.person import AGENT_MARKERS
+    from loop.trust.person import AGENT_MARKERS
 
     folder = tmp_path_factory.mktemp("trust-home")
     folder.chmod(0o700)

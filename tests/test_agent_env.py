@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from loop import agent
+from loop.processes import agent
 
 
 def env_of(command: str, tmp_path: Path) -> dict[str, str]:

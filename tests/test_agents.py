@@ -354,7 +354,7 @@ def test_a_refused_turn_is_never_progress() -> None:
 def test_a_workers_last_words_whichever_cli_printed_them(name: str) -> None:
     """The parallel driver reads a worker's log without knowing its CLI (`agent.final_text`):
     the adapter that recognises the output gives the final message, never the echoed prompt."""
-    from loop.agent import final_text
+    from loop.processes.agent import final_text
 
     text, _code = output(name)
     assert final_text(text.encode()) == "Ticked one task."

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from loop.demo import workspace
-from loop.journal import Journal
-from loop.paths import Workspace
-from loop.state import StateStore
+from loop.store.journal import Journal
+from loop.store.paths import Workspace
+from loop.store.state import StateStore
 from tests.conftest import REPO, run_loopdeck
 
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from loop.paths import Workspace
-from loop.state import StateStore
+from loop.store.paths import Workspace
+from loop.store.state import StateStore
 from tests.conftest import SEED_STATE, run_loopdeck
 
 

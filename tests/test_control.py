@@ -7,11 +7,11 @@ import textwrap
 
 import pytest
 
-from loop import control
-from loop.errors import LoopdeckError
-from loop.journal import Journal
-from loop.paths import Workspace
-from loop.state import LoopState, StateStore
+from loop.core.errors import LoopdeckError
+from loop.store import control
+from loop.store.journal import Journal
+from loop.store.paths import Workspace
+from loop.store.state import LoopState, StateStore
 from tests.conftest import REPO
 
 
@@ -29,7 +29,7 @@ def drive(ws: Workspace) -> None:
     """One Stop, as Claude Code delivers it: the code the drivers run applies the queue."""
     from datetime import UTC, datetime
 
-    from loop import hook
+    from loop.drivers import hook
 
     hook.handle(
         {"session_id": "s1", "cwd": str(ws.root)}, {"CLAUDE_PROJECT_DIR": str(ws.root)}, datetime.now(UTC)
@@ -94,8 +94,8 @@ def test_send_rejects_unknown_and_missing_value(ws: Workspace) -> None:
 SENDER = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from loop import control
-    from loop.paths import Workspace
+    from loop.store import control
+    from loop.store.paths import Workspace
     ws = Workspace(Path(sys.argv[1]))
     sys.stdin.readline()  # start together
     for i in range(500):
@@ -105,7 +105,7 @@ SENDER = textwrap.dedent("""
 DRIVER = textwrap.dedent("""
     import sys
     from datetime import UTC, datetime
-    from loop import hook
+    from loop.drivers import hook
     root = sys.argv[1]
     sys.stdin.readline()
     for _ in range(40):
@@ -151,7 +151,7 @@ def test_restoring_the_backup_never_applies_a_command_twice(ws: Workspace) -> No
     that had already marked a task, and a second task of the user's list was skipped."""
     from datetime import UTC, datetime
 
-    from loop import writer
+    from loop.drivers import writer
 
     (ws.root / "TODO.md").write_text("- [ ] one\n- [ ] two\n- [ ] three\n")
     from loop import trust

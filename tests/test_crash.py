@@ -14,10 +14,10 @@ import signal
 import sys
 from pathlib import Path
 
-from loop.archive import latest
 from loop.demo import workspace
-from loop.paths import Workspace
-from loop.state import StateStore
+from loop.store.archive import latest
+from loop.store.paths import Workspace
+from loop.store.state import StateStore
 from tests.conftest import run_loopdeck
 from tests.test_runner import agent, demo, gone, kinds, processes_in, run_args, start_runner, wait_for
 
@@ -195,7 +195,7 @@ def left_by(pids: Path, turn: int | str) -> list[int]:
 
 def marked_processes(root: Path) -> list[int]:
     """This test's processes (by working folder) that carry a run's marker."""
-    from loop.sweep import _marks
+    from loop.processes.sweep import _marks
 
     return [pid for pid in processes_in(root) if _marks(pid)]
 
@@ -295,7 +295,7 @@ def test_a_verification_command_leaves_no_setsid_child_nor_daemon(demo: Workspac
 
 
 def test_markers_nest_and_match_their_own_run_only() -> None:
-    from loop import sweep
+    from loop.processes import sweep
 
     assert sweep.marked_env({"A": "1"}, "r1.1") == {"A": "1", sweep.MARK: "r1.1"}
     nested = sweep.marked_env({sweep.MARK: "outer.3"}, "r1.2")[sweep.MARK]
@@ -312,7 +312,7 @@ SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
 def test_a_sweep_kills_its_runs_processes_and_no_others() -> None:
     import subprocess
 
-    from loop import sweep
+    from loop.processes import sweep
 
     mine = subprocess.Popen(SLEEPER, env=sweep.marked_env(dict(os.environ), "run-a.1"))
     other = subprocess.Popen(SLEEPER, env=sweep.marked_env(dict(os.environ), "run-b.1"))
@@ -350,8 +350,8 @@ def test_a_daemon_that_clears_its_environment_is_found_as_an_orphan_of_the_subre
     import psutil
     import pytest
 
-    from loop import sweep
-    from loop.supervisor import Supervisor
+    from loop.processes import sweep
+    from loop.processes.supervisor import Supervisor
 
     if sweep.subreaper(False) is None:
         pytest.skip("no child subreaper on this system")

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from loop.engine import decide, needs_sources
-from loop.model import Aggregate, Command, LoopState, Result, SourceReport, StopInput, TaskItem, combine
+from loop.core.engine import decide, needs_sources
+from loop.core.model import Aggregate, Command, LoopState, Result, SourceReport, StopInput, TaskItem, combine
 
 NOW = datetime(2026, 1, 9, 11, 30, tzinfo=UTC)
 

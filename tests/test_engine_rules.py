@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from loop.engine import configure, decide, interrupt, needs_sources, restore, wants_verification
-from loop.model import Aggregate, Command, LoopState, Result, Settings, StopInput, Turn, combine, replace
+from loop.core.engine import configure, decide, interrupt, needs_sources, restore, wants_verification
+from loop.core.model import Aggregate, Command, LoopState, Result, Settings, StopInput, Turn, combine, replace
 from tests.test_engine import EMPTY, NOW, cmd, kinds, sources, state
 
 
@@ -449,7 +449,7 @@ def test_the_runner_waits_too_and_a_persons_resume_accepts_the_new_count() -> No
     assert resumed.blocked and resumed.state is not None and resumed.state.status == "running"
     assert (resumed.reason or "").startswith("ORCHESTRATOR CONTINUATION")
     # `loopdeck resume` (the resumption flow) accepts it the same way.
-    from loop.engine import resume_flow
+    from loop.core.engine import resume_flow
 
     flowed = resume_flow(cut.state, "waiting", NOW)
     assert flowed.state is not None

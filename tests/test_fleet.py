@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from loop import fleet
-from loop.paths import Workspace
+from loop.store.paths import Workspace
+from loop.views import fleet
 from tests.conftest import FIXTURES, Ran
 from tui import screenshots
 from tui.monitor import FLEET, MonitorApp
@@ -269,7 +269,7 @@ def test_tui_refuses_a_missing_folder(cli: Callable[..., Ran], tmp_path: Path) -
 
 
 def test_cost_is_summed_when_the_agent_reports_it(tmp_path: Path) -> None:
-    from loop.journal import Journal
+    from loop.store.journal import Journal
 
     ws = screenshots.running(tmp_path / "p")
     journal = Journal(ws.journal)

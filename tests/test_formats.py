@@ -218,7 +218,7 @@ def test_an_inactive_ralph_loop_is_stopped(tmp_path: Path) -> None:
 
 
 def test_cancel_a_ralph_loop_keeps_a_copy(tmp_path: Path) -> None:
-    from loop.errors import FileProblem
+    from loop.core.errors import FileProblem
     from loop.formats import ralph
 
     path = place(tmp_path, "ralph-loop")
@@ -345,8 +345,8 @@ def test_broken_transcripts_and_folders_do_not_break_detection(tmp_path: Path, c
 
 
 def test_status_lists_the_goal_read_only(tmp_path: Path, claude_home: Path) -> None:
-    from loop.paths import Workspace
-    from loop.status_text import render
+    from loop.store.paths import Workspace
+    from loop.views.status_text import render
 
     goal_session(tmp_path, claude_home, "goal-active.jsonl")
     code, lines, _errors = render(Workspace(tmp_path))

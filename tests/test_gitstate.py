@@ -9,8 +9,8 @@ from pathlib import Path
 import git
 import pytest
 
-from loop import gitstate
 from loop.demo import workspace
+from loop.repo import gitstate
 
 
 @pytest.fixture

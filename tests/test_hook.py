@@ -16,9 +16,9 @@ from unittest import mock
 
 import pytest
 
-from loop.journal import Journal
-from loop.paths import Workspace
-from loop.state import StateStore
+from loop.store.journal import Journal
+from loop.store.paths import Workspace
+from loop.store.state import StateStore
 from tests.conftest import REPO, SAMPLES, another_machine, run_loopdeck
 
 SMALL = SAMPLES / "claude-code-viewer_1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
@@ -308,7 +308,7 @@ def test_a_missing_transcript_leaves_the_other_sources_to_decide(ws: Workspace, 
 def test_a_failure_inside_the_hook_fails_safe_and_journals(ws: Workspace, env: dict[str, str]) -> None:
     session = Session(ws, env)
     session.loopdeck("start", "x", "--no-github")
-    with mock.patch("loop.engine.decide", side_effect=RuntimeError("boom")):
+    with mock.patch("loop.core.engine.decide", side_effect=RuntimeError("boom")):
         out = session.stop(text="x")
     assert out is not None and "decision" not in out and "RuntimeError: boom" in out["systemMessage"]
     (error,) = [e for e in Journal(ws.journal).tail(50).events if e.kind == "error"]
@@ -343,7 +343,7 @@ def test_a_claude_code_goal_without_a_loop_is_left_alone(
     assert session.stop("Working on it.", active=True) is None
     assert session.stop("Working on it.", active=False) is None
     assert not ws.journal.exists() and not ws.state.exists()
-    from loop import hook_prompt
+    from loop.drivers import hook_prompt
 
     prompt = {"session_id": "sess-1", "cwd": str(ws.root), "hook_event_name": "UserPromptSubmit"}
     assert hook_prompt.handle({**prompt, "prompt": "/goal all tests in test/auth pass"}, {}) is None
@@ -507,7 +507,7 @@ def test_stop_failure_that_is_no_limit_is_journaled(ws: Workspace, env: dict[str
 def test_a_question_waits_for_the_answer_inside_the_stop(ws: Workspace, env: dict[str, str]) -> None:
     import threading
 
-    from loop import control
+    from loop.store import control
 
     (ws.root / "TODO.md").write_text("- [ ] a\n")
     session = Session(ws, {**env, "LOOPDECK_QUESTION_WAIT": "60"})
@@ -540,7 +540,7 @@ def test_an_unanswered_question_lets_the_session_stop_paused(ws: Workspace, env:
 def test_the_hook_fails_safe_at_its_deadline(
     ws: Workspace, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from loop import hook
+    from loop.drivers import hook
 
     session = Session(ws, env)
     session.loopdeck("start", "x", "--no-github")
@@ -549,7 +549,7 @@ def test_the_hook_fails_safe_at_its_deadline(
     def stuck(*args: object, **kwargs: object) -> None:
         time.sleep(30)
 
-    with mock.patch("loop.engine.decide", side_effect=stuck):
+    with mock.patch("loop.core.engine.decide", side_effect=stuck):
         out = session.stop(text="x")
     assert out is not None and "decision" not in out and "deadline" in out["systemMessage"]
     (error,) = [e for e in Journal(ws.journal).tail(50).events if e.kind == "error"]
@@ -585,7 +585,7 @@ def test_the_hook_drives_no_loop_nobody_here_confirmed(
 def test_a_journal_that_refuses_the_error_still_fails_safe_to_stdout(ws: Workspace, tmp_path: Path) -> None:
     """The fail-safe path journals the error: a journal planted as a symlink refuses it too,
     and the hook must still answer (it once left with a traceback and printed nothing)."""
-    from loop import hook
+    from loop.drivers import hook
 
     outside = tmp_path / "outside.jsonl"
     ws.journal.symlink_to(outside)
@@ -614,7 +614,7 @@ def test_a_refusal_is_journaled_as_one_line_without_a_traceback(ws: Workspace, e
 def test_the_answer_is_utf8_json_whatever_the_locale(ws: Workspace, env: dict[str, str]) -> None:
     """stdout in an ASCII locale, and an answer holding a lone surrogate (from the hook input):
     one UTF-8 JSON object all the same, never an encoding traceback."""
-    from loop import hook
+    from loop.drivers import hook
 
     raw = io.BytesIO()
     stdout = io.TextIOWrapper(raw, encoding="ascii")
@@ -628,7 +628,7 @@ def test_the_answer_is_utf8_json_whatever_the_locale(ws: Workspace, env: dict[st
 
 
 def test_a_reader_gone_is_no_traceback(ws: Workspace, env: dict[str, str]) -> None:
-    from loop import hook
+    from loop.drivers import hook
 
     class Gone(io.StringIO):
         def write(self, text: str) -> int:

@@ -17,11 +17,11 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loop import hook
-from loop.journal import Journal
-from loop.model import LoopState
-from loop.paths import Workspace
-from loop.state import StateStore
+from loop.core.model import LoopState
+from loop.drivers import hook
+from loop.store.journal import Journal
+from loop.store.paths import Workspace
+from loop.store.state import StateStore
 
 TEXTS = st.one_of(
     st.text(max_size=60),

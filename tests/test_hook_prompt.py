@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from loop import hook_prompt
-from loop.hook_prompt import Invocation, parse
-from loop.paths import Workspace
-from loop.state import StateStore
+from loop.drivers import hook_prompt
+from loop.drivers.hook_prompt import Invocation, parse
+from loop.store.paths import Workspace
+from loop.store.state import StateStore
 from tests.conftest import another_machine
 
 NASTY = 'it\'s "quoted" (paren); $(touch pwned) `touch pwned2` \\ $HOME\nsecond line'
@@ -111,7 +111,7 @@ def test_refusal_blocks_the_prompt(ws: Workspace) -> None:
 
 
 def test_pause_resume_cancel_are_queued(ws: Workspace) -> None:
-    from loop import control
+    from loop.store import control
 
     hook_prompt.handle(payload(ws, "/orchestrator-loop work"), {"CLAUDE_PROJECT_DIR": str(ws.root)})
     for text in ("/loop-pause", "/orchestrator-loop", "/loop-cancel"):

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from loop import hook
-from loop.paths import Workspace
-from loop.timeutil import utcnow
+from loop.core.timeutil import utcnow
+from loop.drivers import hook
+from loop.store.paths import Workspace
 
 FIXTURES = Path(__file__).parent / "fixtures" / "real-cli"
 
@@ -47,7 +47,7 @@ def test_real_input_blocks_while_tasks_are_pending(cli: Any, ws: Workspace, tmp_
 
 
 def test_the_runners_own_agent_is_left_alone(cli: Any, ws: Workspace, tmp_path: Path) -> None:
-    """`loop.agent.run` marks the runner's agent (LOOPDECK_DRIVER=runner); Claude Code passes its
+    """`loop.processes.agent.run` marks the runner's agent (LOOPDECK_DRIVER=runner); Claude Code passes its
     environment to hooks, so a Stop hook installed in the same project must not drive it."""
     start(cli, ws)
     transcript = tmp_path / "t.jsonl"

@@ -26,13 +26,13 @@ from typing import Any
 
 import pytest
 
-from loop import control
-from loop.errors import LoopdeckError
-from loop.install import hook_runner
-from loop.journal import Journal
-from loop.model import LoopState
-from loop.paths import Workspace
-from loop.state import StateStore
+from loop.cli.install import hook_runner
+from loop.core.errors import LoopdeckError
+from loop.core.model import LoopState
+from loop.store import control
+from loop.store.journal import Journal
+from loop.store.paths import Workspace
+from loop.store.state import StateStore
 from tests.conftest import REPO
 
 NESTED = "---\niteration: 1\nmax_iterations: 0\nx: " + "[" * 100_000 + "\n---\nbody\n"
@@ -513,7 +513,7 @@ def test_the_hook_with_a_read_only_claude_folder_in_process(
 ) -> None:
     import io
 
-    from loop import hook
+    from loop.drivers import hook
 
     payload = {"session_id": "s", "transcript_path": str(project.root / "transcript.jsonl")}
     env = {
@@ -582,7 +582,7 @@ def test_a_say_whose_journal_line_fails_still_reports_it_queued(
 ) -> None:
     """The command is queued (and will be applied): the CLI must not report it failed because
     the journal, written after, could not take its line."""
-    from loop import journal
+    from loop.store import journal
     from tui.cli import main
 
     def full(*args: Any, **kwargs: Any) -> None:
@@ -602,8 +602,8 @@ def test_a_say_whose_journal_line_fails_still_reports_it_queued(
 def test_the_transcript_is_read_within_a_fixed_budget(tmp_path: Path) -> None:
     """40 MB without a newline at the end: at most the budget is read, whether or not a line
     start was found, and the agent's words are unknown (the task sources decide)."""
-    from loop.tailread import ReadCounter
-    from loop.transcript import MAX_SCAN_BYTES, last_assistant_text
+    from loop.sources.transcript import MAX_SCAN_BYTES, last_assistant_text
+    from loop.store.tailread import ReadCounter
 
     transcript = tmp_path / "t.jsonl"
     with transcript.open("wb") as f:
@@ -615,7 +615,7 @@ def test_the_transcript_is_read_within_a_fixed_budget(tmp_path: Path) -> None:
 
 
 def test_the_budget_still_finds_words_near_the_end(tmp_path: Path) -> None:
-    from loop.transcript import MAX_SCAN_BYTES, last_assistant_text
+    from loop.sources.transcript import MAX_SCAN_BYTES, last_assistant_text
 
     line = b'{"type":"assistant","message":{"content":[{"type":"text","text":"the words"}]}}\n'
     transcript = tmp_path / "t.jsonl"

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from loop.errors import FileProblem
-from loop.install import BLOCK_CAP, MARKER, TODO_TOOLS, install, uninstall
-from loop.paths import Workspace
+from loop.cli.install import BLOCK_CAP, MARKER, TODO_TOOLS, install, uninstall
+from loop.core.errors import FileProblem
+from loop.store.paths import Workspace
 from tests.conftest import REPO
 
 EXE = "/opt/tools/bin/loopdeck"
@@ -226,7 +226,7 @@ def test_cli_install(cli, ws: Workspace) -> None:
 
 def test_hook_commands_written_are_recognised_as_ours(ws: Workspace, tmp_path: Path) -> None:
     """What `loopdeck_command()` produces (a quoted path, python -m) is found again without the record."""
-    from loop.install import _is_ours
+    from loop.cli.install import _is_ours
 
     for command in [
         "'/a b/loopdeck' hook stop",
@@ -245,7 +245,7 @@ def test_hook_commands_written_are_recognised_as_ours(ws: Workspace, tmp_path: P
 def test_installs_the_hooks_through_the_isolated_launcher(ws: Workspace) -> None:
     """By default every hook runs this Python on the launcher, isolated (-I: nothing of the
     environment or the project on its import path) and without the site start-up (-S)."""
-    from loop.install import DETACHED, _is_ours
+    from loop.cli.install import DETACHED, _is_ours
 
     install(ws)
     runner = shlex.join([sys.executable, "-I", "-S", str(REPO / "loop" / "launcher.py")])
@@ -277,7 +277,7 @@ def test_launcher_install_round_trip_and_an_older_install_is_upgraded_in_place(w
 
 
 def test_launcher_commands_are_recognised_by_their_exact_shape() -> None:
-    from loop.install import _is_ours
+    from loop.cli.install import _is_ours
 
     for command in [
         "/x/.venv/bin/python -I -S /x/site-packages/loop/launcher.py stop",
@@ -327,7 +327,7 @@ def test_duplicate_keys_are_refused_not_dropped(ws: Workspace, text: str) -> Non
 
 @pytest.mark.parametrize("which", ["private", "settings", "command", "commands"])
 def test_install_refuses_symlinks_before_writing_anything(ws: Workspace, tmp_path: Path, which: str) -> None:
-    from loop.safeopen import UnsafePath
+    from loop.store.safeopen import UnsafePath
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

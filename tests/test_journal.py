@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loop.journal import Event, Journal, message, render_line
-from loop.paths import Workspace
-from loop.tailread import ReadCounter, lines_backwards
+from loop.store.journal import Event, Journal, message, render_line
+from loop.store.paths import Workspace
+from loop.store.tailread import ReadCounter, lines_backwards
 
 T0 = datetime(2025, 1, 17, 14, 0, 0, tzinfo=UTC)
 
@@ -229,7 +229,7 @@ def test_appenders_racing_never_leave_an_empty_line(ws: Workspace) -> None:
     code = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from loop.journal import Journal\n"
+        "from loop.store.journal import Journal\n"
         "journal = Journal(Path(sys.argv[1]))\n"
         "for i in range(1000):\n"
         "    journal.append('warning', i, {'message': 'x' * 3000})\n"

@@ -6,8 +6,8 @@ import ast
 
 from tests.conftest import REPO
 
-WRITER = {"loop/writer.py", "loop/state.py"}
-"""`loop.writer` carries out the engine's results; `loop.state` is the file's own door."""
+WRITER = {"loop/drivers/writer.py", "loop/store/state.py"}
+"""`loop.drivers.writer` carries out the engine's results; `loop.store.state` is the file's own door."""
 
 WRITES = {"write", "restore_backup", "archive", "archive_ending", "mark_current", "_keep_previous"}
 """Calls that write the state file, its backup, the archive or the task file's skip marks."""
@@ -32,17 +32,17 @@ def test_only_the_writer_writes_the_state() -> None:
     offenders = []
     for path in sorted([*REPO.glob("loop/**/*.py"), *REPO.glob("tui/**/*.py")]):
         rel = path.relative_to(REPO).as_posix()
-        if rel in WRITER or rel == "loop/archive.py":
+        if rel in WRITER or rel == "loop/store/archive.py":
             continue
         for line, call in _writes(ast.parse(path.read_text(), rel)):
             if call.startswith("writer."):
                 continue  # through the writer: that is the rule
             offenders.append(f"{rel}:{line}: {call}")
-    assert offenders == [], "only loop/writer.py may write the state, the archive or skip marks"
+    assert offenders == [], "only loop/drivers/writer.py may write the state, the archive or skip marks"
 
 
 def test_the_check_catches_a_direct_write() -> None:
     bad = ast.parse(
-        "from loop.state import StateStore\nStateStore(ws).write(state)\nstore.restore_backup()\n"
+        "from loop.store.state import StateStore\nStateStore(ws).write(state)\nstore.restore_backup()\n"
     )
     assert [call for _, call in _writes(bad)] == ["StateStore(ws).write", "store.restore_backup"]

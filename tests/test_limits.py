@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from loop.limits import resets_at, usage_limit
+from loop.core.limits import resets_at, usage_limit
 
 NOW = datetime(2026, 11, 26, 14, 0, tzinfo=UTC)
 
@@ -69,7 +69,7 @@ def test_a_clock_time_in_the_current_minute_is_not_tomorrow() -> None:
     [("30", 30.0), ("2.5s", 2.5), ("6ms", 0.006), ("1m30s", 90.0), ("2h0m0s", 7200.0), ("5 minutes", 300.0)],
 )
 def test_durations_as_apis_write_them(text: str, seconds: float) -> None:
-    from loop.limits import duration_s
+    from loop.core.limits import duration_s
 
     assert duration_s(text) == seconds
 
@@ -78,13 +78,13 @@ def test_durations_as_apis_write_them(text: str, seconds: float) -> None:
     "text", ["", "soon", "3sx", "-5", "1m and then some", "Thu, 26 Nov 2026 15:00:00 GMT"]
 )
 def test_what_is_not_a_duration(text: str) -> None:
-    from loop.limits import duration_s
+    from loop.core.limits import duration_s
 
     assert duration_s(text) is None
 
 
 def test_retry_in_the_servers_words() -> None:
-    from loop.limits import retry_in
+    from loop.core.limits import retry_in
 
     assert retry_in("Quota exceeded. Please retry in 3s.", NOW) == "2026-11-26T14:00:03+00:00"
     assert retry_in("Rate limit reached. Please try again in 1m30s.", NOW) == "2026-11-26T14:01:30+00:00"

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from loop.journal import Journal
-from loop.notify import check_target, messages
-from loop.paths import Workspace
+from loop.drivers.notify import check_target, messages
+from loop.store.journal import Journal
+from loop.store.paths import Workspace
 from tests.conftest import run_loopdeck
 from tests.test_runner import agent, demo, kinds, run_args  # noqa: F401  (demo is a fixture)
 

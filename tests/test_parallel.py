@@ -16,8 +16,8 @@ import pytest
 from loop.demo import graph as demo_graph
 from loop.demo import workspace
 from loop.demo.worker import AUDIT
-from loop.journal import Event, Journal
-from loop.paths import Workspace
+from loop.store.journal import Event, Journal
+from loop.store.paths import Workspace
 from tests.conftest import REPO
 from tests.test_runner import processes_in
 
@@ -193,7 +193,7 @@ def test_a_deadlocked_graph_escalates_after_three_cycles(repo: Workspace) -> Non
 
 
 def test_status_json_shows_workers_locks_and_the_streak(repo: Workspace) -> None:
-    from loop.snapshot import read
+    from loop.views.snapshot import read
 
     graph = demo_graph.create(
         repo.root / "graph", (("1", "Hang", (), ("a.py",)), ("2", "Wait", (), ("a.py",)))
@@ -250,8 +250,8 @@ def test_status_json_shows_workers_locks_and_the_streak(repo: Workspace) -> None
 async def test_the_monitor_shows_workers_and_keys_act_on_the_selected_one(tmp_path: Path) -> None:
     from textual.widgets import DataTable
 
-    from loop import scheduler
-    from loop.state import LoopState, StateStore
+    from loop.core import scheduler
+    from loop.store.state import LoopState, StateStore
     from tui.app import LoopdeckApp
     from tui.widgets.workers import WorkersPanel
 
@@ -454,12 +454,13 @@ def test_resume_goes_on_with_the_workers_after_a_kill(repo: Workspace) -> None:
     proc.wait(30)
     resumed = subprocess.run([*base, "resume", "--yes"], env=env, capture_output=True, text=True, timeout=60)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and repo.state.exists():
+    log = repo.root / ".claude" / "loopdeck" / "runner.log"
+    deadline = time.monotonic() + 60  # the restarted runner ends with its summary
+    while time.monotonic() < deadline and "Archive:" not in (log.read_text() if log.exists() else ""):
         time.sleep(0.1)
     evs = events(repo)
     assert sorted(e.data["task"] for e in evs if e.kind == "task-merged") == ["1", "2"]
-    runner_log = (repo.root / ".claude" / "loopdeck" / "runner.log").read_text()
+    runner_log = log.read_text()
     assert "worker-" in runner_log and "Done:        2 task(s)" in runner_log
     for name in ("1", "2"):
         assert json.loads((graph / f"{name}.json").read_text())["status"] == "completed"

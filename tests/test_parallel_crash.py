@@ -18,8 +18,8 @@ import pytest
 
 from loop.demo import graph as demo_graph
 from loop.demo import workspace
-from loop.journal import Journal
-from loop.paths import Workspace
+from loop.store.journal import Journal
+from loop.store.paths import Workspace
 from tests.conftest import REPO
 
 PY = sys.executable

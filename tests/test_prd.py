@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from loop.paths import Workspace
 from loop.sources import prd
 from loop.sources.aggregate import SourceConfig, check_all
+from loop.store.paths import Workspace
 from tests.conftest import FIXTURES, Ran
 
 PRD = (FIXTURES / "formats" / "prd.json").read_bytes()
@@ -90,7 +90,7 @@ def test_sources_cli_lists_it(ws: Workspace, cli: Callable[..., Ran]) -> None:
 
 
 def test_the_prompt_says_how_to_record_a_story(ws: Workspace) -> None:
-    from loop.prompts import recording_help
+    from loop.core.prompts import recording_help
 
     (ws.root / "prd.json").write_bytes(PRD)
     result = check_all(SourceConfig(ws, check_github=False, check_tasks=False, check_todos=False), NOW)

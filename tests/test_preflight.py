@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from loop.preflight import problems
+from loop.drivers.preflight import problems
 
 
 def no_tools(_name: str) -> str | None:

@@ -11,11 +11,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from loop import agent, archive
-from loop.journal import Journal
-from loop.paths import Workspace
-from loop.redact import redact
-from loop.state import LoopState
+from loop.core.redact import redact
+from loop.processes import agent
+from loop.store import archive
+from loop.store.journal import Journal
+from loop.store.paths import Workspace
+from loop.store.state import LoopState
 
 ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 UPPER_DIGITS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
@@ -191,9 +192,9 @@ def test_verify_keeps_its_redact_name() -> None:
 def test_redact_module_imports_nothing_heavy(tmp_path: Path) -> None:
     import subprocess
 
-    code = "import sys, loop.redact; print(' '.join(sorted(m for m in sys.modules if m.startswith('loop'))))"
+    code = "import sys, loop.core.redact; print(' '.join(sorted(m for m in sys.modules if m.startswith('loop'))))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["loop", "loop.redact"]
+    assert done.stdout.split() == ["loop", "loop.core", "loop.core.redact"]
 
 
 @pytest.mark.parametrize(
@@ -355,7 +356,7 @@ def test_a_gate_never_skips_a_text_its_pattern_would_change(text: str) -> None:
     """The two patterns prose triggers most (`NAME=value`, `--token X`) are compiled only when
     a cheap scan finds a name followed by a separator; that scan must never say no where the
     pattern would have found something."""
-    from loop.redact import _SOURCES, _pattern
+    from loop.core.redact import _SOURCES, _pattern
 
     gated = [(gate, source, repl) for gate, source, repl in _SOURCES if callable(gate)]
     assert len(gated) == 2
@@ -370,7 +371,7 @@ def test_prose_about_keys_and_tokens_compiles_no_pattern(tmp_path: Path) -> None
     import subprocess
 
     code = (
-        "import loop.redact as r\n"
+        "import loop.core.redact as r\n"
         "text = 'Use the API key from the environment; tokens live in the vault. Each task: '\n"
         "text += 'write tests first -- then code. The password policy is strict.\\n' * 40\n"
         "assert r.redact(text) == text\n"
@@ -381,7 +382,7 @@ def test_prose_about_keys_and_tokens_compiles_no_pattern(tmp_path: Path) -> None
 
 
 def test_output_in_pieces_drops_a_private_key_that_spans_them() -> None:
-    from loop.redact import LineRedactor
+    from loop.core.redact import LineRedactor
 
     lines = LineRedactor()
     pieces = [
@@ -397,7 +398,7 @@ def test_output_in_pieces_drops_a_private_key_that_spans_them() -> None:
 
 
 def test_an_unfinished_key_stops_at_the_first_line_no_key_holds() -> None:
-    from loop.redact import LineRedactor
+    from loop.core.redact import LineRedactor
 
     lines = LineRedactor()
     out = lines.feed(b"-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n")
@@ -407,7 +408,7 @@ def test_an_unfinished_key_stops_at_the_first_line_no_key_holds() -> None:
 
 
 def test_a_split_token_is_whole_when_redacted() -> None:
-    from loop.redact import LineRedactor
+    from loop.core.redact import LineRedactor
 
     lines = LineRedactor(max_line=64)
     out = lines.feed(b"export GH=ghp_abcdefghij") + lines.feed(b"klmnopqrstuvwxyz\n")
@@ -429,13 +430,13 @@ def test_a_split_token_is_whole_when_redacted() -> None:
     ],
 )
 def test_a_target_is_shown_by_its_scheme_and_host(target: str, shown: str) -> None:
-    from loop.redact import target_shown
+    from loop.core.redact import target_shown
 
     assert target_shown(target) == shown
 
 
 def test_output_that_is_not_utf8_passes_through_where_it_holds_no_secret() -> None:
-    from loop.redact import LineRedactor
+    from loop.core.redact import LineRedactor
 
     lines = LineRedactor()
     assert lines.feed(b"\xff\xfe binary token=abcdef123\n") == b"\xff\xfe binary token=[REDACTED]\n"

@@ -31,16 +31,18 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from loop import agent, control, notify, writer
-from loop.engine import decide
-from loop.journal import Journal
-from loop.model import LoopState, StopInput, Turn
-from loop.paths import Workspace
-from loop.redact import redact
-from loop.runner import Options, Runner
-from loop.state import StateStore, render
-from loop.summary import Tally, archived_lines, summary_lines
-from loop.workers import Ended, Pool
+from loop.core.engine import decide
+from loop.core.model import LoopState, StopInput, Turn
+from loop.core.redact import redact
+from loop.drivers import notify, writer
+from loop.drivers.runner import Options, Runner
+from loop.processes import agent
+from loop.processes.workers import Ended, Pool
+from loop.store import control
+from loop.store.journal import Journal
+from loop.store.paths import Workspace
+from loop.store.state import StateStore, render
+from loop.views.summary import Tally, archived_lines, summary_lines
 from tests.test_engine import NOW, cmd, sources
 
 ALNUM = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -407,7 +409,7 @@ def test_an_unchanged_clean_state_is_written_back_byte_for_byte(ws: Workspace) -
 
 
 def test_a_parallel_board_stays_json_when_it_holds_a_secret(ws: Workspace) -> None:
-    from loop import scheduler
+    from loop.core import scheduler
 
     board = scheduler.Board(
         graph="/g",
@@ -541,7 +543,7 @@ def test_a_worker_whose_child_holds_its_output_open_still_ends(ws: Workspace) ->
     )
     pool = Pool()
     log = ws.private_dir / "workers" / "worker-1.01.log"
-    with mock.patch("loop.workers.DRAIN_S", 0.3):
+    with mock.patch("loop.processes.workers.DRAIN_S", 0.3):
         pool.start("worker-1", "worker", [sys.executable, "-c", code], None, ws.root, log)
         ended = wait_for_end(pool)
     child = int(ended.tail)

@@ -10,13 +10,14 @@ import sys
 import time
 from pathlib import Path
 
-from loop import classify, engine
-from loop.archive import latest
-from loop.journal import Journal
-from loop.model import Aggregate, Command, JournalEvent, SourceReport, TaskItem
-from loop.paths import Workspace
-from loop.state import StateStore
-from loop.summary import Tally, summary_lines
+from loop.core import engine
+from loop.core.model import Aggregate, Command, JournalEvent, SourceReport, TaskItem
+from loop.drivers import classify
+from loop.store.archive import latest
+from loop.store.journal import Journal
+from loop.store.paths import Workspace
+from loop.store.state import StateStore
+from loop.views.summary import Tally, summary_lines
 from tests.test_engine import NOW, cmd, sources, state, stop
 from tests.test_runner import agent, demo, processes_in, run_args, start_runner, wait_for
 
@@ -84,7 +85,7 @@ def test_a_reused_pid_is_not_the_driver(tmp_path: Path) -> None:
 
 
 def test_the_hook_records_its_session_not_a_shell() -> None:
-    code = "from loop.proc import session_pid; print(session_pid())"
+    code = "from loop.store.proc import session_pid; print(session_pid())"
     direct = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert int(direct.stdout) == os.getpid()
     via_sh = subprocess.run(
@@ -446,7 +447,7 @@ def test_a_stopped_hook_loop_leaves_a_summary_status_shows(ws: Workspace, cli) -
 
 
 def test_a_runner_that_cannot_go_on_fails_the_loop_through_the_engine(ws: Workspace, cli) -> None:
-    from loop.runner import Options, Runner
+    from loop.drivers.runner import Options, Runner
 
     (ws.root / "TODO.md").write_text("- [x] a\n- [ ] b\n")
     assert cli("start", "x", "--task-file", "TODO.md", "--no-github", "--no-tasks").code == 0
@@ -502,7 +503,7 @@ def test_a_stale_lock_is_broken_and_journaled(ws: Workspace) -> None:
 def test_a_live_holders_lock_is_never_broken(ws: Workspace) -> None:
     import pytest
 
-    from loop.errors import LockTimeout
+    from loop.core.errors import LockTimeout
 
     holder = hold_lock(ws, os.getpid())  # names a live process
     try:

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from loop.demo import workspace
-from loop.journal import Journal
-from loop.paths import Workspace
-from loop.proc import alive
-from loop.state import StateStore
+from loop.store.journal import Journal
+from loop.store.paths import Workspace
+from loop.store.proc import alive
+from loop.store.state import StateStore
 from tests.conftest import REPO, another_machine, run_loopdeck
 
 PY = sys.executable
@@ -273,7 +273,7 @@ def test_default_agent_path_with_a_fake_claude(
 
 
 def test_prompt_placeholders(demo: Workspace) -> None:
-    from loop import agent as agent_module
+    from loop.processes import agent as agent_module
 
     argv, stdin = agent_module.argv_for(
         "tool --msg {prompt} -f {prompt_file}", "hi there", demo.root / "p.md"
@@ -284,7 +284,7 @@ def test_prompt_placeholders(demo: Workspace) -> None:
 
 
 def test_final_text_forms() -> None:
-    from loop.agent import final_text
+    from loop.processes.agent import final_text
 
     assert final_text(b"plain words\nALL_TASKS_COMPLETE\n").endswith("ALL_TASKS_COMPLETE\n")
     result = json.dumps({"type": "result", "result": "done <promise>X</promise>"}).encode()
@@ -323,7 +323,7 @@ def test_question_pauses_then_the_answer_goes_into_the_next_prompt(demo: Workspa
     # With a person watching (not headless), the runner waits for the answer.
     runner = start_runner(demo, "run")
     wait_for(lambda: kinds(demo).count("runner-started") == 2)
-    from loop import control
+    from loop.store import control
 
     control.send(demo, "answer", source="test", reason="SQLite")
     wait_for(lambda: "answered" in kinds(demo))
@@ -450,7 +450,7 @@ def test_commands_from_a_state_file_nobody_here_chose_need_a_confirmation(
 def test_a_completed_loop_never_archived_is_archived_by_the_next_run(demo: Workspace) -> None:
     """Regression: a runner killed between writing `completed` and archiving left a state that
     made the next run fail and archive it as failed."""
-    from loop.model import LoopState
+    from loop.core.model import LoopState
 
     store = StateStore(demo)
     store.write(LoopState.new("old work", status="completed", iteration=7))

@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
-from loop import agent, control, transcript
-from loop.journal import Journal
-from loop.paths import Workspace
-from loop.safeopen import UnsafePath
-from loop.sources import task_file, todos
-from loop.state import LoopState, StateError, StateStore
+from loop.processes import agent
+from loop.sources import task_file, todos, transcript
+from loop.store import control
+from loop.store.journal import Journal
+from loop.store.paths import Workspace
+from loop.store.safeopen import UnsafePath
+from loop.store.state import LoopState, StateError, StateStore
 
 NOW = "2026-01-01T00:00:00.000Z"
 EVIL = "x$(touch y)`touch z`"

@@ -1,5 +1,5 @@
 """The parallel loop's rules as pure functions on a fixed clock: the workers' (the scheduler)
-and the loop's (the engine), composed as the drivers ask them (`loop.workflow`)."""
+and the loop's (the engine), composed as the drivers ask them (`loop.core.workflow`)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from loop import graph, scheduler, workflow
-from loop.model import Command, LoopState, Turn
-from loop.scheduler import Board, Task, TurnEnd, Worker
+from loop.core import scheduler, workflow
+from loop.core.model import Command, LoopState, Turn
+from loop.core.scheduler import Board, Task, TurnEnd, Worker
+from loop.sources import taskgraph as graph
 
 NOW = datetime(2026, 1, 9, 10, 30, tzinfo=UTC)
 T0 = "2026-01-09T10:00:00+00:00"

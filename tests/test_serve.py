@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 import pytest
 
-from loop.paths import Workspace
+from loop.store.paths import Workspace
 from tests.conftest import REPO, Ran
 from tui import screenshots, serve
 

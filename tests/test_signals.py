@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from loop.signals import completion_signal, question
-from loop.transcript import last_assistant_text
+from loop.core.signals import completion_signal, question
+from loop.sources.transcript import last_assistant_text
 from tests.conftest import SAMPLES
 
 SMALL = SAMPLES / "claude-code-viewer_1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"

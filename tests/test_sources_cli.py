@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from loop.paths import Workspace
 from loop.sources.aggregate import SourceConfig, check_all, combine
 from loop.sources.base import SourceReport
-from loop.state import StateStore
+from loop.store.paths import Workspace
+from loop.store.state import StateStore
 from tests.conftest import REPO, SAMPLES
 
 TRANSCRIPT = SAMPLES / "claude-code-viewer_5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"

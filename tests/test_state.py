@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loop.errors import LockTimeout
-from loop.paths import Workspace
-from loop.state import LoopState, StateError, StateStore, parse, render
+from loop.core.errors import LockTimeout
+from loop.store.paths import Workspace
+from loop.store.state import LoopState, StateError, StateStore, parse, render
 from tests.conftest import REPO, SEED_STATE
 
 
@@ -179,8 +179,8 @@ def test_lock_times_out_with_a_clear_error(ws: Workspace) -> None:
             "-c",
             textwrap.dedent(f"""
             import sys, time
-            from loop.paths import Workspace
-            from loop.state import StateStore
+            from loop.store.paths import Workspace
+            from loop.store.state import StateStore
             from pathlib import Path
             store = StateStore(Workspace(Path({str(ws.root)!r})))
             with store.locked():
@@ -213,8 +213,8 @@ def test_lock_is_reentrant(ws: Workspace) -> None:
 WRITER = """
 import sys
 from pathlib import Path
-from loop.paths import Workspace
-from loop.state import LoopState, StateStore
+from loop.store.paths import Workspace
+from loop.store.state import LoopState, StateStore
 store = StateStore(Workspace(Path(sys.argv[1])))
 state = store.read() or LoopState.new("prompt " * 200)
 print("ready", flush=True)
@@ -275,7 +275,7 @@ def test_iteration_as_string_names_line(ws: Workspace) -> None:
 
 
 def _yaml_reference(text: str) -> object:
-    from loop import frontmatter
+    from loop.store import frontmatter
 
     yaml = frontmatter.yaml_module()
     return yaml.load(text, Loader=frontmatter._YAML["loader"])
@@ -326,7 +326,7 @@ scalar_text = st.one_of(
 @settings(max_examples=500, deadline=None)
 @given(st.lists(scalar_text, min_size=1, max_size=4))
 def test_fast_front_matter_agrees_with_yaml(values: list[str]) -> None:
-    from loop.frontmatter import fast_front_matter as _fast_front_matter
+    from loop.store.frontmatter import fast_front_matter as _fast_front_matter
 
     lines = [f"k{i}: {v}\n" for i, v in enumerate(values)]
     fast = _fast_front_matter(lines)
@@ -351,8 +351,8 @@ flat_maps = st.dictionaries(
 @settings(max_examples=500, deadline=None)
 @given(st.one_of(st.text(max_size=40), st.lists(st.text(max_size=10), max_size=4), flat_maps))
 def test_written_scalars_read_back_through_yaml(value: object) -> None:
-    from loop.frontmatter import fast_front_matter as _fast_front_matter
-    from loop.frontmatter import scalar as _scalar
+    from loop.store.frontmatter import fast_front_matter as _fast_front_matter
+    from loop.store.frontmatter import scalar as _scalar
 
     line = f"k: {_scalar(value)}\n"
     assert _yaml_reference(line) == {"k": value}
@@ -361,7 +361,7 @@ def test_written_scalars_read_back_through_yaml(value: object) -> None:
 
 
 def test_hook_state_files_take_the_fast_path(ws: Workspace) -> None:
-    from loop.frontmatter import fast_front_matter as _fast_front_matter
+    from loop.store.frontmatter import fast_front_matter as _fast_front_matter
 
     store = StateStore(ws)
     state = LoopState.new("prompt", verify=["pytest -q"], session_id="abc-123", pid=42)
@@ -374,8 +374,8 @@ def test_hook_state_files_take_the_fast_path(ws: Workspace) -> None:
 def test_a_runners_state_takes_the_fast_path(ws: Workspace) -> None:
     """The monitor reads the state on every change: its runner settings (a timeout in seconds)
     must not send every read through PyYAML."""
-    from loop.frontmatter import fast_front_matter as _fast_front_matter
-    from loop.frontmatter import scalar as _scalar
+    from loop.store.frontmatter import fast_front_matter as _fast_front_matter
+    from loop.store.frontmatter import scalar as _scalar
 
     settings = {"agent": "claude -p", "commit": False, "iteration_timeout": 1800.0, "retries": 2}
     line = f"runner: {_scalar(settings)}\n"

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loop.paths import Workspace
-from loop.state import (
+from loop.store.paths import Workspace
+from loop.store.state import (
     FIELD_CAPS,
     KNOWN_KEYS,
     MAX_STATE_BYTES,

@@ -6,7 +6,7 @@ import json
 import shutil
 from collections.abc import Callable
 
-from loop.paths import Workspace
+from loop.store.paths import Workspace
 from tests.conftest import FIXTURES, Ran
 
 RALPH = FIXTURES / "formats" / "ralph-loop.local.md"

@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from loop import engine, trust, writer
-from loop.journal import Journal
-from loop.model import Result, StopInput
-from loop.paths import Workspace
-from loop.person import agent_session
-from loop.state import LoopState, StateStore
+from loop import trust
+from loop.core import engine
+from loop.core.model import Result, StopInput
+from loop.drivers import writer
+from loop.store.journal import Journal
+from loop.store.paths import Workspace
+from loop.store.state import LoopState, StateStore
+from loop.trust.person import agent_session
 from tests.conftest import REPO, another_machine
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
@@ -134,7 +136,7 @@ def test_a_runner_waits_for_a_person_when_the_file_changes_under_it(ws: Workspac
 
 def test_only_confirmed_targets_are_notified(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
     """A target added to the state file after the person confirmed it is never told anything."""
-    from loop import notify
+    from loop.drivers import notify
 
     sent: list[list[str]] = []
     monkeypatch.setattr(notify, "send_detached", lambda root, targets, due: sent.append(list(targets)))
@@ -177,7 +179,7 @@ def test_an_agents_environment_is_known(marker: str) -> None:
 
 def test_an_agent_that_clears_its_environment_is_known_by_its_ancestors(tmp_path: Path) -> None:
     """`env -u CLAUDECODE loopdeck trust` still runs below the agent's shell."""
-    probe = "from loop.person import agent_session; print(agent_session() or 'person')"
+    probe = "from loop.trust.person import agent_session; print(agent_session() or 'person')"
     inner = [sys.executable, "-c", probe]
     shell = f'env -u CLAUDECODE {inner[0]} -c "{probe}"'
     env = {**os.environ, "CLAUDECODE": "1", "PYTHONPATH": str(REPO)}

@@ -16,9 +16,9 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import RichLog, Static
 
-from loop.journal import Journal
-from loop.paths import Workspace
-from loop.state import StateStore
+from loop.store.journal import Journal
+from loop.store.paths import Workspace
+from loop.store.state import StateStore
 from tests.conftest import REPO
 from tui import screenshots
 from tui.app import LoopdeckApp
@@ -473,7 +473,7 @@ async def test_monitor_started_inside_a_runner_workspace_sees_task_file_edits(
 
 
 def test_watch_paths_come_from_the_reports_paths(tmp_path: Path) -> None:
-    from loop.snapshot import read
+    from loop.views.snapshot import read
     from tui.watch import watch_paths
 
     ws = make(tmp_path, "running")
@@ -501,7 +501,7 @@ async def test_snapshots_that_change_no_key_neither_refresh_the_footer_nor_grow_
     live widgets over 240 snapshots). Only a change in what applies refreshes it."""
     import dataclasses
 
-    from loop.snapshot import read
+    from loop.views.snapshot import read
     from tui.watch import SnapshotReady
 
     ws = make(tmp_path, "running")
@@ -544,12 +544,12 @@ async def test_snapshots_that_change_no_key_neither_refresh_the_footer_nor_grow_
 async def test_journal_panel_writes_only_new_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each event is formatted and written once; everything again only for a new journal or a
     new search."""
-    from loop.snapshot import read
+    from loop.views.snapshot import read
     from tui.watch import SnapshotReady
     from tui.widgets import journal as journal_widget
 
     formatted: list[str] = []
-    from loop.journal import message as real_message
+    from loop.store.journal import message as real_message
 
     def counting(event: Any) -> str:
         formatted.append(event.kind)
@@ -616,7 +616,7 @@ async def test_a_usage_limit_counts_down_the_cost_shows_and_t_sends_a_note(tmp_p
     shows what the agent reported it cost, and `t` puts a note into the next prompt."""
     from datetime import timedelta
 
-    from loop.timeutil import iso_s
+    from loop.core.timeutil import iso_s
     from tui.screens.text import NoteScreen
 
     ws = make(tmp_path, "running")

@@ -13,10 +13,10 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Static
 
-from loop.gitstate import Commit, GitStatus
-from loop.journal import Event
-from loop.model import replace
-from loop.snapshot import Snapshot
+from loop.core.model import replace
+from loop.repo.gitstate import Commit, GitStatus
+from loop.store.journal import Event
+from loop.views.snapshot import Snapshot
 from tests.test_tui import SIZE, app, make, text_of, until
 from tests.test_tui_round2 import isolated, output_text  # noqa: F401  (autouse: no user config, fixed git)
 from tui import screenshots

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from loop import resume
-from loop.paths import Workspace
-from loop.state import StateStore
+from loop.drivers import resume
+from loop.store.paths import Workspace
+from loop.store.state import StateStore
 from tests.test_tui import SIZE, app, commands, isolated, make
 from tui import screenshots
 from tui.screens.resume import ResumeScreen

@@ -14,8 +14,8 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import RichLog
 
-from loop.journal import Journal
-from loop.state import StateStore
+from loop.store.journal import Journal
+from loop.store.state import StateStore
 from tests.conftest import REPO, loopdeck_cmd
 from tests.test_tui import _settled, app, commands, make, text_of, until
 from tui import actions, screenshots
@@ -216,7 +216,7 @@ def test_no_internal_references_in_what_people_read() -> None:
             if path.name == "resume.py":  # tui/screens/resume.py belongs to the resume work
                 continue
             assert "§" not in text and "seed 0" not in text, path
-    from loop import events, prompts
+    from loop.core import events, prompts
 
     for module in (events, prompts):
         source = Path(module.__file__ or "").read_text()

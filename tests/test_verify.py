@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from loop import verify, verify_argv, verify_options
-from loop.verify_argv import Spec, inside, path_operand, read, table
+from loop import verify
+from loop.verify import argv as verify_argv
+from loop.verify import options as verify_options
+from loop.verify.argv import Spec, inside, path_operand, read, table
 
 
 def test_a_script_named_like_an_allowed_program_is_refused(tmp_path: Path) -> None:

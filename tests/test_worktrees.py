@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from loop import worktrees
-from loop.worktrees import Worktree
+from loop.repo import worktrees
+from loop.repo.worktrees import Worktree
 
 
 def git(root: Path, *args: str) -> str:

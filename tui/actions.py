@@ -52,7 +52,12 @@ ACTIONS: tuple[Action, ...] = (
         "loop.pause",
     ),
     Action(
-        "resume", "r", "Resume", "Resume the loop", "continue a paused or interrupted loop", "loop.resume"
+        "resume",
+        "r",
+        "Resume",
+        "Resume the loop",
+        "continue a paused or interrupted loop",
+        "loop.resume",
     ),
     Action(
         "skip",

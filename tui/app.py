@@ -1,7 +1,7 @@
 """The monitor: watch a workspace's loop live, and steer it with keys and prompts.
 
-It decides nothing about the loop. It reads snapshots (`loop.snapshot`) when files change and
-sends commands (`loop.control`); the driver applies them. Quitting never stops the loop.
+It decides nothing about the loop. It reads snapshots (`loop.views.snapshot`) when files change and
+sends commands (`loop.store.control`); the driver applies them. Quitting never stops the loop.
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker, WorkerState
 
-from loop import control, resume
-from loop.errors import LoopdeckError
-from loop.gitstate import GitStatus
-from loop.paths import Workspace
-from loop.snapshot import Snapshot
-from loop.timeutil import utcnow
+from loop.core.errors import LoopdeckError
+from loop.core.timeutil import utcnow
+from loop.drivers import resume
+from loop.repo.gitstate import GitStatus
+from loop.store import control
+from loop.store.paths import Workspace
+from loop.views.snapshot import Snapshot
 from tui import actions
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.escalation import EscalationScreen
@@ -197,13 +198,13 @@ class LoopdeckApp(App[None]):
 
     @work(thread=True, exclusive=True, group="snapshot", exit_on_error=False)
     def load_snapshot(self) -> None:
-        from loop.snapshot import read
+        from loop.views.snapshot import read
 
         self.post_message(SnapshotReady(read(self.workspace)))
 
     @work(thread=True, exclusive=True, group="git", exit_on_error=False)
     def load_git(self) -> None:
-        from loop.gitstate import status
+        from loop.repo.gitstate import status
 
         self.post_message(GitReady(status(self.workspace.root)))
 
@@ -374,8 +375,8 @@ class LoopdeckApp(App[None]):
         if not yes:
             return
         from loop import trust
-        from loop.person import agent_session
-        from loop.state import StateError, StateStore
+        from loop.store.state import StateError, StateStore
+        from loop.trust.person import agent_session
 
         why = agent_session()
         if why is not None:
@@ -592,8 +593,8 @@ class LoopdeckApp(App[None]):
         )
 
     def action_restore_backup(self) -> None:
-        from loop import writer
-        from loop.timeutil import utcnow
+        from loop.core.timeutil import utcnow
+        from loop.drivers import writer
 
         try:
             writer.restore_backup(self.workspace, utcnow())

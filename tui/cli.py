@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loop import cli
-from loop.errors import LoopdeckError
-from loop.paths import Workspace, find_workspace
-from loop.safeopen import open_append
+from loop.core.errors import LoopdeckError
+from loop.store.paths import Workspace, find_workspace
+from loop.store.safeopen import open_append
 
 if TYPE_CHECKING:
     from tui.monitor import MonitorApp

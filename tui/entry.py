@@ -15,7 +15,7 @@ HOOK_EVENTS = ("stop", "stop-failure")
 
 def main() -> int:
     if sys.argv[1:2] == ["hook"] and sys.argv[2:3] and sys.argv[2] in HOOK_EVENTS:
-        from loop import hook
+        from loop.drivers import hook
 
         given = sys.argv[3:]
         if given and (given[0] != "--input" or len(given) != 2 or sys.argv[2] != "stop-failure"):

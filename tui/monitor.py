@@ -20,10 +20,10 @@ from textual.binding import Binding
 from textual.css.query import NoMatches
 
 from loop import formats
+from loop.core.timeutil import utcnow
 from loop.formats import Found
-from loop.paths import Workspace
-from loop.snapshot import Snapshot
-from loop.timeutil import utcnow
+from loop.store.paths import Workspace
+from loop.views.snapshot import Snapshot
 from tui.app import LoopdeckApp
 from tui.screens.fleet import FleetScreen
 from tui.screens.neighbour import NeighbourScreen

@@ -17,11 +17,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from loop import writer
-from loop.journal import Journal
-from loop.model import Result
-from loop.paths import Workspace
-from loop.state import LoopState, StateStore
+from loop.core.model import Result
+from loop.drivers import writer
+from loop.store.journal import Journal
+from loop.store.paths import Workspace
+from loop.store.state import LoopState, StateStore
 
 NOW = datetime(2026, 1, 9, 11, 42, 7, tzinfo=UTC)
 SIZE = (120, 40)

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from loop.errors import LoopdeckError
+from loop.core.errors import LoopdeckError
 
 if TYPE_CHECKING:
     from tui.serve_http import MonitorServer
@@ -76,7 +76,7 @@ def make_server(
 
 def main() -> None:
     """One monitor, in the process textual-serve started for a browser tab."""
-    from loop.paths import Workspace
+    from loop.store.paths import Workspace
     from tui.monitor import MonitorApp
 
     asked = json.loads(os.environ.get(ENV) or "{}")

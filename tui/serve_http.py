@@ -43,7 +43,7 @@ from aiohttp.web_runner import GracefulExit
 from textual_serve.server import Server
 from yarl import URL
 
-from loop.errors import LoopdeckError
+from loop.core.errors import LoopdeckError
 
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 """The names a browser on this machine uses for a server bound to the loopback address."""

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from textual.message import Message
 
-from loop.gitstate import GitStatus
-from loop.paths import Workspace
-from loop.snapshot import Snapshot
+from loop.repo.gitstate import GitStatus
+from loop.store.paths import Workspace
+from loop.views.snapshot import Snapshot
 
 DEBOUNCE_MS = 30
 """watchfiles waits 1.6 s by default before reporting; a monitor must show a change in a blink."""

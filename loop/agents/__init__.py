@@ -19,7 +19,7 @@ from loop.agents.codex import Codex
 from loop.agents.gemini import Gemini
 from loop.agents.generic import Text
 from loop.agents.opencode import OpenCode
-from loop.limits import duration_s
+from loop.core.limits import duration_s
 
 __all__ = [
     "ADAPTERS",

@@ -6,7 +6,7 @@ Edit and Write and still exits 0 with `"subtype": "success"`: the only trace is 
 API error is `is_error` with `api_error_status` while its subtype can still read "success".
 The result is read defensively, every key optional. Usage limits: `api_error_status` 429, or the
 words Claude Code has used ("Claude AI usage limit reached|<epoch>", "You've hit your session
-limit · resets 5pm (Europe/Paris)"), read by `loop.limits`.
+limit · resets 5pm (Europe/Paris)"), read by `loop.core.limits`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from loop import limits
 from loop.agents.base import TOKEN_KEYS, Adapter, Facts, as_float, as_int, as_str, brief, json_object, said
+from loop.core import limits
 
 DEFAULT_COMMAND = "claude -p --output-format json --permission-mode acceptEdits --allowedTools Bash"
 """Print mode with no permission mode denies Bash, Edit and Write and still exits 0 (the denials

@@ -22,7 +22,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from loop import limits
 from loop.agents import prices
 from loop.agents.base import (
     Adapter,
@@ -37,6 +36,7 @@ from loop.agents.base import (
     said,
     sub,
 )
+from loop.core import limits
 
 DEFAULT_COMMAND = "codex exec --json --sandbox workspace-write --skip-git-repo-check -- {prompt}"
 """`exec` never asks for approval; the `workspace-write` sandbox lets it edit and run commands in

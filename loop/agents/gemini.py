@@ -20,7 +20,6 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from loop import limits
 from loop.agents import prices
 from loop.agents.base import (
     Adapter,
@@ -35,6 +34,7 @@ from loop.agents.base import (
     sub,
     whole_json,
 )
+from loop.core import limits
 
 DEFAULT_COMMAND = "gemini --output-format stream-json --approval-mode yolo --skip-trust --prompt={prompt}"
 """`yolo` approves every tool call (shell and edits; `auto_edit` would allow edits only), in a

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 
-from loop import limits
 from loop.agents.base import Adapter, Facts
 from loop.agents.claude import Claude, parse
+from loop.core import limits
 
 TAIL_CHARS = 64 * 1024
 

@@ -22,7 +22,6 @@ from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from loop import limits
 from loop.agents.base import (
     Adapter,
     Facts,
@@ -36,6 +35,7 @@ from loop.agents.base import (
     said,
     sub,
 )
+from loop.core import limits
 
 DEFAULT_COMMAND = "opencode run --format json -- {prompt}"
 """OpenCode's default permission rules allow edits and the shell; `run` never asks (a rule that

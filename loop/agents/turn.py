@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from loop.agents.base import Adapter, Facts
-from loop.model import Turn
-from loop.signals import completion_signal, question
+from loop.core.model import Turn
+from loop.core.signals import completion_signal, question
 
 TEXT_CHARS = 64 * 1024
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loop.errors import FileProblem
+from loop.core.errors import FileProblem
 from loop.formats import claude_goal, claude_task, continuous, prd_status, ralph, task_loop, workflow
 from loop.formats.view import NeighbourLoop
 

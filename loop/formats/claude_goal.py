@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from loop.errors import FileProblem
+from loop.core.errors import FileProblem
 from loop.formats.view import NeighbourLoop
 
 KIND = "claude-goal"

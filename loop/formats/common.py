@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from loop.errors import FileProblem
+from loop.core.errors import FileProblem
 
 MAX_BYTES = 4 * 1024 * 1024
 """Loop state files are a few kilobytes; anything past this is not one, and reading it on every

@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from loop.errors import FileProblem
+from loop.core.errors import FileProblem
 from loop.formats.common import read_text
 from loop.formats.view import NeighbourLoop
 
@@ -56,7 +56,7 @@ def _split(path: Path, text: str) -> tuple[dict[str, Any], str]:
     end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), None)
     if end is None:
         raise FileProblem(path, "the front matter has no closing `---` line (truncated?)", len(lines))
-    from loop.frontmatter import _YAML, yaml_module
+    from loop.store.frontmatter import _YAML, yaml_module
 
     yaml = yaml_module()  # the project's safe loader, which keeps `started_at` as written
     try:

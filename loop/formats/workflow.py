@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loop.errors import FileProblem
+from loop.core.errors import FileProblem
 from loop.formats.common import JsonFields
 from loop.formats.view import NeighbourLoop, normalise
 

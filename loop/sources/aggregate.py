@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loop.model import Aggregate, LoopState, combine, record, replace
-from loop.paths import Workspace
+from loop.core.model import Aggregate, LoopState, combine, record, replace
+from loop.core.timeutil import iso_ms, utcnow
 from loop.sources import claude_tasks, github, prd, task_file, todos
 from loop.sources import graph as graph_source
 from loop.sources.base import disabled
-from loop.timeutil import iso_ms, utcnow
+from loop.store.paths import Workspace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing

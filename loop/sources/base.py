@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loop.model import MAX_ITEMS, SOURCE_NAMES, SourceReport, TaskItem
+from loop.core.model import MAX_ITEMS, SOURCE_NAMES, SourceReport, TaskItem
 
 __all__ = ["MAX_ITEMS", "SOURCE_NAMES", "SourceReport", "TaskItem", "disabled", "unavailable"]
 

@@ -13,8 +13,8 @@ import json
 import os
 from pathlib import Path
 
-from loop.safeopen import read_regular
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
+from loop.store.safeopen import read_regular
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing

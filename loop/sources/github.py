@@ -13,7 +13,7 @@ import json
 import time
 from pathlib import Path
 
-from loop.model import record
+from loop.core.model import record
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
 
 TYPE_CHECKING = False
@@ -173,7 +173,7 @@ def check(
         result = unavailable(NAME, str(exc), now, detail=f"project {config.project}")
         record["error"] = str(exc)  # failures are cached too: a dead network is not asked each Stop
     if cache is not None:
-        from loop.frontmatter import atomic_write
+        from loop.store.frontmatter import atomic_write
 
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)

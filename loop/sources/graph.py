@@ -2,7 +2,7 @@
 count for a loop of workers.
 
 The graph (a Claude Code Tasks list folder, or a JSON or YAML file of the same fields, see
-`loop.graph`) is the loop's work: its tasks are pending, in progress or completed, and a loop
+`loop.sources.taskgraph`) is the loop's work: its tasks are pending, in progress or completed, and a loop
 of workers ends when every one is completed. Counted like the other sources, the tasks show up
 where a person looks (the top panel, the progress bar, `status`, the ending's "done" and
 "remaining" by name) instead of a zero made up for a loop that has no task file.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loop.errors import LoopdeckError
+from loop.core.errors import LoopdeckError
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
 
 NAME = "graph"
@@ -20,7 +20,7 @@ _STATUS = {"pending": "pending", "in_progress": "in_progress", "completed": "don
 
 
 def check(path: Path, now: str) -> SourceReport:
-    from loop import graph
+    from loop.sources import taskgraph as graph
 
     try:
         tasks = graph.read(path)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loop.errors import FileProblem
+from loop.core.errors import FileProblem
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
 
 NAME = "prd"

@@ -12,9 +12,9 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from loop.model import field, record
-from loop.safeopen import read_regular
+from loop.core.model import field, record
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
+from loop.store.safeopen import read_regular
 
 NAME = "task_file"
 MAX_BYTES = 64 * 1024 * 1024
@@ -222,7 +222,7 @@ def mark_current(path: Path, mark: str = "-") -> TaskItem | None:
     Returns the item changed, or None when nothing is open. Writes atomically, so the agent
     editing the same file never sees it half-written.
     """
-    from loop.frontmatter import atomic_write
+    from loop.store.frontmatter import atomic_write
 
     text = path.read_text(encoding="utf-8")
     result = parse(text)

@@ -17,9 +17,9 @@ import json
 import os
 from pathlib import Path
 
-from loop.model import record
-from loop.safeopen import open_regular
+from loop.core.model import record
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
+from loop.store.safeopen import open_regular
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
@@ -234,7 +234,7 @@ class Lookup:
     def _save(self, data: dict[str, Any]) -> None:
         if self.cache_path is None:
             return
-        from loop.frontmatter import atomic_write
+        from loop.store.frontmatter import atomic_write
 
         try:
             self.cache_path.parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loop.prompts import OPENINGS
+from loop.core.prompts import OPENINGS
 from tests.e2e import install_cli
 from tests.e2e.mockapi import MockAPI
 

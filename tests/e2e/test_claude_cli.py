@@ -578,8 +578,8 @@ def test_a_cloned_repositorys_loop_runs_nothing_and_the_agent_cannot_confirm_it(
     shutil.rmtree(project.root)
     subprocess.run(["git", "clone", "-q", str(upstream), str(project.root)], check=True, timeout=60)
     from loop import trust
-    from loop.paths import Workspace
-    from loop.state import StateStore
+    from loop.store.paths import Workspace
+    from loop.store.state import StateStore
 
     ws = Workspace(project.root)
     state = StateStore(ws).read()

@@ -1,6 +1,6 @@
 """The fleet: one row per loop across many workspaces, who needs a person first.
 
-Rows come from `loop.fleet` (the same readers as `status`). The screen owns its clock: every
+Rows come from `loop.views.fleet` (the same readers as `status`). The screen owns its clock: every
 second a worker `stat`s each workspace's loop files and reads again only the folders that
 changed, so fifty idle workspaces cost a few hundred `stat` calls a second. A loop that newly
 needs a person (paused, waiting, escalated, failed, unreadable) rings the bell once.
@@ -23,9 +23,9 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static
 
-from loop import fleet
-from loop.fleet import FleetRow
-from loop.timeutil import utcnow
+from loop.core.timeutil import utcnow
+from loop.views import fleet
+from loop.views.fleet import FleetRow
 from tui.widgets.common import ago
 
 POLL_S = 1.0

@@ -22,9 +22,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
 from loop import formats
-from loop.errors import FileProblem, LoopdeckError
+from loop.core.errors import FileProblem, LoopdeckError
+from loop.core.timeutil import utcnow
 from loop.formats import Found
-from loop.timeutil import utcnow
 from tui.screens.confirm import ConfirmScreen
 from tui.widgets.common import ago, relative
 

@@ -14,7 +14,7 @@ from textual.visual import VisualType
 from textual.widget import Widget
 from textual.widgets import RichLog, Static
 
-from loop.timeutil import human_duration, parse_iso, utcnow
+from loop.core.timeutil import human_duration, parse_iso, utcnow
 
 
 def ago(ts: str | None, now: datetime) -> str:

@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.reactive import var
 from textual.widgets import Static
 
-from loop.gitstate import GitStatus
+from loop.repo.gitstate import GitStatus
 from tui.widgets.common import clip, update_static
 
 

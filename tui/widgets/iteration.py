@@ -11,9 +11,9 @@ from textual.containers import Vertical
 from textual.reactive import var
 from textual.widgets import Sparkline, Static
 
-from loop.snapshot import Snapshot
-from loop.summary import cost_line
-from loop.timeutil import parse_iso
+from loop.core.timeutil import parse_iso
+from loop.views.snapshot import Snapshot
+from loop.views.summary import cost_line
 from tui.widgets.common import clip, clock_of, duration, relative, roughly_ago, set_border, update_static
 
 

@@ -16,9 +16,9 @@ from textual.containers import Vertical
 from textual.reactive import var
 from textual.widgets import Input, RichLog
 
-from loop.journal import Event, message
-from loop.snapshot import JOURNAL_TAIL, Snapshot
-from loop.timeutil import log_stamp
+from loop.core.timeutil import log_stamp
+from loop.store.journal import Event, message
+from loop.views.snapshot import JOURNAL_TAIL, Snapshot
 from tui.widgets.common import TailLog, set_border
 
 HANGING_MIN = 24

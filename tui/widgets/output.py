@@ -31,8 +31,8 @@ from textual.timer import Timer
 from textual.widgets import Input, RichLog
 from textual.worker import Worker
 
-from loop.paths import Workspace
-from loop.snapshot import Snapshot
+from loop.store.paths import Workspace
+from loop.views.snapshot import Snapshot
 from tui.widgets.common import TailLog
 
 TICK_S = 0.1
@@ -74,7 +74,7 @@ def followed(workspace: Workspace, snapshot: Snapshot | None) -> Followed | None
         if newest is None:
             return None
         return Followed(newest, "iteration log", agent if isinstance(agent, str) else None)
-    from loop.state import StateStore
+    from loop.store.state import StateStore
 
     try:
         state = StateStore(workspace).read()

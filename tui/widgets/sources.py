@@ -11,8 +11,8 @@ from rich.text import Text
 from textual.reactive import var
 from textual.widgets import Static
 
-from loop.model import SOURCE_LABELS
-from loop.snapshot import Snapshot
+from loop.core.model import SOURCE_LABELS
+from loop.views.snapshot import Snapshot
 from tui.widgets.common import clip, clock_of, relative, roughly_ago, set_border, update_static
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from textual.reactive import var
 from textual.widgets import Static
 
-from loop.snapshot import Snapshot
-from loop.timeutil import human_duration, parse_iso
+from loop.core.timeutil import human_duration, parse_iso
+from loop.views.snapshot import Snapshot
 from tui.widgets.common import clock_of
 
 STATES = ("running", "paused", "escalated", "failed", "completed", "idle", "error", "pending")

@@ -7,7 +7,7 @@ from textual.containers import Vertical
 from textual.reactive import var
 from textual.widgets import DataTable, Static
 
-from loop.snapshot import Snapshot, Verification
+from loop.views.snapshot import Snapshot, Verification
 from tui.widgets.common import clip
 
 

@@ -19,11 +19,11 @@ from textual.containers import Vertical
 from textual.reactive import var
 from textual.widgets import DataTable, Static
 
-from loop import control
-from loop.errors import LoopdeckError
-from loop.paths import Workspace
-from loop.snapshot import Snapshot
-from loop.timeutil import parse_iso
+from loop.core.errors import LoopdeckError
+from loop.core.timeutil import parse_iso
+from loop.store import control
+from loop.store.paths import Workspace
+from loop.views.snapshot import Snapshot
 from tui.widgets.common import clip, clock_of, duration, set_border
 
 

@@ -1,0 +1,524 @@
+"""`loopdeck install`: put loopdeck's hooks and slash commands into a project's `.claude/`.
+
+What goes where follows Claude Code's own split between shared and personal settings. The hook
+commands name this loopdeck's Python and its launcher by absolute path (Claude Code runs hooks
+without the user's virtual environment on PATH), paths that exist only on this machine, so by
+default they go into `.claude/settings.local.json` (personal, not committed) rather than the
+team's `.claude/settings.json`; `shared=True` writes the team file instead. Claude Code runs the hooks
+of every settings file (they are merged, not replaced) and the more local file wins for `env`.
+The slash command files in `.claude/commands/` hold no path and run no shell, so they can be
+committed: the `UserPromptSubmit` hook (what `loopdeck hook prompt` runs) does their work.
+
+Precise and reversible: a settings file is merged, never replaced (every other key stays, a file
+that is not valid JSON is refused with its line and column). Every change is backed up under a
+name no later run reuses, and what was added is recorded in `.claude/loopdeck/install.json`, so
+`--uninstall` takes out exactly that: the hook entries whose command is the one loopdeck wrote
+(recognised by that exact command, never by a substring), and the `env` values it set, putting
+back any value the user had before. Running it twice changes nothing the second time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loop.core.errors import FileProblem
+from loop.core.timeutil import utcnow
+from loop.store.frontmatter import atomic_write
+from loop.store.paths import Workspace
+from loop.store.safeopen import UnsafePath, check_parent, make_parents, read_regular, write_bytes
+
+BLOCK_CAP = "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP"
+TODO_TOOLS = "CLAUDE_CODE_ENABLE_TODO_TOOLS"
+"""Claude Code 2.1.332 offers the Task tools (TaskCreate/TaskUpdate) to its newer models only
+with this set; the `claude_tasks` source counts what they write."""
+MARKER = "<!-- written by loopdeck install; `loopdeck install --uninstall` removes it -->"
+HOOK_TIMEOUT = 600
+"""Claude Code's default: verification commands run inside the Stop hook on a completion signal."""
+PROMPT_TIMEOUT = 60
+HOOKS = {
+    "Stop": ("stop", HOOK_TIMEOUT),
+    "StopFailure": ("stop-failure", PROMPT_TIMEOUT),
+    "UserPromptSubmit": ("prompt", PROMPT_TIMEOUT),
+}
+SHARED = "settings.json"
+LOCAL = "settings.local.json"
+MANIFEST = "install.json"
+LAUNCHER = Path(__file__).resolve().parent.parent / "launcher.py"
+
+_EXE = r"(?:'[^']*/loopdeck'|[^\s']*/loopdeck|\S+ -m loop\.cli)"
+_LAUNCHED = r"(?:'[^']*'|[^\s']+) -I -S (?:'[^']*/loop/launcher\.py'|[^\s']*/loop/launcher\.py)"
+_RUNNER = rf"(?:{_LAUNCHED}|{_EXE} hook)"
+_OURS = re.compile(
+    rf"\A{_RUNNER} (?:stop|stop-failure|prompt)\Z"
+    rf'|\Af=\$\(mktemp\) && cat > "\$f" && \{{ (?:\$\(command -v setsid\) )?{_RUNNER} stop-failure '
+    r'--input "\$f" </dev/null >/dev/null 2>&1 & \}\Z'
+)
+"""The exact shape of a command loopdeck writes: `<abs python> -I -S <abs path>/loop/launcher.py
+stop|prompt`, or an older install's `<abs path>/loopdeck hook stop|prompt` (or the `python -m
+loop.cli` form). Nothing else is taken for ours, so another tool's `… hook stop` is left alone
+even without the install record."""
+
+
+DETACHED = (
+    'f=$(mktemp) && cat > "$f" && {{ $(command -v setsid) {runner} {event} --input "$f" '
+    "</dev/null >/dev/null 2>&1 & }}"
+)
+"""How the StopFailure hook is installed. `claude -p` ends (and its hooks with it) the moment a
+turn fails, before a Python hook could even start: the shell saves the input in a moment and
+hands it to a detached loopdeck, in a session of its own where `setsid` exists, so that the
+end of Claude Code's process group does not take it along on a busy machine (where it does not,
+`$(command -v setsid)` is empty and the line is as before). The string is loopdeck's own: no
+user text is in it."""
+
+
+def hook_command(runner: str, event: str) -> str:
+    """The command for one hook: `runner` (which ends where the event's name goes) and the event."""
+    if event == "stop-failure":
+        return DETACHED.format(runner=runner, event=event)
+    return f"{runner} {event}"
+
+
+def hook_runner() -> str:
+    """The start of every hook command: this interpreter, isolated and without the site start-up,
+    on the launcher (`loop/launcher.py` says why). The interpreter's path is kept as it is, not
+    resolved: a virtual environment's `python` is a link, and the environment is found through
+    it. Where there is no launcher file to run (a zipped install), the `loopdeck` command."""
+    python = sys.executable
+    if python and os.path.isabs(python) and LAUNCHER.is_file():
+        return shlex.join([python, "-I", "-S", str(LAUNCHER)])
+    return f"{loopdeck_command()} hook"
+
+
+def loopdeck_command() -> str:
+    """The absolute command that runs this loopdeck, whatever PATH Claude Code has."""
+    argv0 = Path(sys.argv[0])
+    if argv0.name == "loopdeck" and argv0.exists():
+        return shlex.quote(str(argv0.resolve()))
+    found = shutil.which("loopdeck")
+    if found:
+        return shlex.quote(str(Path(found).resolve()))
+    return f"{shlex.quote(sys.executable)} -m loop.cli"
+
+
+def commands() -> dict[str, str]:
+    """The slash command files. They run no shell: `loopdeck hook prompt` sees the typed text
+    (`/orchestrator-loop …`) before the model does and acts on it; the body only tells the model
+    what happened (loopdeck's own words arrive as the hook's additional context)."""
+    return {
+        "orchestrator-loop.md": f"""---
+description: Start a loopdeck loop (no arguments: resume it); it works until every task source is empty
+argument-hint: PROMPT [-- --task-file PATH --max-iterations N --completion-promise TEXT]
+---
+{MARKER}
+
+loopdeck's prompt hook has acted on this command: its report is in the context above. If it
+started a loop, the task is the text quoted here, which is the user's request, verbatim:
+
+<task>
+$ARGUMENTS
+</task>
+
+Work on it now. When you try to stop, loopdeck's Stop hook checks every task source and sends
+you back to work while anything is pending, then runs verification loops. Signal completion only
+when it is completely true.
+""",
+        "loop-status.md": f"""---
+description: Show the loopdeck loop's state and its task sources
+---
+{MARKER}
+
+loopdeck's prompt hook put the loop's status in the context above. Report it to the user in a
+few lines, then stop.
+""",
+        "loop-pause.md": f"""---
+description: Pause the loopdeck loop (it is kept; /orchestrator-loop with no arguments resumes it)
+---
+{MARKER}
+
+loopdeck's prompt hook has queued a pause: the loop is paused at your next stop. Say so in one
+line and stop.
+""",
+        "loop-cancel.md": f"""---
+description: Stop the loopdeck loop (it is kept, status stopped)
+---
+{MARKER}
+
+loopdeck's prompt hook has queued a stop: the loop ends at your next stop. Say so in one line
+and stop.
+""",
+    }
+
+
+@dataclass
+class Report:
+    settings: Path
+    changed: bool = False
+    backup: Path | None = None
+    backups: list[Path] = field(default_factory=list)
+    written: list[Path] = field(default_factory=list)
+    removed: list[Path] = field(default_factory=list)
+    moved_from: Path | None = None
+    """The other settings file loopdeck's own entries were taken out of (so they run once)."""
+
+
+def _read_text(path: Path) -> str | None:
+    """A settings or command file's text, None when there is none. A FIFO or device in its place
+    is an error (NotRegularFile), never a hang."""
+    try:
+        data = read_regular(path)
+    except FileNotFoundError:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FileProblem(path, f"not UTF-8 text (byte {exc.start}); expected JSON settings") from None
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's keys, each once: rewriting a file whose `"hooks"` appears twice would keep
+    only the last (JSON readers differ), silently dropping the other."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _load(path: Path) -> dict[str, Any]:
+    text = _read_text(path)
+    if text is None or not text.strip():
+        return {}
+    try:
+        data = json.loads(text, object_pairs_hook=_no_duplicates)
+    except json.JSONDecodeError as exc:
+        raise FileProblem(
+            path, f"not valid JSON (column {exc.colno}: {exc.msg}); fix it and run again", exc.lineno
+        ) from None
+    except _DuplicateKey as exc:
+        raise FileProblem(
+            path,
+            f"the key {json.dumps(exc.key, ensure_ascii=True)} appears twice in one object; loopdeck "
+            "would keep only one of them: merge the two and run again",
+        ) from None
+    except RecursionError:
+        raise FileProblem(path, "nested too deep to read; expected JSON settings") from None
+    if not isinstance(data, dict):
+        raise FileProblem(path, f"is a JSON {type(data).__name__}, expected an object of settings", 1)
+    return data
+
+
+def _expect(container: dict[str, Any], key: str, kind: type, path: Path, where: str) -> Any:
+    value = container.get(key)
+    if value is None:
+        value = kind()
+        container[key] = value
+    if not isinstance(value, kind):
+        raise FileProblem(path, f"{where} is a {type(value).__name__}, expected a {kind.__name__}")
+    return value
+
+
+def _backup(path: Path) -> Path:
+    """Copy `path` to a backup name no other run uses (created exclusively, never overwritten)."""
+    stamp = utcnow().strftime("%Y%m%dT%H%M%S%f")
+    for n in range(1000):
+        candidate = path.with_name(f"{path.name}.bak-{stamp}" + (f"-{n}" if n else ""))
+        try:
+            out = candidate.open("xb")  # exclusive: never through a symlink, never over a file
+        except FileExistsError:
+            continue
+        try:
+            with out, path.open("rb") as src:
+                shutil.copyfileobj(src, out)
+            shutil.copystat(path, candidate)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                candidate.unlink()  # a full disk leaves no half backup behind
+            raise
+        return candidate
+    raise FileProblem(path, "cannot find a free backup name")
+
+
+def _json_text(data: dict[str, Any]) -> str:
+    """The settings as JSON text. A lone surrogate (`"\\ud800"` in the file read) has no UTF-8
+    form: it is written back as the same escape, so nothing of the file is lost or changed."""
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text
+
+
+def _save(path: Path, data: dict[str, Any], report: Report) -> bool:
+    new = _json_text(data)
+    old = _read_text(path)
+    if old == new:
+        return False
+    if old is not None:
+        backup = _backup(path)
+        report.backups.append(backup)
+        report.backup = report.backup or backup
+    atomic_write(path, new.encode("utf-8"))  # never through a symlink, never outside .claude/
+    report.changed = True
+    return True
+
+
+# --- the install record ----------------------------------------------------------------------
+
+
+def _manifest_path(ws: Workspace) -> Path:
+    return ws.private_dir / MANIFEST
+
+
+def _read_manifest(ws: Workspace) -> dict[str, Any]:
+    path = _manifest_path(ws)
+    try:
+        data = json.loads(read_regular(path))
+    except (FileNotFoundError, ValueError, RecursionError):
+        return {"files": {}}
+    if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
+        return {"files": {}}
+    return data
+
+
+def _write_manifest(ws: Workspace, manifest: dict[str, Any]) -> None:
+    path = _manifest_path(ws)
+    if not manifest["files"]:
+        check_parent(path)  # never an unlink through a symlinked folder
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        return
+    make_parents(path)  # a real folder inside .claude/, never a symlink to elsewhere
+    atomic_write(path, (json.dumps(manifest, indent=2) + "\n").encode("ascii"))
+
+
+def _refuse_unsafe(ws: Workspace) -> None:
+    """Refuse, before anything is written, every place install would write through a symlink
+    (a settings file, `.claude/loopdeck`, `.claude/commands` or a command file, `.claude`
+    itself) or where no regular file can go: a refusal half-way would leave the settings
+    changed and the install unrecorded."""
+    for name in (LOCAL, SHARED):
+        check_parent(ws.claude_dir / name)
+        _no_symlink(ws.claude_dir / name)
+    check_parent(_manifest_path(ws))
+    folder = ws.claude_dir / "commands"
+    for name in commands():
+        check_parent(folder / name)
+        _no_symlink(folder / name)
+
+
+def _no_symlink(path: Path) -> None:
+    if path.is_symlink():
+        raise UnsafePath(
+            f"{path} is a symlink (to {os.readlink(path)}); loopdeck does not write through "
+            "symlinks: put the file itself there, or move the link away"
+        )
+
+
+def _is_ours(hook: Any, recorded: set[str]) -> bool:
+    if not isinstance(hook, dict) or hook.get("type", "command") != "command":
+        return False
+    command = hook.get("command")
+    return isinstance(command, str) and (command in recorded or _OURS.match(command) is not None)
+
+
+def _recorded_commands(entry: dict[str, Any]) -> set[str]:
+    hooks = entry.get("hooks")
+    if not isinstance(hooks, dict):
+        return set()
+    return {
+        c for commands in hooks.values() if isinstance(commands, list) for c in commands if isinstance(c, str)
+    }
+
+
+# --- install and uninstall -------------------------------------------------------------------
+
+
+def install(
+    ws: Workspace,
+    *,
+    keep_block_cap: bool = False,
+    local: bool = True,
+    exe: str | None = None,
+) -> Report:
+    """Merge loopdeck's hooks and env into the settings (local by default) and write the commands.
+
+    The hooks run the launcher (`hook_runner`); `exe` names a `loopdeck` command to run them
+    through instead (`<exe> hook stop`), the form older installs wrote."""
+    runner = f"{exe} hook" if exe else hook_runner()
+    name = LOCAL if local else SHARED
+    path = ws.claude_dir / name
+    report = Report(path)
+    _refuse_unsafe(ws)
+    data = _load(path)
+    manifest = _read_manifest(ws)
+    entry: dict[str, Any] = manifest["files"].get(name) or {"hooks": {}, "env": {}, "created": []}
+    recorded = _recorded_commands(entry)
+    created: list[str] = list(entry.get("created") or [])
+    if "hooks" not in data:
+        created.append("hooks")
+    hooks = _expect(data, "hooks", dict, path, '"hooks"')
+    planned: list[tuple[list[Any], str, dict[str, Any]]] = []
+    for event, (argument, timeout) in HOOKS.items():
+        if event not in hooks:
+            created.append(f"hooks.{event}")
+        planned.append(
+            (
+                _expect(hooks, event, list, path, f'"hooks.{event}"'),
+                event,
+                {
+                    "type": "command",
+                    "command": hook_command(runner, argument),
+                    "timeout": timeout,
+                },
+            )
+        )
+    wanted_env = {TODO_TOOLS: "1"} if keep_block_cap else {BLOCK_CAP: "0", TODO_TOOLS: "1"}
+    if "env" not in data:
+        created.append("env")
+    env = _expect(data, "env", dict, path, '"env"')
+    # Every check passed: from here on the data is only changed.
+    new_hooks: dict[str, list[str]] = {}
+    for groups, event, ours in planned:
+        found = False
+        for group in groups:
+            inner = group.get("hooks") if isinstance(group, dict) else None
+            if not isinstance(inner, list):
+                continue
+            for index, hook in enumerate(inner):
+                if _is_ours(hook, recorded) and not found:
+                    inner[index] = {**hook, **ours}
+                    found = True
+        if not found:
+            groups.append({"hooks": [ours]})
+        new_hooks[event] = [ours["command"]]
+    env_record: dict[str, Any] = dict(entry.get("env") or {})
+    for key, value in wanted_env.items():
+        if key not in env_record:
+            env_record[key] = {"set": value, "before": env.get(key)}
+        env[key] = value
+    folder = ws.claude_dir / "commands"
+    to_write = _commands_to_write(folder)  # someone else's file there: refused before any write
+    entry = {
+        "hooks": new_hooks,
+        "env": env_record,
+        "created": sorted(set(created)),
+        "original": entry.get("original"),
+    }
+    manifest["files"][name] = entry
+    # The record first: a failure after it (a full disk) leaves a record of changes maybe not
+    # made, which uninstall takes back harmlessly; the other way round, the user's own values
+    # (`before`) would be lost.
+    _write_manifest(ws, manifest)
+    _save(path, data, report)
+    entry["original"] = entry["original"] or (str(report.backup) if report.backup else None)
+    # The same hooks in the other file would run twice per Stop: take loopdeck's own out of it.
+    other = SHARED if local else LOCAL
+    if (ws.claude_dir / other).exists():
+        moved = _remove(ws, other, manifest, report)
+        if moved:
+            report.moved_from = ws.claude_dir / other
+    _write_manifest(ws, manifest)
+    for target, text in to_write:
+        write_bytes(target, text.encode("utf-8"))  # a planted symlink is refused, not followed
+        report.written.append(target)
+    return report
+
+
+def _commands_to_write(folder: Path) -> list[tuple[Path, str]]:
+    """The slash command files that are missing or out of date; FileProblem for one that is
+    someone else's."""
+    out = []
+    for file_name, text in commands().items():
+        target = folder / file_name
+        try:
+            current = read_regular(target).decode("utf-8", "replace")
+        except FileNotFoundError:
+            current = None
+        if current is not None and MARKER not in current:
+            raise FileProblem(target, "exists and was not written by loopdeck; move it away first")
+        if current != text:
+            out.append((target, text))
+    return out
+
+
+def _remove(ws: Workspace, name: str, manifest: dict[str, Any], report: Report) -> bool:
+    """Take loopdeck's entries out of one settings file; True when the file changed."""
+    path = ws.claude_dir / name
+    entry = manifest["files"].pop(name, None) or {}
+    recorded = _recorded_commands(entry)
+    created = set(entry.get("created") or [])
+    data = _load(path)
+    hooks = data.get("hooks")
+    if isinstance(hooks, dict):
+        for event in list(hooks):
+            groups = hooks[event]
+            if not isinstance(groups, list):
+                continue
+            kept = []
+            for group in groups:
+                inner = group.get("hooks") if isinstance(group, dict) else None
+                if isinstance(inner, list):
+                    rest = [h for h in inner if not _is_ours(h, recorded)]
+                    if not rest and len(rest) != len(inner):
+                        continue  # a group that held only ours goes with it
+                    group = {**group, "hooks": rest}
+                kept.append(group)
+            hooks[event] = kept
+            if not kept and f"hooks.{event}" in created:
+                del hooks[event]
+        if not hooks and "hooks" in created:
+            del data["hooks"]
+    env = data.get("env")
+    records = entry.get("env")
+    if isinstance(env, dict) and isinstance(records, dict):
+        for key, record in records.items():
+            if not isinstance(record, dict) or env.get(key) != record.get("set"):
+                continue  # changed since: the user's now
+            before = record.get("before")
+            if before is None:
+                del env[key]
+            else:
+                env[key] = before
+        if not env and "env" in created:
+            del data["env"]
+    if not path.exists():
+        return False
+    return _save(path, data, report)
+
+
+def uninstall(ws: Workspace, *, local: bool = True) -> Report:
+    """Take out what `install` added, from both settings files, and the command files it wrote."""
+    _refuse_unsafe(ws)
+    manifest = _read_manifest(ws)
+    report = Report(ws.claude_dir / (LOCAL if local else SHARED))
+    for name in (LOCAL, SHARED):
+        if (ws.claude_dir / name).exists():
+            _remove(ws, name, manifest, report)
+    _write_manifest(ws, manifest)
+    folder = ws.claude_dir / "commands"
+    for name in commands():
+        target = folder / name
+        try:
+            current = read_regular(target).decode("utf-8", "replace")
+        except FileNotFoundError:
+            continue
+        if MARKER in current:
+            target.unlink()
+            report.removed.append(target)
+    return report

@@ -1,0 +1,123 @@
+"""`loopdeck run --workers N`: the options, checked, and the parallel runner started.
+
+Apart from `loop.cli.long` so that the single runner's verb stays as it was: `--workers 1` is
+today's runner, unchanged."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+from loop.core.errors import LoopdeckError
+from loop.core.scheduler import MAX_WORKERS, board_of
+from loop.drivers.runner import Options, Runner
+from loop.store.paths import Workspace
+from loop.store.state import LoopState
+
+DEFAULT_GOAL = "Work through the task graph"
+
+
+def graph_path(args: argparse.Namespace, ws: Workspace, existing: LoopState | None) -> Path:
+    """The graph named on the command line, else the one the loop recorded."""
+    if args.graph and args.task_list:
+        raise LoopdeckError("give --graph or --task-list, not both")
+    if args.task_list:
+        from loop.sources.claude_tasks import claude_home
+
+        return claude_home() / "tasks" / str(args.task_list)
+    if args.graph:
+        path = Path(str(args.graph)).expanduser()
+        return inside(ws, path if path.is_absolute() else (Path.cwd() / path).resolve())
+    recorded = board_of(existing).graph if existing is not None else ""
+    if recorded:
+        return inside(ws, Path(recorded))
+    raise LoopdeckError(
+        "--workers needs a task graph: --graph PATH (folder or .json/.yaml) or --task-list ID"
+    )
+
+
+def inside(ws: Workspace, path: Path) -> Path:
+    """The graph is written (owners, statuses): it must be inside the workspace, or a Claude Code
+    task list (`~/.claude/tasks/ID`), never anywhere a state file names."""
+    from loop.sources.claude_tasks import claude_home
+
+    real = path.resolve()
+    for root in (ws.root.resolve(), (claude_home() / "tasks").resolve()):
+        if real != root and real.is_relative_to(root):
+            return real
+    raise LoopdeckError(
+        f"the task graph {path} is outside the workspace {ws.root}; expected a file or folder inside "
+        "it, or a Claude Code task list (--task-list ID)"
+    )
+
+
+def run_parallel(
+    args: argparse.Namespace,
+    ws: Workspace,
+    options: Options,
+    runner: Runner,
+    existing: LoopState | None,
+    create: Callable[[], LoopState],
+) -> int:
+    if not 1 <= args.workers <= MAX_WORKERS:
+        raise LoopdeckError(f"--workers takes 1 to {MAX_WORKERS}, not {args.workers}")
+    if args.workers == 1:
+        return runner.run(create)
+    from loop.drivers.parallel import Parallel, ParallelRunner
+
+    path = graph_path(args, ws, existing)
+    if args.audit and args.audit_agent:
+        raise LoopdeckError("give --audit or --audit-agent, not both")
+    audit, audit_agent = args.audit, args.audit_agent
+    board = board_of(existing) if existing is not None else None
+    if board is not None and board.audit and not (audit or audit_agent):
+        # the audit this loop recorded (confirmed like the rest of what the state names)
+        audit, audit_agent = (None, board.audit) if board.audit_kind == "agent" else (board.audit, None)
+    given = frozenset(
+        name
+        for name, value in (
+            ("graph", args.graph or args.task_list),
+            ("audit", args.audit or args.audit_agent),
+        )
+        if value
+    )
+    parallel = Parallel(
+        path,
+        args.workers,
+        audit,
+        audit_agent,
+        tuple(args.verify_allow or ()),
+        given=given,
+        isolation=getattr(args, "isolation", None),
+        strategy=getattr(args, "merge", None) or (board.strategy if board is not None else "merge"),
+    )
+
+    def create_parallel() -> LoopState:
+        from loop.store.control import end_offset
+
+        prompt = " ".join(args.prompt).strip() or DEFAULT_GOAL
+        from loop.cli import limits_from
+
+        state = LoopState.new(
+            prompt,
+            max_iterations=args.max_iterations if args.max_iterations is not None else 100,
+            check_tasks=False,
+            check_github=False,
+            control_offset=end_offset(ws),
+            verify=list(args.verify or []),
+            limits=limits_from(args),
+            notify=list(args.notify or []),
+        )
+        if args.verify_allow:
+            state.extra["verify_allow"] = list(args.verify_allow)
+        return state
+
+    return ParallelRunner(ws, options, parallel, runner=runner).run(create_parallel)
+
+
+def recorded_workers(state: LoopState) -> int | None:
+    """How many workers a loop of workers had (its board), so that `run` and `resume` go on
+    with the parallel driver; None for the other loops."""
+    board = board_of(state)
+    return board.capacity if board.graph and board.capacity > 1 else None

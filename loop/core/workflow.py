@@ -1,0 +1,99 @@
+"""The parallel loop's decisions, composed: the engine's for the loop, the scheduler's for the
+workers, as pure functions of (state, facts, now) → Step.
+
+The driver on this machine (`loop.drivers.parallel`) carries these steps out with processes, worktrees
+and files; a driver elsewhere (workers on other machines) carries out the same steps with its
+own means. Keeping the composition here, and pure, is what makes the two the same loop: every
+transition comes from `loop.core.engine`, every worker rule from `loop.core.scheduler`, and this module
+only says in which order they are asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+
+from loop.core import engine, scheduler
+from loop.core.model import Aggregate, Command, LoopState, Turn
+from loop.core.scheduler import Step, Task, TurnEnd
+
+
+def settle(step: Step, now: datetime) -> Step:
+    """A worker rule found that the loop needs a person: the engine escalates."""
+    if step.needs is not None and step.state.status == "running":
+        kind, reason, data = step.needs
+        step.absorb(engine.escalate(step.seal(), kind, reason, now, **data))
+        step.needs = None
+    return step
+
+
+def cycle(state: LoopState, tasks: Sequence[Task], now: datetime, sources: Aggregate | None) -> Step:
+    """A scheduling pass: the loop completes when every task is done and no worker is left;
+    else the engine admits turns (each an iteration, within the limits) and the scheduler
+    starts them, deferring what must wait."""
+    if scheduler.finished(state, tasks):
+        done = scheduler.step_of(state)
+        return done.absorb(engine.finish(state, f"all {len(tasks)} tasks completed", sources, now))
+    wanted = scheduler.startable(state, tasks)
+    admitted, result = engine.admit(state, wanted, now)
+    step = scheduler.step_of(state).absorb(result)
+    return settle(scheduler.cycle(step, tasks, now, admitted, wanted), now)
+
+
+def turn(
+    state: LoopState,
+    facts: Turn,
+    *,
+    worker: str,
+    task: str,
+    changed: bool,
+    asked: str | None,
+    end: TurnEnd,
+    now: datetime,
+) -> Step:
+    """A worker's turn ended: the engine judges it for the loop (the same judgement as the
+    runner's turn), the scheduler applies the verdict to the worker."""
+    verdict, result = engine.worker_turn(
+        state, facts, worker=worker, task=task, changed=changed, asked=asked, now=now
+    )
+    step = scheduler.step_of(state).absorb(result)
+    return settle(scheduler.turn_ended(step, replace(end, verdict=verdict, asked=asked)), now)
+
+
+def audited(state: LoopState, worker: str, approved: bool, feedback: str, now: datetime) -> Step:
+    return settle(scheduler.audited(scheduler.step_of(state), worker, approved, feedback), now)
+
+
+def merged(state: LoopState, worker: str, sha: str | None) -> Step:
+    return scheduler.merged(scheduler.step_of(state), worker, sha)
+
+
+def merge_failed(
+    state: LoopState, worker: str, why: str, feedback: str, conflict: bool, now: datetime
+) -> Step:
+    return settle(scheduler.merge_failed(scheduler.step_of(state), worker, why, feedback, conflict), now)
+
+
+def command(state: LoopState, cmd: Command, sources: Aggregate | None, now: datetime) -> Step:
+    """A person's command: to one worker, the scheduler's; to the whole loop, the engine's,
+    then what it means for the workers."""
+    if cmd.target:
+        return scheduler.command(scheduler.step_of(state), cmd)
+    step = scheduler.step_of(state).absorb(engine.commands(state, [cmd], sources, now))
+    return scheduler.after_loop_command(step, [cmd.kind], cmd.reason)
+
+
+def escalate(state: LoopState, kind: str, reason: str, now: datetime) -> Step:
+    return scheduler.step_of(state).absorb(engine.escalate(state, kind, reason, now))
+
+
+def interrupt(state: LoopState, pause: bool, reason: str, now: datetime) -> Step:
+    """SIGINT (pause) or SIGTERM (stop) to the driver: the engine decides, the workers end and
+    give their tasks back."""
+    return scheduler.release(scheduler.step_of(state).absorb(engine.interrupt(state, pause, reason, now)))
+
+
+def headless_end(state: LoopState) -> Step:
+    """Nobody is watching and the loop waits for a person: the workers end, tasks given back."""
+    return scheduler.release(scheduler.step_of(state))

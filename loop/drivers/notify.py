@@ -1,0 +1,197 @@
+"""Telling a person when they are needed or the loop ends: escalations, questions, usage-limit
+waits, completion, failure.
+
+The targets are the person's (`--notify`, kept in the state): `desktop` (notify-send where it
+exists), an `http(s)://` webhook (a JSON POST whose `text` field Slack-compatible services
+show), `cmd:PROGRAM ARGS…` (run with the message as its last argument: argv, never a shell),
+and `apprise:URL` for the services Apprise speaks (Discord, Telegram, ntfy, e-mail…) when it is
+installed. `bell` is the monitor's own bell and needs nothing sent.
+
+Sending is never on the loop's path: the writer hands the messages to a detached process
+(`python -m loop.drivers.notify`), so the Stop hook pays a fork at most, and a slow or failing target
+is journaled as a warning and never stops or delays the loop.
+
+What is sent is redacted (an agent's question can quote a token), and a failing target is
+journaled by its scheme and host only: a Slack or Discord webhook's path is its secret.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from loop.core.redact import redact, redact_obj, target_shown
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
+    from typing import Any
+
+
+NOTIFY_KINDS = ("escalation", "question", "usage-limit", "completed", "failed")
+"""The events a person is told about."""
+
+TIMEOUT_S = 10.0
+TARGETS = "use desktop, bell, an http(s) URL, cmd:PROGRAM or apprise:URL"
+
+
+def messages(events: list[tuple[str, dict[str, Any]]], where: str, iteration: int) -> list[dict[str, Any]]:
+    """The notifications due for these journaled events (pure: what to say, not how)."""
+    out = []
+    for kind, data in events:
+        if kind not in NOTIFY_KINDS:
+            continue
+        if kind == "escalation":
+            text = f"loopdeck needs you: {data.get('reason', 'the loop escalated')}"
+        elif kind == "question":
+            text = f"loopdeck: the agent asks: {data.get('question', '')}"
+        elif kind == "usage-limit":
+            text = f"loopdeck: usage limit reached; waiting until {data.get('until', '?')}"
+        elif kind == "completed":
+            text = f"loopdeck: loop complete ({data.get('reason', '')})"
+        else:
+            text = f"loopdeck: loop FAILED ({data.get('reason', '')})"
+        text = redact(f"{text} [{where}, iteration {iteration}]")
+        out.append({"kind": kind, "text": text, "iteration": iteration})
+    return out
+
+
+def send_detached(root: Path, targets: list[str], due: list[dict[str, Any]]) -> None:
+    """Hand `due` to a detached sender process and return at once."""
+    if not targets or not due:
+        return
+    import subprocess
+
+    payload = json.dumps({"root": str(root), "targets": targets, "messages": due}).encode("utf-8")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loop.drivers.notify"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # outlives a hook that exits at once; never gets its signals
+        cwd=root,
+    )
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(payload)
+        proc.stdin.close()
+    except OSError:
+        pass
+
+
+def send(target: str, message: dict[str, Any], root: Path) -> None:
+    """Deliver one message to one target; raises on failure (the caller journals it). The
+    text is redacted here too, whoever built the message."""
+    text = redact(str(message.get("text", "")))
+    if target == "bell":
+        return  # the monitor rings its own bell on these events
+    if target == "desktop":
+        import shutil
+        import subprocess
+
+        exe = shutil.which("notify-send")
+        if exe is None:
+            raise RuntimeError("notify-send is not installed")
+        subprocess.run([exe, "loopdeck", text], check=True, timeout=TIMEOUT_S, capture_output=True)
+        return
+    if target.startswith(("http://", "https://")):
+        import urllib.request
+
+        body = json.dumps(
+            redact_obj(
+                {
+                    "text": text,
+                    "kind": message.get("kind"),
+                    "workspace": str(root),
+                    "iteration": message.get("iteration"),
+                }
+            )
+        ).encode("utf-8")
+        request = urllib.request.Request(
+            target, data=body, headers={"Content-Type": "application/json"}, method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+            response.read(1024)
+        return
+    if target.startswith("cmd:"):
+        import shlex
+        import subprocess
+
+        argv = shlex.split(target[4:])
+        if not argv:
+            raise ValueError("cmd: names no program")
+        subprocess.run([*argv, text], check=True, timeout=TIMEOUT_S, capture_output=True, cwd=root)
+        return
+    if target.startswith("apprise:"):
+        try:
+            import apprise  # type: ignore[import-not-found]
+        except ImportError:
+            raise RuntimeError("apprise is not installed (pip install apprise)") from None
+        sender = apprise.Apprise()
+        if not sender.add(target[len("apprise:") :]) or not sender.notify(body=text, title="loopdeck"):
+            raise RuntimeError("apprise could not deliver it")
+        return
+    raise ValueError(
+        f"unknown notification target {target!r} (desktop, bell, an http(s) URL, cmd:…, apprise:…)"
+    )
+
+
+def check_target(target: str) -> str | None:
+    """Why `target` can never work, or None: refused when the loop is configured, not at 3 a.m."""
+    if target in ("bell", "desktop") or target.startswith(("http://", "https://", "apprise:")):
+        return None
+    if target.startswith("cmd:"):
+        import shlex
+
+        try:
+            return None if shlex.split(target[4:]) else "cmd: names no program"
+        except ValueError as exc:
+            return f"cmd: cannot be read ({exc})"
+    return f"unknown notification target {target!r}: {TARGETS}"
+
+
+def main() -> int:
+    """The detached sender: every message to every target, failures journaled."""
+    try:
+        job = json.loads(sys.stdin.buffer.read(1024 * 1024))
+        root = Path(job["root"])
+        targets = [str(t) for t in job["targets"]]
+        due = [m for m in job["messages"] if isinstance(m, dict)]
+    except (OSError, ValueError, KeyError, TypeError):
+        return 2
+    from loop.store.journal import Journal
+    from loop.store.paths import Workspace
+
+    journal = Journal(Workspace(root).journal)
+    for message in due:
+        for target in targets:
+            try:
+                send(target, message, root)
+            except Exception as exc:  # a target failing must never stop anything: say it
+                journal.append("warning", message.get("iteration"), {"message": failure_line(target, exc)})
+    return 0
+
+
+def failure_line(target: str, exc: BaseException) -> str:
+    """The journal's line for a failed notification: the target by its scheme and host (its
+    path, query and user part can be its secret), and why, without the target in it again
+    (urllib quotes the URL it refuses) nor the message (a failed command's argv holds it)."""
+    import subprocess
+
+    shown = target_shown(target)
+    if isinstance(exc, subprocess.CalledProcessError):
+        why = f"exit status {exc.returncode}"
+    elif isinstance(exc, subprocess.TimeoutExpired):
+        why = f"no answer within {TIMEOUT_S:g} s"
+    else:
+        why = str(exc)
+        for secret in {target, target.removeprefix("apprise:"), target.split("?")[0]}:
+            if secret:
+                why = why.replace(secret, shown)
+    return redact(f"notification to {shown} failed: {type(exc).__name__}: {why}")
+
+
+if __name__ == "__main__":
+    os.umask(0o077)
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""Checks before the first iteration: mistakes a loop would otherwise find out overnight.
+
+`loopdeck run` and `loopdeck start` check that the agent's executable resolves (and the
+fallback agent's; a missing CLI is named with its install command), that the task
+file exists and that `gh` is logged in when a GitHub project is configured. Without them a typo
+shows up as an agent that "fails" five times and escalates, a source that reads as empty, or a
+loop kept going on an uncertain count. Every problem is one line that says what to do; all are
+reported at once, and the verb exits 1 before it writes anything.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from loop.core.errors import LoopdeckError
+
+GH_TIMEOUT_S = 10.0
+
+
+def _gh_logged_in(gh: str) -> bool:
+    try:
+        done = subprocess.run(
+            [gh, "auth", "status"],
+            capture_output=True,
+            timeout=GH_TIMEOUT_S,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def _set(value: str | None) -> str | None:
+    """None for the state file's "null" spellings and blanks."""
+    return None if value is None or value.strip() in ("", "null") else value
+
+
+def _agent_problems(root: Path, command: str, option: str, which: Callable[[str], str | None]) -> list[str]:
+    """Whether the agent command's executable resolves; a missing CLI is named with its install
+    command (`npm install -g @openai/codex`, …)."""
+    what = "the fallback agent" if option == "--fallback-agent" else "the agent"
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        return [f"{what} command {command!r} cannot be read ({exc})"]
+    if not argv:
+        return [f"{what} command is empty: name one with {option} AGENT"]
+    exe = argv[0]
+    if "/" in exe:
+        path = (root / exe).resolve()
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            return [f"{what} {exe!r} is not an executable file (as seen from {root})"]
+        return []
+    if which(exe) is not None:
+        return []
+    from loop.agents import install_hint
+
+    hint = install_hint(os.path.basename(exe)) or f"install {exe}"
+    return [f"{what} {exe!r} is not on PATH: {hint}, or name another with {option} AGENT"]
+
+
+def problems(
+    root: Path,
+    *,
+    agent: str | None = None,
+    fallback_agent: str | None = None,
+    task_file: str | None = None,
+    github_project: str | None = None,
+    which: Callable[[str], str | None] = shutil.which,
+    gh_logged_in: Callable[[str], bool] = _gh_logged_in,
+) -> list[str]:
+    """One line per mistake found; empty when the loop can start."""
+    found: list[str] = []
+    for option, command in (("--agent", agent), ("--fallback-agent", fallback_agent)):
+        if command is not None:
+            found += _agent_problems(root, command, option, which)
+    task = _set(task_file)
+    if task is not None and not (root / task).is_file():
+        found.append(f"the task file {task} does not exist in {root}: create it, or leave out --task-file")
+    project = _set(github_project)
+    if project is not None:
+        gh = which("gh")
+        if gh is None:
+            found.append(
+                f"GitHub project {project} is configured but `gh` is not installed: "
+                "install it, or pass --no-github"
+            )
+        elif not gh_logged_in(gh):
+            found.append(
+                f"`gh` is not logged in (run `gh auth login`), needed for GitHub project {project}; "
+                "or pass --no-github"
+            )
+    return found
+
+
+def require(
+    root: Path,
+    *,
+    agent: str | None = None,
+    fallback_agent: str | None = None,
+    task_file: str | None = None,
+    github_project: str | None = None,
+) -> None:
+    """Raise one LoopdeckError listing every problem (a line each), or return."""
+    found = problems(
+        root, agent=agent, fallback_agent=fallback_agent, task_file=task_file, github_project=github_project
+    )
+    if found:
+        raise LoopdeckError("\n".join(found))

@@ -1,0 +1,118 @@
+"""Starting a loop: the one place a new in-session loop is created and confirmed.
+
+`loopdeck start` (a person at a terminal) and `/orchestrator-loop` (a person typing in a Claude
+Code session, through the prompt hook) both come here with the values that person gave, so
+both check them the same way, write the state through the writer and record the confirmation:
+everything the loop names was chosen by a person on this machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from loop.core.errors import LoopdeckError
+from loop.core.model import LoopState
+from loop.store.paths import Workspace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+@dataclass
+class Request:
+    """What a person asked for when starting a loop."""
+
+    prompt: str
+    max_iterations: int = 100
+    completion_promise: str = "null"
+    task_file: str | None = None
+    check_tasks: bool = True
+    check_github: bool = True
+    github_project: str | None = None
+    verify: list[str] = field(default_factory=list)
+    verify_allow: list[str] = field(default_factory=list)
+    limits: dict[str, int] = field(default_factory=dict)
+    notify: list[str] = field(default_factory=list)
+    force: bool = False
+
+
+def start_loop(ws: Workspace, request: Request, by: str) -> tuple[LoopState, list[str]]:
+    """Check `request`, write the new loop's state, record it as a person's choice (`by`: how
+    they gave it); the state and the lines to show them. Nothing is written when a check fails."""
+    prompt = request.prompt.strip()
+    if not prompt:
+        raise LoopdeckError("start needs a PROMPT: what the agent should work on")
+    if not 0 <= request.max_iterations < 2**63:
+        raise LoopdeckError("--max-iterations must be 0 (no limit) or more, a whole number below 2^63")
+    from loop import verify
+
+    for command in request.verify:
+        verify.check(command, request.verify_allow, cwd=ws.root)  # refused before the loop starts
+    if request.task_file:
+        from loop.sources.task_file import resolve
+
+        try:
+            resolve(ws.root, request.task_file)
+        except (ValueError, OSError, RuntimeError) as exc:
+            raise LoopdeckError(str(exc)) from None
+    from loop.drivers import preflight
+
+    preflight.require(
+        ws.root,
+        task_file=request.task_file,
+        github_project=request.github_project if request.check_github else None,
+    )
+    from loop.drivers import writer
+    from loop.store.control import end_offset
+    from loop.store.journal import Journal
+    from loop.store.state import StateStore
+
+    store = StateStore(ws)
+    journal = Journal(ws.journal)
+    with store.locked():
+        state = LoopState.new(
+            prompt,
+            max_iterations=request.max_iterations,
+            completion_promise=request.completion_promise,
+            task_file=request.task_file or "null",
+            check_tasks=request.check_tasks,
+            check_github=request.check_github,
+            github_project_id=request.github_project or "",
+            verify=list(request.verify),
+            control_offset=end_offset(ws),
+            limits=dict(request.limits),
+            notify=list(request.notify),
+        )
+        if request.verify_allow:
+            state.extra["verify_allow"] = list(request.verify_allow)
+        writer.start(ws, store, journal, state, force=request.force)
+        lines = confirm(ws, state, by)
+    journal.append(
+        "loop-started",
+        0,
+        {"max_iterations": state.max_iterations, "prompt": prompt[:200], "promise": state.promise},
+    )
+    limit = state.max_iterations or "no limit"
+    lines.append(f"loop started in {ws.root} (max iterations: {limit})")
+    if state.promise:
+        lines.append(f"To finish, the agent outputs <promise>{state.promise}</promise> (only when true).")
+    else:
+        lines.append("To finish, the agent outputs ALL_TASKS_COMPLETE (only when every task is done).")
+    return state, lines
+
+
+def confirm(ws: Workspace, state: LoopState, by: str) -> list[str]:
+    """Record that a person here confirmed the loop. A home folder that cannot keep the record
+    is said (the loop then asks to be confirmed again), never a traceback."""
+    from loop import trust
+
+    try:
+        trust.record(ws, state, by)
+    except OSError as exc:
+        reason: Any = exc.strerror or exc
+        return [
+            f"warning: could not record the confirmation in {trust.home(ws.root)} ({reason}); "
+            "the loop will ask to be confirmed again (`loopdeck trust`)"
+        ]
+    return []

@@ -1,0 +1,280 @@
+"""One agent run: a child in its own process group, its output streamed to a log file.
+
+The runner starts a fresh agent per iteration. The child gets its own process
+group so that a timeout, a skip or the runner's own death takes the agent *and everything it
+started* down with it; on Linux it is also told to die with the runner (PR_SET_PDEATHSIG). Its
+output goes to `.claude/loopdeck/iterations/NNNN.log` as it comes, and only a bounded tail is
+kept in memory, however much it prints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from loop.agents.claude import DEFAULT_COMMAND, DEFAULT_ENV
+from loop.core.model import RUNNER_ENV
+from loop.core.redact import LineRedactor, redact
+from loop.store.safeopen import UnsafePath, make_parents, open_append, write_bytes
+
+DEFAULT_AGENT = DEFAULT_COMMAND
+"""Claude Code in print mode, allowed to edit and run commands in the workspace (why: see
+`loop.agents.claude.DEFAULT_COMMAND`; the adapters hold every CLI's default command)."""
+DEFAULT_AGENT_ENV = DEFAULT_ENV
+TAIL_BYTES = 4 * 1024 * 1024
+GRACE_S = 5.0
+LOG_LINE_BYTES = 1024 * 1024
+"""A line longer than this is written to the log (redacted) without waiting for its end."""
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+PLACEHOLDERS = ("{prompt}", "{prompt_file}")
+SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "busybox"})
+INTERPRETERS = frozenset({"python", "python3", "node", "perl", "ruby", "php", "deno", "bun"})
+"""Programs whose `-c`/`-e` argument is code: a placeholder there would run the task's text."""
+
+
+class AgentCommandRefused(ValueError):
+    """An `--agent` template that would put the prompt (task titles, agent-written text) where
+    a shell or an interpreter reads it as code."""
+
+
+def _code_option(arg: str, program: str) -> bool:
+    """Is `arg` the option after which `program` takes its code (`-c`, `-lc`, `-e`)?"""
+    if not arg.startswith("-") or arg.startswith("--"):
+        return False
+    letters = arg[1:]
+    if program in SHELLS:
+        return "c" in letters
+    return letters in ("c", "e", "-eval", "p") or letters.endswith(("c", "e"))
+
+
+def check_template(command: str) -> list[str]:
+    """The template's words, or AgentCommandRefused when `{prompt}`/`{prompt_file}` would be
+    read as code: inside the command string of `sh -c` (any known shell, also after `env`,
+    `timeout`…), or of `python -c`/`node -e`, or embedded with other text in the arguments that
+    follow it. A placeholder as a whole argument after the code (`sh -c '… "$1"' sh {prompt}`)
+    is a plain argument and fine. Run it at startup so a bad template fails before the loop."""
+    argv = shlex.split(command)
+    if not argv:
+        raise AgentCommandRefused("the agent command is empty")
+    for i, word in enumerate(argv):
+        program = os.path.basename(word)
+        if program not in SHELLS and program not in INTERPRETERS:
+            continue
+        for j in range(i + 1, len(argv)):
+            if not _code_option(argv[j], program):
+                continue
+            code = argv[j + 1] if j + 1 < len(argv) else ""
+            rest = argv[j + 2 :]
+            for placeholder in PLACEHOLDERS:
+                embedded = [a for a in rest if placeholder in a and a != placeholder]
+                if placeholder in code or embedded:
+                    raise AgentCommandRefused(
+                        f"the agent command {command!r} puts {placeholder} inside the code that "
+                        f"{program} {argv[j]} runs, so a task title such as `x$(touch y)` would "
+                        f"run as a command; pass it as a separate argument instead "
+                        f"(e.g. {program} -c '… \"$1\"' {program} {placeholder}) or leave it out "
+                        "and read the prompt from stdin"
+                    )
+            break
+    return argv
+
+
+def argv_for(command: str, prompt: str, prompt_file: Path) -> tuple[list[str], bool]:
+    """The agent's argv, and whether the prompt goes on stdin (no `{prompt}` placeholder).
+
+    `{prompt}` and `{prompt_file}` are argv values, never shell text: `check_template` refuses
+    a template that would hand them to a shell. The prompt file is written without following
+    a symlink in its place. The prompt is redacted, wherever it goes (a file kept with the
+    logs, an argv any local user can list): what it is built from (the loop's prompt, answers,
+    notes) is kept redacted, and so the agent is told the same in every form."""
+    argv = check_template(command)
+    prompt = redact(prompt)
+    uses_stdin = True
+    out = []
+    for arg in argv:
+        if "{prompt_file}" in arg:
+            write_bytes(prompt_file, prompt.encode("utf-8", "replace"))
+            arg = arg.replace("{prompt_file}", str(prompt_file))
+            uses_stdin = False
+        if "{prompt}" in arg:
+            arg = arg.replace("{prompt}", prompt)
+            uses_stdin = False
+        out.append(arg)
+    return out, uses_stdin
+
+
+@dataclass
+class Run:
+    exit_code: int | None
+    duration_s: float
+    tail: bytes
+    timed_out: bool = False
+    interrupted: str | None = None
+    """Why the runner ended the agent early (skip, complete, signal), if it did."""
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out and self.interrupted is None and not self.error
+
+
+def final_text(tail: bytes) -> str:
+    """The agent's last words: its final message as its CLI prints it (Claude Code's `result`,
+    Codex's last `agent_message`, Gemini's response, OpenCode's last text part: the adapter of
+    whichever CLI printed the output, `loop.agents.detect`), else the plain text it printed."""
+    text = tail.decode("utf-8", "replace")
+    from loop import agents
+    from loop.core.timeutil import utcnow
+
+    adapter = agents.detect(text)
+    if adapter.name not in ("claude", "text"):
+        said = adapter.read(text, 0, utcnow()).text
+        if said is not None:
+            return said
+    lines = [line for line in text.splitlines() if line.strip()]
+    for line in reversed(lines[-200:]):
+        stripped = line.strip()
+        if not stripped.startswith("{"):
+            continue
+        try:
+            obj = json.loads(stripped)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and obj.get("type") == "result" and isinstance(obj.get("result"), str):
+            return str(obj["result"])
+    whole = text.strip()
+    if whole.startswith("{"):
+        try:
+            obj = json.loads(whole)
+        except ValueError:
+            pass
+        else:
+            if isinstance(obj, dict) and isinstance(obj.get("result"), str):
+                return str(obj["result"])
+    return text[-64 * 1024 :]
+
+
+def run(
+    command: str,
+    prompt: str,
+    cwd: Path,
+    log_path: Path,
+    timeout: float | None,
+    interrupt: Callable[[], str | None],
+    poll: float = 0.2,
+    env: dict[str, str] | None = None,
+    preexec: Callable[[], None] | None = None,
+) -> Run:
+    """Run the agent to the end, or until `timeout`, or until `interrupt()` names a reason."""
+    start = time.monotonic()
+    log: BinaryIO | None = None
+    base = dict(os.environ if env is None else env)
+    if command == DEFAULT_AGENT:
+        base = {**DEFAULT_AGENT_ENV, **base}
+    env = {**base, **RUNNER_ENV}
+    try:
+        make_parents(log_path)
+        log = open_append(log_path)  # opened here so that a planted symlink fails the start
+        argv, uses_stdin = argv_for(command, prompt, log_path.with_suffix(".prompt.md"))
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            stdin=subprocess.PIPE if uses_stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=preexec or _die_with_parent,  # the runner's supervisor registers it
+            env=env,
+        )
+    except (OSError, ValueError, UnsafePath) as exc:
+        if log is not None:
+            log.close()
+        why = str(exc.strerror) if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return Run(None, 0.0, b"", error=f"cannot start the agent {command!r}: {why}")
+    tail: deque[bytes] = deque()
+    size = [0]
+
+    def pump() -> None:
+        """Stream the output to the log a line at a time, redacted (a secret split across two
+        reads is still whole in a line, a private key across two is dropped to its end); keep
+        the raw tail for the runner to read."""
+        assert proc.stdout is not None and log is not None
+        lines = LineRedactor(LOG_LINE_BYTES)
+        with log:
+            while chunk := os.read(proc.stdout.fileno(), 65536):
+                done = lines.feed(chunk)
+                if done:
+                    log.write(done)
+                    log.flush()
+                tail.append(chunk)
+                size[0] += len(chunk)
+                while size[0] > TAIL_BYTES and len(tail) > 1:
+                    size[0] -= len(tail.popleft())
+            log.write(lines.close())
+
+    def feed() -> None:
+        assert proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError, OSError):
+            proc.stdin.write(redact(prompt).encode("utf-8"))
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    if uses_stdin:
+        threading.Thread(target=feed, daemon=True).start()
+    timed_out = False
+    interrupted: str | None = None
+    while proc.poll() is None:
+        if timeout is not None and time.monotonic() - start > timeout:
+            timed_out = True
+            stop_group(proc)
+            break
+        reason = interrupt()
+        if reason:
+            interrupted = reason
+            stop_group(proc)
+            break
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(poll)
+    proc.wait()
+    kill_group(proc.pid)  # whatever the agent left running in its group goes with it
+    reader.join(timeout=5)
+    with contextlib.suppress(OSError):
+        if proc.stdout is not None:
+            proc.stdout.close()
+    return Run(proc.returncode, round(time.monotonic() - start, 3), b"".join(tail), timed_out, interrupted)
+
+
+def stop_group(proc: subprocess.Popen[bytes], grace: float = GRACE_S) -> None:
+    """SIGTERM the agent's process group, SIGKILL it after `grace` seconds."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        kill_group(proc.pid)
+        proc.wait()
+
+
+def kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)

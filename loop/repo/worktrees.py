@@ -1,0 +1,335 @@
+"""A task is a branch: each parallel worker works in its own git worktree, and approved branches
+merge into the loop's branch one at a time.
+
+Why worktrees: workers sharing one working tree can only be kept apart by hoping they touch the
+files they declared; in a worktree of its own a worker writes what it writes, its diff says
+what it did (files outside its task included), an audit judges that diff, and a conflict is a
+merge that failed, which can be handed back as rework instead of corrupting a shared file.
+
+The branch `loopdeck/<loop>/<task>` is created atomically (`git branch` refuses an existing
+name): a retried task, a restarted runner or a worker on another machine finds the branch and
+goes on from it, so a task is never begun twice. The worktrees live in the workspace under
+`.loopdeck/worktrees/`, which is added to the repository's local exclude file (never to a
+file the project commits). loopdeck's own commits run no hooks of the project (`--no-verify`,
+no hooks path) and name loopdeck when the repository has no identity. Argv only: nothing here
+reaches a shell; task ids become branch names through a strict filter.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from loop.core.errors import LoopdeckError
+
+GIT_TIMEOUT_S = 120.0
+BRANCH_PREFIX = "loopdeck"
+FOLDER = Path(".loopdeck") / "worktrees"
+"""Not under `.claude/`: Claude Code guards that folder, and refuses an agent's writes there."""
+EXCLUDED = "/.loopdeck/"
+"""What the local exclude file gets: the worktrees' folder."""
+HUNK_CHARS = 6000
+"""How much of the conflicting hunks goes back to the worker as feedback."""
+
+
+class GitFailed(LoopdeckError):
+    pass
+
+
+def _git(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", *args]
+    try:
+        done = subprocess.run(
+            argv, cwd=root, capture_output=True, text=True, timeout=GIT_TIMEOUT_S, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise GitFailed(f"git {args[0]} in {root}: {exc}") from None
+    if check and done.returncode != 0:
+        raise GitFailed(f"git {' '.join(args[:2])} in {root}: {(done.stderr or done.stdout).strip()[-500:]}")
+    return done
+
+
+def _identity(root: Path) -> list[str]:
+    """`-c user.name=… -c user.email=…` when the repository has no identity of its own (a fresh
+    machine, a container): loopdeck's commits then say who made them instead of failing."""
+    name = _git(root, "config", "user.name", check=False).stdout.strip()
+    email = _git(root, "config", "user.email", check=False).stdout.strip()
+    found: list[str] = []
+    if not name:
+        found += ["-c", "user.name=loopdeck"]
+    if not email:
+        found += ["-c", "user.email=loopdeck@localhost"]
+    return found
+
+
+def is_repo(root: Path) -> bool:
+    done = _git(root, "rev-parse", "--show-toplevel", check=False)
+    return done.returncode == 0 and Path(done.stdout.strip()).resolve() == root.resolve()
+
+
+def current_branch(root: Path) -> str | None:
+    """The branch checked out in the workspace (the loop's branch), None when detached."""
+    done = _git(root, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def head(root: Path, ref: str = "HEAD") -> str:
+    return _git(root, "rev-parse", "--verify", f"{ref}^{{commit}}").stdout.strip()
+
+
+def safe_name(text: str) -> str:
+    """A piece of a branch or folder name from a task id or a loop's start: letters, digits,
+    `.`, `_` and `-` only, never a leading dot or dash, never empty."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip(".-")[:60] or "x"
+    return name.replace("..", ".")
+
+
+def loop_id(started_at: str) -> str:
+    """The loop's short name in branch names: its start, `20261126T120000`."""
+    return safe_name(re.sub(r"[-:]|\+00:00$", "", started_at)) or "loop"
+
+
+def exclude(root: Path) -> None:
+    """Keep loopdeck's private folder (the worktrees) out of `git status`, in the repository's
+    own local exclude file: nothing the project commits is changed."""
+    info = Path(_git(root, "rev-parse", "--git-path", "info/exclude").stdout.strip())
+    info = info if info.is_absolute() else root / info
+    try:
+        text = info.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    if EXCLUDED in text.splitlines():
+        return
+    info.parent.mkdir(parents=True, exist_ok=True)
+    with info.open("a", encoding="utf-8") as f:
+        f.write(("" if not text or text.endswith("\n") else "\n") + EXCLUDED + "\n")
+
+
+@dataclass(frozen=True)
+class Worktree:
+    path: Path
+    branch: str
+    base: str
+    """The commit the branch was created from (what its diff is measured against)."""
+
+
+def branch_for(loop: str, task: str) -> str:
+    return f"{BRANCH_PREFIX}/{safe_name(loop)}/{safe_name(task)}"
+
+
+def _listed(root: Path) -> dict[Path, str | None]:
+    """The repository's worktrees: path → branch (None when detached)."""
+    out = _git(root, "worktree", "list", "--porcelain").stdout
+    found: dict[Path, str | None] = {}
+    path: Path | None = None
+    for line in out.splitlines():
+        if line.startswith("worktree "):
+            path = Path(line[len("worktree ") :]).resolve()
+            found[path] = None
+        elif line.startswith("branch ") and path is not None:
+            found[path] = line[len("branch refs/heads/") :]
+    return found
+
+
+def ensure(root: Path, loop: str, task: str, base_ref: str) -> Worktree:
+    """The task's worktree on its branch, made if missing and reused if there: the branch is
+    created once (from `base_ref`, the loop's branch), so every later attempt continues from
+    what is on it."""
+    branch = branch_for(loop, task)
+    path = (root / FOLDER / safe_name(loop) / safe_name(task)).resolve()
+    exclude(root)
+    _git(root, "branch", branch, base_ref, check=False)  # refused when it exists: then go on from it
+    base = _git(root, "merge-base", branch, base_ref).stdout.strip()
+    listed = _listed(root)
+    if listed.get(path) == branch and (path / ".git").exists():
+        return Worktree(path, branch, base)
+    if path in listed:  # registered but broken (its folder deleted), or on another branch
+        _git(root, "worktree", "remove", "--force", str(path), check=False)
+        _git(root, "worktree", "prune")
+    holder = next((p for p, b in _listed(root).items() if b == branch and p != root.resolve()), None)
+    if holder is not None:  # the branch is checked out in a stale worktree elsewhere
+        _git(root, "worktree", "remove", "--force", str(holder), check=False)
+        _git(root, "worktree", "prune")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _git(root, "worktree", "add", "--quiet", str(path), branch)
+    return Worktree(path, branch, base)
+
+
+def commit_all(wt: Worktree, message: str) -> str | None:
+    """Commit everything the worker changed in its worktree (what the project ignores aside);
+    the new sha, or None when nothing changed. A merge the worker was resolving is concluded here
+    only when no conflict is left (`unresolved` says which are)."""
+    root = wt.path
+    _git(root, "add", "-A")  # loopdeck's own files live in the workspace, not in a task's worktree
+    merging = _merging(root)
+    staged = _git(root, "diff", "--cached", "--quiet", check=False).returncode != 0
+    if not staged and not merging:
+        return None
+    _git(root, *_identity(root), "commit", "--quiet", "--no-verify", "--allow-empty", "-m", message)
+    return head(root)
+
+
+def _merging(root: Path) -> bool:
+    git_dir = Path(_git(root, "rev-parse", "--absolute-git-dir").stdout.strip())
+    return (git_dir / "MERGE_HEAD").exists()
+
+
+_MARKERS = ("<<<<<<< ", ">>>>>>> ")
+
+
+def _marked(path: Path) -> bool:
+    """Does the file still hold a conflict's markers?"""
+    try:
+        with path.open("rb") as f:
+            for line in f:
+                if line.startswith((b"<<<<<<< ", b">>>>>>> ")) or line.rstrip(b"\r\n") == b"=======":
+                    return True
+    except OSError:
+        return False
+    return False
+
+
+def unresolved(root: Path) -> list[str]:
+    """Files with merge conflicts not resolved: unmerged in the index and still holding the
+    conflict's markers (a file fixed but not staged yet is resolved: the next commit stages
+    it), or holding markers in a merge under way."""
+    listed = _git(root, "diff", "--name-only", "--diff-filter=U", check=False).stdout.split("\n")
+    files = sorted({f for f in listed if f and _marked(root / f)})
+    if _merging(root):
+        marked = _git(root, "diff", "--check", check=False).stdout
+        files += sorted({line.split(":", 1)[0] for line in marked.splitlines() if "conflict marker" in line})
+    return sorted(set(files))
+
+
+def changed_files(wt: Worktree, against: str | None = None) -> list[str]:
+    """What the task's branch changed (its diff, as the audit judges it): since it left
+    `against` (the loop's branch, whose later work a rework may have merged in), else since it
+    was created."""
+    out = _git(wt.path, "diff", "--name-only", f"{against}...HEAD" if against else f"{wt.base}..HEAD").stdout
+    return sorted(f for f in out.splitlines() if f)
+
+
+@dataclass(frozen=True)
+class Merge:
+    """What a merge into the loop's branch came to."""
+
+    merged: bool
+    sha: str | None = None
+    conflicts: tuple[str, ...] = ()
+    hunks: str = ""
+    """The conflicting hunks, with their markers, for the worker that resolves them."""
+
+
+def merge(root: Path, branch: str, message: str) -> Merge:
+    """Merge `branch` into the branch checked out at `root`, without committing yet (the loop's
+    verification runs on the merged tree first: `conclude` or `abandon`). A conflict is undone
+    at once and reported with its hunks."""
+    if _merging(root) or unresolved(root):
+        raise GitFailed(
+            f"a merge is already under way in {root}: {', '.join(unresolved(root)) or 'MERGE_HEAD'}"
+        )
+    done = _git(root, *_identity(root), "merge", "--no-ff", "--no-commit", "--quiet", branch, check=False)
+    if done.returncode == 0:
+        return Merge(True)
+    conflicts = tuple(unresolved(root))
+    hunks = _git(root, "diff", check=False).stdout[:HUNK_CHARS]
+    _git(root, "merge", "--abort", check=False)
+    if not conflicts:
+        raise GitFailed(f"git merge {branch}: {(done.stderr or done.stdout).strip()[-500:]}")
+    return Merge(False, conflicts=conflicts, hunks=hunks)
+
+
+def rebase(wt: Worktree, onto: str) -> Merge:
+    """Replay the task's branch onto the loop's branch in its worktree (the rebase strategy):
+    the loop's branch can then move to it by a fast-forward. A conflict is undone at once and
+    reported with its hunks, as a merge's would be."""
+    done = _git(wt.path, *_identity(wt.path), "rebase", "--quiet", onto, check=False)
+    if done.returncode == 0:
+        return Merge(True)
+    conflicts = tuple(unresolved(wt.path))
+    hunks = _git(wt.path, "diff", check=False).stdout[:HUNK_CHARS]
+    _git(wt.path, "rebase", "--abort", check=False)
+    if not conflicts:
+        raise GitFailed(f"git rebase {onto}: {(done.stderr or done.stdout).strip()[-500:]}")
+    return Merge(False, conflicts=conflicts, hunks=hunks)
+
+
+def fast_forward(root: Path, branch: str) -> str:
+    """Move the branch checked out at `root` to `branch` (rebased onto it)."""
+    _git(root, "merge", "--ff-only", "--quiet", branch)
+    return head(root)
+
+
+def merging_branch(root: Path) -> str | None:
+    """The commit a merge under way at `root` brings in (MERGE_HEAD), None when none is."""
+    if not _merging(root):
+        return None
+    done = _git(root, "rev-parse", "--verify", "--quiet", "MERGE_HEAD", check=False)
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def conclude(root: Path, message: str) -> str:
+    """Commit the merge under way (verification passed)."""
+    _git(root, *_identity(root), "commit", "--quiet", "--no-verify", "-m", message)
+    return head(root)
+
+
+def abandon(root: Path) -> None:
+    """Undo the merge under way (verification failed): the loop's branch is as before it."""
+    _git(root, "merge", "--abort", check=False)
+
+
+def take_in(wt: Worktree, loop_branch: str) -> list[str]:
+    """Bring the loop's branch into the task's worktree for a rework: merged when it can be,
+    else left mid-merge with the conflict markers in the files it returns, for the worker to
+    resolve (the next `commit_all` concludes it)."""
+    done = _git(wt.path, *_identity(wt.path), "merge", "--no-edit", "--quiet", loop_branch, check=False)
+    if done.returncode == 0:
+        return []
+    return unresolved(wt.path)
+
+
+def branch_exists(root: Path, branch: str) -> bool:
+    return _git(root, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).returncode == 0
+
+
+def merged(root: Path, branch: str, into: str = "HEAD") -> bool:
+    """Is everything on `branch` already in `into` (a merge done before a crash said so)?"""
+    if not branch_exists(root, branch):
+        return False
+    return _git(root, "merge-base", "--is-ancestor", branch, into, check=False).returncode == 0
+
+
+def remove(root: Path, wt_path: Path, branch: str | None = None) -> None:
+    """Take a finished task's worktree away (its branch too, once merged: `-d` refuses
+    otherwise)."""
+    _git(root, "worktree", "remove", "--force", str(wt_path), check=False)
+    _git(root, "worktree", "prune", check=False)
+    if branch:
+        _git(root, "branch", "-d", branch, check=False)
+
+
+def branches(root: Path, loop: str) -> list[str]:
+    """This loop's task branches."""
+    out = _git(
+        root, "for-each-ref", "--format=%(refname:short)", f"refs/heads/{BRANCH_PREFIX}/{safe_name(loop)}/"
+    )
+    return [line for line in out.stdout.splitlines() if line]
+
+
+def tidy(root: Path, loop: str) -> None:
+    """Take away this loop's merged task branches that no worktree holds (a runner stopped
+    between a merge and its clean-up): `-d` keeps any with work not merged."""
+    held = set(_listed(root).values())
+    for branch in branches(root, loop):
+        if branch not in held and merged(root, branch):
+            _git(root, "branch", "-d", branch, check=False)
+
+
+def leftovers(root: Path, loop: str) -> list[Path]:
+    """This loop's worktrees the repository still lists (after a crash)."""
+    folder = (root / FOLDER / safe_name(loop)).resolve()
+    return [p for p in _listed(root) if str(p).startswith(str(folder) + os.sep)]

@@ -1,0 +1,213 @@
+"""The control queue: `.claude/orchestrator-loop.control.jsonl`, how people steer a loop.
+
+The TUI and the CLI never write the state file (one writer per file): they append a command
+here, and the driver that holds the loop lock applies it. Each command is applied exactly once:
+
+* the driver applies commands in file order and records, in the state file itself, the byte
+  offset up to which everything is applied (`control_offset`). The effect and the new offset
+  land in the same atomic rename, so a crash cannot apply a command twice or lose it;
+* the driver reads the offset under the loop lock, so two drivers racing for the same Stop
+  serialise and the second finds nothing left to apply;
+* each application is journaled (`command-applied` with the command's id), which is how the
+  sender learns its command took effect.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+from loop.core.errors import LoopdeckError, os_problem
+from loop.core.model import COMMANDS, Command, LoopState, record
+from loop.core.redact import redact
+from loop.core.timeutil import iso_ms, utcnow
+from loop.store.journal import Journal
+from loop.store.paths import Workspace
+from loop.store.safeopen import ShortWrite, UnsafePath, append_bytes, open_regular
+from loop.store.state import StateStore
+
+MAX_LINE_BYTES = 64 * 1024
+
+
+@record(frozen=True)
+class BadLine:
+    offset: int
+    reason: str
+
+
+def new_id() -> str:
+    return os.urandom(8).hex()
+
+
+def send(
+    workspace: Workspace,
+    kind: str,
+    *,
+    source: str = "cli",
+    reason: str | None = None,
+    value: int | None = None,
+    now: datetime | None = None,
+    target: str | None = None,
+) -> Command:
+    """Queue a command; one `O_APPEND` write, safe alongside any number of other senders.
+
+    Its text is redacted first: a note or an answer reaches the agent's next prompt through the
+    state and the journal, and the queue is kept as long as the workspace; a token a person
+    pastes belongs in the agent's environment, not in what the loop keeps."""
+    if kind not in COMMANDS:
+        raise LoopdeckError(f"unknown command {kind!r}; expected one of {', '.join(COMMANDS)}")
+    if kind == "set-max-iterations" and (value is None or value < 0):
+        raise LoopdeckError("set-max-iterations needs a whole number >= 0 (0 = no limit)")
+    if kind in ("answer", "say") and not (reason or "").strip():
+        raise LoopdeckError(f"{kind} needs its text")
+    text = redact(reason) if reason else None
+    command = Command(new_id(), iso_ms(now or utcnow()), kind, source, text, value, target=target)
+    line = json.dumps(command.to_json(), ensure_ascii=False) + "\n"
+    try:
+        append_bytes(workspace.control, line.encode("utf-8", "replace"))  # never through a symlink
+    except ShortWrite as exc:
+        # What was written was taken back out, or is a torn line the reader skips.
+        outcome = "may or may not have been queued" if exc.maybe_whole else "was not queued"
+        raise LoopdeckError(f"{kind} {outcome}: {os_problem(exc)}") from None
+    except OSError as exc:
+        raise LoopdeckError(f"{kind} was not queued: {os_problem(exc)}") from None
+    except UnsafePath as exc:
+        raise UnsafePath(f"{kind} was not queued: {exc}") from None
+    return command
+
+
+def queue(
+    workspace: Workspace,
+    kind: str,
+    *,
+    source: str = "cli",
+    reason: str | None = None,
+    value: int | None = None,
+    target: str | None = None,
+    iteration: int | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> Command:
+    """Queue a command and journal that it was sent: what every sender does (the CLI, the
+    monitor, the slash commands), so the journal shows a command from the moment it exists."""
+    command = send(workspace, kind, source=source, reason=reason, value=value, target=target)
+    data: dict[str, object] = {"id": command.id, "command": kind, "source": source}
+    if reason is not None:
+        data["reason"] = reason
+    if value is not None:
+        data["value"] = value
+    if target:
+        data["worker"] = target
+    try:
+        Journal(workspace.journal).append("command-sent", iteration, data)
+    except (OSError, LoopdeckError) as exc:
+        # The command is queued and will be applied: saying it failed would be untrue.
+        why = os_problem(exc) if isinstance(exc, OSError) else str(exc)
+        if warn is not None:
+            warn(f"the journal could not record the {kind} ({why})")
+    return command
+
+
+def end_offset(workspace: Workspace) -> int:
+    """Where the queue ends now: a new loop starts here, so commands sent to an older loop (or
+    before any loop) are never applied to it."""
+    try:
+        return workspace.control.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def read_since(path: Path, offset: int) -> tuple[list[Command], list[BadLine], int]:
+    """Commands in complete lines from `offset` on, the lines that were not commands, and the
+    offset after the last complete line. A half-written last line waits for the next read."""
+    try:
+        f = open_regular(path)  # a FIFO planted as the queue must not hang the driver
+    except FileNotFoundError:
+        return [], [], 0
+    with f:
+        size = f.seek(0, os.SEEK_END)
+        if offset > size:
+            offset = 0  # the queue was replaced by a shorter one: read it all
+        f.seek(offset)
+        data = f.read()
+    cut = data.rfind(b"\n") + 1
+    commands: list[Command] = []
+    bad: list[BadLine] = []
+    pos = offset
+    for line in data[:cut].split(b"\n")[:-1]:
+        end = pos + len(line) + 1
+        if line.strip():
+            item = _decode(line, pos, end)
+            (commands if isinstance(item, Command) else bad).append(item)  # type: ignore[arg-type]
+        pos = end
+    return commands, bad, offset + cut
+
+
+def _decode(line: bytes, offset: int, end: int) -> Command | BadLine:
+    if len(line) > MAX_LINE_BYTES:
+        return BadLine(offset, f"line of {len(line)} bytes is too long for a command")
+    try:
+        obj = json.loads(line)
+    except (ValueError, UnicodeDecodeError, RecursionError):  # garbage, torn, or nested too deep
+        return BadLine(offset, "not JSON")
+    if not isinstance(obj, dict):
+        return BadLine(offset, "not a JSON object")
+    kind, cid = obj.get("kind"), obj.get("id")
+    if kind not in COMMANDS:
+        return BadLine(offset, f"unknown command {kind!r}")
+    if not isinstance(cid, str) or not cid:
+        return BadLine(offset, "missing 'id'")
+    value = obj.get("value")
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        return BadLine(offset, f"'value' must be a whole number >= 0, got {value!r}")
+    if kind == "set-max-iterations" and value is None:
+        return BadLine(offset, "set-max-iterations without a 'value'")
+    reason = obj.get("reason")
+    target = obj.get("target")
+    return Command(
+        id=cid,
+        ts=str(obj.get("ts", "")),
+        kind=kind,
+        source=str(obj.get("source", "?")),
+        reason=str(reason) if reason else None,
+        value=value,
+        end=end,
+        target=str(target) if isinstance(target, str) and target else None,
+    )
+
+
+def pending(workspace: Workspace, state: LoopState | None = None) -> list[Command]:
+    """Commands the driver has not applied yet (everything after the state's `control_offset`)."""
+    if state is None:
+        state = StateStore(workspace).read()
+    offset = state.control_offset if state is not None else 0
+    commands, _bad, _end = read_since(workspace.control, offset)
+    return commands
+
+
+def bad_line_message(store: StateStore, line: BadLine) -> str:
+    return f"{store.workspace.control}: byte {line.offset}: {line.reason}; skipped"
+
+
+def journal_applied(journal: Journal, iteration: int, command: Command, outcome: str) -> None:
+    journal.append(
+        "command-applied",
+        iteration,
+        {"id": command.id, "command": command.kind, "source": command.source, "outcome": outcome},
+    )
+
+
+APPLIED_BUDGET = 256 * 1024
+"""How far back `applied_ids` looks: a command being waited for was applied moments ago, so its
+`command-applied` event is a few KB from the end (256 KB holds thousands of events). Without a
+bound, each `--wait` poll read the whole journal whenever fewer than `within` commands had ever
+been applied (2.7 s per poll at 100 MB)."""
+
+
+def applied_ids(journal: Journal, within: int = 500, budget: int = APPLIED_BUDGET) -> set[str]:
+    """Ids the journal says were applied, among its last `within` such events and its last
+    `budget` bytes, read from the end."""
+    result = journal.tail(within, where=lambda e: e.kind == "command-applied", budget=budget)
+    return {str(e.data.get("id")) for e in result.events}

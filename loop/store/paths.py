@@ -1,0 +1,74 @@
+"""Where a workspace keeps loopdeck's files.
+
+All of them live under `.claude/` next to Claude Code's own settings, so one `.gitignore`
+line (`.claude/*.local.*`, `.claude/orchestrator-loop.*`) keeps them out of commits.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from loop.core.model import record
+
+STATE_NAME = "orchestrator-loop.local.md"
+JOURNAL_NAME = "orchestrator-loop.events.jsonl"
+CONTROL_NAME = "orchestrator-loop.control.jsonl"
+LOCK_NAME = "orchestrator-loop.lock"
+RALPH_NAME = "ralph-loop.local.md"
+
+
+@record(frozen=True)
+class Workspace:
+    """A project folder and the paths of loopdeck's files inside it."""
+
+    root: Path
+
+    @property
+    def claude_dir(self) -> Path:
+        return self.root / ".claude"
+
+    @property
+    def state(self) -> Path:
+        return self.claude_dir / STATE_NAME
+
+    @property
+    def backup(self) -> Path:
+        return self.claude_dir / (STATE_NAME + ".bak")
+
+    @property
+    def journal(self) -> Path:
+        return self.claude_dir / JOURNAL_NAME
+
+    @property
+    def control(self) -> Path:
+        return self.claude_dir / CONTROL_NAME
+
+    @property
+    def lock(self) -> Path:
+        return self.claude_dir / LOCK_NAME
+
+    @property
+    def archive_dir(self) -> Path:
+        return self.claude_dir / "loops"
+
+    @property
+    def private_dir(self) -> Path:
+        """loopdeck's caches and iteration logs, which nobody needs to read by hand."""
+        return self.claude_dir / "loopdeck"
+
+    @property
+    def ralph_state(self) -> Path:
+        return self.claude_dir / RALPH_NAME
+
+
+def find_workspace(start: Path | None = None) -> Workspace:
+    """The nearest folder at or above `start` that holds a loop, else `start` itself.
+
+    People run `loopdeck status` from a subfolder of their project; walking up finds the loop
+    the way git finds `.git`.
+    """
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / ".claude" / STATE_NAME).exists():
+            return Workspace(folder)
+    return Workspace(here)

@@ -1,0 +1,433 @@
+"""Verification commands: checked against an allowlist before
+the loop starts, run without a shell, with a timeout, their output kept to the last lines and
+scrubbed of secrets before it reaches the journal.
+
+An overnight loop runs these commands unattended, over and over: a typo'd `rm -rf /` or a
+`curl … | sh` pasted from a README must be refused before the first iteration, not discovered.
+
+An allowlist is only as good as what it checks, so:
+
+* a command is split into argv with `shlex` and executed directly, never through `sh -c`;
+  anything the shell would have interpreted (substitution, backticks, variables, `;`, `&`, `|`,
+  redirections, globs, newlines) is refused, unless the person allowed a shell for that exact
+  command with an allow entry `sh: <the command>`;
+* the program is resolved on PATH (absolute PATH entries only) or inside the workspace
+  (`./gradlew`), and an allow entry matches the program it *resolves to*, not its file name: a
+  script called `pytest` somewhere else is not pytest;
+* the options of allowed programs that run code, load plugins, set configuration or reach the
+  network (`make --eval`, `pytest -p`, `npm test --script-shell=…`, `mypy
+  --python-executable`, `go test -exec`, a `npm run` script nobody listed…) are refused, and
+  the paths a command names (files to test, a makefile, a cache or report to write) must stay
+  inside the workspace, symlinks resolved: `loop/verify_options.py` holds the rules per program,
+  read as each program reads its options (`-sE`, `--ev=`, `-sfFILE`);
+* only an allow entry equal to the whole command (`--verify-allow '<the command>'`) lets that
+  exact command use such options; an entry it merely starts with does not.
+
+Two boundaries, not one. The allowlist is a guard rail for commands a person typed: it keeps
+such a command inside the workspace. Whether the workspace's own code may run at all (its
+conftest.py, Makefile, build.rs, package.json scripts, which every test command runs) is decided
+by trust: a person confirming the loop's commands with `loopdeck trust` (loop/trust.py). The
+refusals here say which boundary refused, and what a person at a terminal can do about it; they
+may reach the agent as a failure prompt, so they tell it nothing to do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from loop.core.errors import LoopdeckError
+from loop.core.redact import redact
+from loop.processes.agent import _die_with_parent, kill_group
+from loop.verify import options as verify_options
+
+__all__ = ["DEFAULT_ALLOW", "Check", "CommandRefused", "Outcome", "check", "redact", "run"]
+
+DEFAULT_ALLOW = (
+    "pytest",
+    "python -m pytest",
+    "python3 -m pytest",
+    "tox",
+    "nox",
+    "ruff",
+    "mypy",
+    "black --check",
+    "flake8",
+    "pyright",
+    "npm test",
+    "npm run test",
+    "npm run build",
+    "npm run lint",
+    "npm run typecheck",
+    "pnpm test",
+    "pnpm run test",
+    "pnpm run build",
+    "pnpm run lint",
+    "pnpm run typecheck",
+    "yarn test",
+    "yarn run test",
+    "yarn run build",
+    "yarn run lint",
+    "yarn run typecheck",
+    "npx tsc",
+    "npx eslint",
+    "npx vitest",
+    "npx jest",
+    "cargo test",
+    "cargo build",
+    "cargo check",
+    "cargo clippy",
+    "cargo fmt --check",
+    "go test",
+    "go build",
+    "go vet",
+    "make",
+    "just",
+    "gradle test",
+    "./gradlew test",
+    "mvn test",
+    "dotnet test",
+    "dotnet build",
+    "bundle exec rspec",
+    "rspec",
+    "git diff --check",
+    "true",
+)
+"""Test, build and lint commands; a workspace adds its own in the state's `verify_allow`."""
+
+SHELL_PREFIX = "sh:"
+"""An allow entry `sh: <exact command>` lets that one command run through `/bin/sh -c`."""
+
+
+class CommandRefused(LoopdeckError):
+    pass
+
+
+# --- shell syntax ----------------------------------------------------------------------------
+
+_OUTSIDE_QUOTES = {
+    ";": "a command separator (;)",
+    "&": "a background or '&&' operator (&)",
+    "|": "a pipe (|)",
+    "<": "a redirection (<)",
+    ">": "a redirection (>)",
+    "`": "a backtick substitution",
+    "$": "a variable or command substitution ($)",
+    "(": "a subshell (()",
+    ")": "a subshell ())",
+    "*": "a glob (*)",
+    "?": "a glob (?)",
+    "[": "a glob ([)",
+    "{": "a brace expansion ({)",
+}
+
+
+def shell_syntax(text: str) -> str | None:
+    """What in `text` only a shell would interpret, or None: the command is then exactly the
+    words `shlex.split` gives, and running them directly loses nothing the person meant."""
+    if "\n" in text or "\r" in text:
+        return "a newline (a second command)"
+    if "\x00" in text:
+        return "a NUL byte"
+    quote: str | None = None
+    escaped = False
+    word_start = True
+    for ch in text:
+        if escaped:
+            escaped = False
+            word_start = False
+            continue
+        if quote == "'":
+            if ch == "'":
+                quote = None
+            continue
+        if quote == '"':
+            if ch == "\\":
+                escaped = True
+            elif ch == '"':
+                quote = None
+            elif ch in "$`":
+                return _OUTSIDE_QUOTES[ch] + " inside double quotes"
+            continue
+        if ch == "\\":
+            escaped = True
+        elif ch in "'\"":
+            quote = ch
+        elif ch in _OUTSIDE_QUOTES:
+            return _OUTSIDE_QUOTES[ch]
+        elif ch == "~" and word_start:
+            return "a home-directory expansion (~)"
+        elif ch == "#" and word_start:
+            return "a comment (#)"
+        word_start = ch in " \t"
+    return None
+
+
+# --- danger whatever the allowlist says ------------------------------------------------------
+
+
+def _danger(argv: Sequence[str], whole: str) -> str | None:
+    """A reason to refuse `argv` whatever the allowlist says."""
+    if not argv:
+        return None
+    name = Path(argv[0]).name
+    flags = "".join(a[1:] for a in argv[1:] if a.startswith("-") and not a.startswith("--"))
+    if name == "rm" and ("r" in flags or "R" in flags or "--recursive" in argv):
+        targets = [a for a in argv[1:] if not a.startswith("-")]
+        if any(t in ("/", "~", "*", ".", "..", "/*", "~/") or t.startswith(("/", "~")) for t in targets):
+            return "deletes recursively outside the project"
+    if name in ("sudo", "su", "doas", "mkfs", "shutdown", "reboot", "dd"):
+        return f"runs {name}"
+    if name == "git" and len(argv) > 1:
+        if argv[1] == "push" and any(a in ("-f", "--force", "--force-with-lease") for a in argv):
+            return "force-pushes"
+        if argv[1] == "reset" and "--hard" in argv:
+            return "throws away uncommitted work (git reset --hard)"
+        if argv[1] == "clean" and any("f" in a for a in argv[2:] if a.startswith("-")):
+            return "deletes untracked files (git clean -f)"
+    if re.search(r"\b(curl|wget)\b[^|]*\|\s*(sudo\s+)?(ba|z|da|fi)?sh\b", whole):
+        return "pipes a download into a shell"
+    if re.search(r":\(\)\s*\{", whole):
+        return "is a fork bomb"
+    return None
+
+
+# --- the allowlist ---------------------------------------------------------------------------
+
+
+def _search_path() -> str:
+    """PATH without relative entries: `.` on PATH would let the workspace shadow any program."""
+    entries = os.environ.get("PATH", os.defpath).split(os.pathsep)
+    return os.pathsep.join(p for p in entries if os.path.isabs(p))
+
+
+def resolve(program: str, cwd: Path | None) -> str | None:
+    """The file `program` runs: looked up on PATH when it is a bare name, else relative to the
+    workspace. None when there is no such program."""
+    if "/" not in program:
+        return shutil.which(program, path=_search_path())
+    base = cwd if cwd is not None else Path.cwd()
+    path = os.path.join(base, program)
+    return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+
+
+def _same_program(given: str, allowed: str, cwd: Path | None) -> bool:
+    """Is `given` the program the allow entry `allowed` names? Bare names run from PATH and
+    match by name (both resolve the same way); a path matches only the same file."""
+    if "/" not in given:
+        return "/" not in allowed and given == allowed
+    if not os.path.isabs(given):
+        relative = not os.path.isabs(allowed) and "/" in allowed
+        return relative and os.path.normpath(given) == os.path.normpath(allowed)
+    target = resolve(allowed, cwd) if not os.path.isabs(allowed) else allowed
+    return target is not None and os.path.realpath(given) == os.path.realpath(target)
+
+
+def _allowed(argv: Sequence[str], allow: Iterable[str], cwd: Path | None) -> list[str] | None:
+    """The longest allow entry `argv` starts with, as words; None when no entry fits."""
+    best: list[str] | None = None
+    for entry in allow:
+        if entry.startswith(SHELL_PREFIX):
+            continue
+        try:
+            prefix = shlex.split(entry)
+        except ValueError:
+            continue
+        if not prefix or len(argv) < len(prefix):
+            continue
+        if not _same_program(argv[0], prefix[0], cwd):
+            continue
+        if all(a == p for a, p in zip(argv[1:], prefix[1:], strict=False)) and (
+            best is None or len(prefix) > len(best)
+        ):
+            best = prefix
+    return best
+
+
+def _shell_allowed(text: str, allow: Iterable[str]) -> bool:
+    return any(
+        entry.startswith(SHELL_PREFIX) and entry[len(SHELL_PREFIX) :].strip() == text for entry in allow
+    )
+
+
+def _exactly_allowed(argv: Sequence[str], allow: Iterable[str], cwd: Path | None) -> bool:
+    """Did a person allow this whole command, word for word (not an entry it starts with)?"""
+    for entry in allow:
+        if entry.startswith(SHELL_PREFIX):
+            continue
+        try:
+            words = shlex.split(entry)
+        except ValueError:
+            continue
+        if len(words) == len(argv) and words[1:] == list(argv[1:]) and _same_program(argv[0], words[0], cwd):
+            return True
+    return False
+
+
+def _person_can_allow(text: str) -> str:
+    """The one thing a person can do about a refusal, said so that an agent reading it as a
+    failure prompt is not told to do it."""
+    entry = shlex.quote(text)
+    return f"a person can allow this exact command with `loopdeck run --verify-allow {entry}` in a terminal"
+
+
+@dataclass(frozen=True)
+class Check:
+    command: str
+    argv: tuple[str, ...] | None
+    """None: the person allowed this exact command to run as `sh -c` (`sh: <command>`)."""
+
+
+def check(command: str, extra_allow: Iterable[str] = (), *, cwd: Path | None = None) -> Check:
+    """Refuse a verification command that is dangerous, needs a shell nobody allowed, is not
+    allowlisted, or uses an option that runs code or leaves the workspace (unless `extra_allow`
+    names this exact command), with the reason. `cwd` (the workspace; the current directory
+    when None) resolves `./script` and bounds paths."""
+    extra = [str(a) for a in extra_allow]
+    allow = (*DEFAULT_ALLOW, *extra)
+    text = command.strip()
+    if not text:
+        raise CommandRefused("verification command is empty")
+    reason = _danger(["sh"], text)  # the whole-text dangers (curl | sh, fork bombs) first
+    if reason:
+        raise CommandRefused(f"verification command {command!r} refused: it {reason}")
+    syntax = shell_syntax(text)
+    if syntax is not None:
+        if _shell_allowed(text, extra):
+            return Check(text, None)
+        entry = shlex.quote(f"{SHELL_PREFIX} {text}")
+        raise CommandRefused(
+            f"verification command {command!r} refused: it contains {syntax}, which needs a shell; "
+            "loopdeck runs commands without one. A person can let this exact command run through "
+            f"/bin/sh with `loopdeck run --verify-allow {entry}` in a terminal"
+        )
+    try:
+        argv = shlex.split(text)
+    except ValueError as exc:
+        raise CommandRefused(f"verification command {command!r} cannot be parsed: {exc}") from None
+    reason = _danger(argv, text)
+    if reason:
+        raise CommandRefused(f"verification command {command!r} refused: it {reason}")
+    matched = _allowed(argv, allow, cwd)
+    if matched is None:
+        raise CommandRefused(
+            f"verification command {command!r} refused: {' '.join(argv[:2])!r} is not in the "
+            "allowlist (test, build and lint commands such as pytest, npm test, cargo test, "
+            "make, ruff, mypy; a program is matched by where it is, not by its name); "
+            + _person_can_allow(text)
+        )
+    if not _exactly_allowed(argv, extra, cwd):
+        risky = verify_options.refusal(argv, matched, str(cwd) if cwd is not None else None)
+        if risky:
+            raise CommandRefused(
+                f"verification command {command!r} refused: it {risky}. The allowlist keeps the "
+                "commands a person types inside the workspace; " + _person_can_allow(text)
+            )
+    return Check(text, tuple(argv))
+
+
+# --- running -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    command: str
+    exit_code: int
+    duration_s: float
+    tail: str
+    """The last lines of stdout and stderr together, redacted."""
+    timed_out: bool = False
+    interrupted: bool = False
+    """The runner was told to stop (SIGINT/SIGTERM) and ended the command early."""
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out and not self.interrupted
+
+
+def run(
+    item: Check,
+    cwd: Path,
+    timeout: float = 600.0,
+    last_lines: int = 50,
+    *,
+    interrupted: Callable[[], bool] | None = None,
+    poll: float = 0.2,
+    preexec: Callable[[], None] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Outcome:
+    """Run one checked command in its own process group, which dies with the runner (as the
+    agent does) and is killed whole on a timeout or when `interrupted()` turns true. `env`:
+    its environment (default this process's; the runner marks it, see `loop.processes.sweep`)."""
+    start = time.monotonic()
+    if item.argv is None:
+        argv: list[str] = ["/bin/sh", "-c", item.command]
+        executable: str | None = "/bin/sh"
+    else:
+        argv = list(item.argv)
+        executable = resolve(argv[0], cwd)
+        if executable is None:
+            return Outcome(item.command, 127, 0.0, f"cannot start: {argv[0]!r} not found on PATH")
+    try:
+        proc = subprocess.Popen(
+            argv,
+            executable=executable,
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=preexec or _die_with_parent,  # the runner's supervisor registers it
+            env=None if env is None else dict(env),
+        )
+    except OSError as exc:
+        return Outcome(item.command, 127, time.monotonic() - start, f"cannot start: {exc.strerror}")
+    lines: deque[bytes] = deque(maxlen=max(1, last_lines))
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        pending = b""
+        while chunk := os.read(proc.stdout.fileno(), 65536):
+            pending += chunk
+            *done, pending = pending.split(b"\n")
+            lines.extend(line[-64 * 1024 :] for line in done)
+            pending = pending[-64 * 1024 :]
+        if pending:
+            lines.append(pending)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    timed_out = stopped = False
+    while proc.poll() is None:
+        if time.monotonic() - start > timeout:
+            timed_out = True
+            break
+        if interrupted is not None and interrupted():
+            stopped = True
+            break
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(poll)
+    kill_group(proc.pid)  # whatever it left running in its group goes with it
+    proc.wait()
+    reader.join(timeout=5)
+    with contextlib.suppress(OSError):
+        if proc.stdout is not None:
+            proc.stdout.close()
+    tail = redact(b"\n".join(lines).decode("utf-8", "replace"))
+    if timed_out:
+        tail += f"\n(timed out after {timeout:g} s)"
+    if stopped:
+        tail += "\n(interrupted: the runner was told to stop)"
+    return Outcome(
+        item.command, proc.returncode, round(time.monotonic() - start, 3), tail, timed_out, stopped
+    )

@@ -1,0 +1,311 @@
+"""One immutable picture of a workspace: what `status --json` prints and the TUI draws.
+
+Viewers never hold state of their own: they read a fresh Snapshot whenever a file changes.
+Reading never fails: a corrupt state file becomes `error`, so the viewer can show it. Git is
+not in here: it is slow (a subprocess), so viewers ask `gitstate.status` on their own clock.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from loop import trust
+from loop.core.errors import FileProblem
+from loop.core.model import Command
+from loop.sources.aggregate import Aggregate, SourceConfig, check_all
+from loop.store.journal import Event, Journal
+from loop.store.paths import Workspace
+from loop.store.proc import alive
+from loop.store.state import LoopState, StateStore
+
+JOURNAL_TAIL = 300
+
+
+@dataclass(frozen=True)
+class LoopView:
+    kind: str
+    state_file: str
+    status: str
+    iteration: int
+    max_iterations: int
+    verification_mode: bool
+    verification_remaining: int
+    completion_promise: str
+    started_at: str
+    session_id: str | None
+    driver: str | None
+    pid: int | None
+    alive: bool | None
+    verify_loops: int = 4
+    current_task: str | None = None
+    escalated: bool = False
+    prompt: str = ""
+    waiting_for: dict[str, Any] | None = None
+    """Why a paused loop waits for a person (kind, reason, since), as the engine recorded it."""
+    usage: dict[str, int] | None = None
+    """What the agent reported it used (cost in millionths of a dollar, tokens)."""
+    limits: dict[str, int] | None = None
+    notify: tuple[str, ...] = ()
+    agents: dict[str, str] | None = None
+    """The runner's agent command and its fallback's (`agent`, `fallback_agent`), as recorded."""
+
+    @classmethod
+    def of(cls, workspace: Workspace, state: LoopState) -> LoopView:
+        return cls(
+            kind="orchestrator-loop",
+            state_file=str(workspace.state),
+            status=state.status,
+            iteration=state.iteration,
+            max_iterations=state.max_iterations,
+            verification_mode=state.verification_mode,
+            verification_remaining=state.verification_remaining,
+            completion_promise=state.completion_promise,
+            started_at=state.started_at,
+            session_id=state.session_id,
+            driver=state.driver,
+            pid=state.pid,
+            alive=alive(state.pid),
+            verify_loops=state.verify_loops,
+            current_task=state.current_task,
+            escalated=state.escalated,
+            prompt=state.prompt,
+            waiting_for=dict(state.waiting_for) if state.waiting_for else None,
+            usage=dict(state.usage) or None,
+            limits=dict(state.limits) or None,
+            notify=tuple(state.notify),
+            agents=_agents(state),
+        )
+
+    @property
+    def verification_loop(self) -> int:
+        """The verification loop in progress (1-based), 0 outside verification."""
+        if not self.verification_mode:
+            return 0
+        return max(1, self.verify_loops - self.verification_remaining)
+
+
+@dataclass(frozen=True)
+class StateProblem:
+    path: str
+    line: int | None
+    problem: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Verification:
+    command: str
+    passed: bool
+    exit_code: int | None
+    duration_s: float | None
+    tail: str
+    iteration: int | None
+    ts: str
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    workspace: str
+    loop: LoopView | None
+    error: StateProblem | None = None
+    sources: Aggregate | None = None
+    events: tuple[Event, ...] = ()
+    verifications: tuple[Verification, ...] = ()
+    durations: tuple[float, ...] = ()
+    """Seconds per iteration, oldest first (the runner's agent runs, or the time between the
+    hook's blocks)."""
+    archive: dict[str, Any] | None = None
+    """The latest archived loop's summary, when there is no live loop."""
+    backup_exists: bool = False
+    parallel: dict[str, Any] | None = None
+    """`run --workers`: the workers, the lock table and the deferral streak, as the state has them."""
+    pending: tuple[Command, ...] = ()
+    """Commands queued and not applied yet, oldest first: a viewer shows them as pending."""
+    unconfirmed: tuple[str, ...] = ()
+    """What the loop names that nobody on this machine confirmed (`loop.trust`): while anything
+    is listed, no driver runs it; a viewer says so and how to confirm it."""
+
+    @property
+    def confirmed(self) -> bool:
+        return not self.unconfirmed
+
+    @property
+    def escalation(self) -> Event | None:
+        """The latest escalation, unless the loop was resumed (or its limit raised) since."""
+        for event in reversed(self.events):
+            if event.kind == "escalation":
+                return event
+            if event.kind == "resumed" or (
+                event.kind == "command-applied" and event.data.get("command") == "set-max-iterations"
+            ):
+                return None
+        return None
+
+    @property
+    def question(self) -> Event | None:
+        for event in reversed(self.events):
+            if event.kind == "question":
+                return event
+            if event.kind in ("answered", "resumed"):
+                return None
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        obj: dict[str, Any] = {
+            "workspace": self.workspace,
+            "loop": _loop_json(self.loop) if self.loop else None,
+            "sources": [s.to_json() for s in self.sources.sources] if self.sources else [],
+            "pending_total": self.sources.pending_total if self.sources else 0,
+            "uncertain": self.sources.uncertain if self.sources else False,
+        }
+        if self.error is not None:
+            obj["error"] = asdict(self.error)
+        if self.archive is not None:
+            obj["last_archive"] = self.archive
+        if self.parallel is not None:
+            obj["parallel"] = self.parallel
+        if self.loop is not None:
+            obj["loop"]["confirmed"] = self.confirmed
+            if self.unconfirmed:
+                obj["loop"]["unconfirmed"] = list(self.unconfirmed)
+        return obj
+
+
+def _agents(state: LoopState) -> dict[str, str] | None:
+    runner = state.extra.get("runner")
+    if not isinstance(runner, dict):
+        return None
+    found = {
+        k: runner[k] for k in ("agent", "fallback_agent") if isinstance(runner.get(k), str) and runner[k]
+    }
+    return found or None
+
+
+def _loop_json(view: LoopView) -> dict[str, Any]:
+    keys = (
+        "kind",
+        "state_file",
+        "status",
+        "iteration",
+        "max_iterations",
+        "verification_mode",
+        "verification_remaining",
+        "completion_promise",
+        "started_at",
+        "session_id",
+        "driver",
+        "pid",
+        "alive",
+        "current_task",
+        "escalated",
+        "waiting_for",
+        "usage",
+        "limits",
+        "notify",
+    )
+    obj = {key: getattr(view, key) for key in keys}
+    if view.agents:
+        obj["agents"] = dict(view.agents)  # the runner's agent (and fallback) commands
+    obj["notify"] = list(view.notify)
+    if obj["completion_promise"] in ("", "null"):
+        obj["completion_promise"] = None  # JSON says "none" as null, not as a placeholder string
+    return obj
+
+
+def _verifications(events: tuple[Event, ...]) -> tuple[Verification, ...]:
+    latest: dict[str, Verification] = {}
+    for event in events:
+        if event.kind in ("verification-passed", "verification-failed"):
+            command = str(event.data.get("command", "?"))
+            latest[command] = Verification(
+                command,
+                event.kind == "verification-passed",
+                _int(event.data.get("exit_code")),
+                _float(event.data.get("duration_s")),
+                str(event.data.get("tail", "")),
+                event.iteration,
+                event.ts,
+            )
+    return tuple(latest.values())
+
+
+def _durations(events: tuple[Event, ...]) -> tuple[float, ...]:
+    runs = [_float(e.data.get("duration_s")) for e in events if e.kind == "iteration-completed"]
+    found = tuple(d for d in runs if d is not None)
+    if found:
+        return found[-30:]
+    from loop.core.timeutil import parse_iso
+
+    stamps = [parse_iso(e.ts) for e in events if e.kind == "blocked"]
+    moments = [m for m in stamps if m is not None]
+    return tuple((b - a).total_seconds() for a, b in itertools.pairwise(moments))[-30:]
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def read(workspace: Workspace, *, with_sources: bool = True, with_events: bool = True) -> Snapshot:
+    root = str(workspace.root)
+    events: tuple[Event, ...] = ()
+    if with_events:
+        events = tuple(Journal(workspace.journal).tail(JOURNAL_TAIL).events)
+    backup = workspace.backup.exists()
+    try:
+        state = StateStore(workspace).read()
+    except FileProblem as exc:
+        problem = StateProblem(str(exc.path), exc.line, exc.problem, str(exc))
+        return Snapshot(root, None, problem, events=events, backup_exists=backup)
+    if state is None:
+        return Snapshot(root, None, events=events, archive=_latest_archive(workspace), backup_exists=backup)
+    sources = check_all(SourceConfig.from_state(workspace, state)) if with_sources else None
+    return Snapshot(
+        root,
+        LoopView.of(workspace, state),
+        sources=sources,
+        events=events,
+        verifications=_verifications(events),
+        durations=_durations(events),
+        backup_exists=backup,
+        parallel=_parallel(state),
+        pending=_pending(workspace, state),
+        unconfirmed=tuple(trust.unconfirmed(workspace, state)),
+    )
+
+
+def _parallel(state: LoopState) -> dict[str, Any] | None:
+    from loop.core.scheduler import section_of
+
+    return section_of(state)
+
+
+def _pending(workspace: Workspace, state: LoopState) -> tuple[Command, ...]:
+    from loop.store.control import pending
+
+    try:
+        return tuple(pending(workspace, state))
+    except (OSError, ValueError):
+        return ()
+
+
+def _latest_archive(workspace: Workspace) -> dict[str, Any] | None:
+    from loop.store.archive import latest
+
+    folder = latest(workspace)
+    if folder is None:
+        return None
+    try:
+        data = json.loads((folder / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    data["folder"] = str(folder)
+    return data

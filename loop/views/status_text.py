@@ -1,0 +1,186 @@
+"""`loopdeck status` as lines a person reads: the CLI prints them, `/loop-status` hands them to
+the session. One function, so both say the same thing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from loop.store.paths import Workspace
+
+
+def render(ws: Workspace) -> tuple[int, list[str], list[str]]:
+    """(exit status, the lines for stdout, the error lines for stderr) of the human status."""
+    from loop import formats
+    from loop.views.snapshot import read
+
+    snap = read(ws)
+    if snap.error is not None:
+        errors = [f"error: {snap.error.message}"]
+        if ws.backup.exists():
+            errors.append(f"a backup of the last good state is in {ws.backup}")
+        return 1, [], errors
+    neighbours = formats.detect(ws.root)
+    lines = _neighbours(neighbours)
+    loop = snap.loop
+    if loop is None:
+        lines.append(f"no loop in {ws.root}" if not neighbours else f"no loopdeck loop in {ws.root}")
+        lines += _last_summary(ws)
+        return 0, lines, []
+    from loop.views.summary import cost_line
+
+    limit = f"/{loop.max_iterations}" if loop.max_iterations else " (no limit)"
+    driver = loop.driver or "none yet"
+    if loop.pid is not None:
+        driver += f", pid {loop.pid} " + ("alive" if loop.alive else "not running")
+    unled = loop.status in ("running", "initializing", "paused") and loop.alive is not True
+    if loop.driver == "runner" and unled:
+        # Nobody drives it (a runner killed, or killed before it took the loop): say what does.
+        driver += ("" if loop.pid is not None else ", no runner") + "; `loopdeck resume` restarts it"
+    rows = [
+        ("loop", f"{loop.kind}  {loop.state_file}"),
+        ("status", f"{loop.status} (driver: {driver})"),
+        *([("waiting for", _waiting(loop.waiting_for))] if loop.waiting_for else []),
+        *([("confirmed", _unconfirmed(ws))] if not snap.confirmed else []),
+        *(
+            [("cost", cost_line(loop.usage, loop.limits))]
+            if loop.usage or (loop.limits or {}).get("max_cost_micro_usd")
+            else []
+        ),
+        *([("limits", _limits(loop.limits))] if loop.limits else []),
+        *([("agent", _agents(loop.agents))] if loop.agents else []),
+        *_turns(snap.events),
+        *([("notify", ", ".join(loop.notify))] if loop.notify else []),
+        ("iteration", f"{loop.iteration}{limit}"),
+        (
+            "verification",
+            f"in progress, {loop.verification_remaining} loop(s) remaining"
+            if loop.verification_mode
+            else "not started",
+        ),
+        ("promise", loop.completion_promise if loop.completion_promise != "null" else "ALL_TASKS_COMPLETE"),
+        ("started", loop.started_at or "?"),
+        ("session", loop.session_id or "not bound yet"),
+    ]
+    if snap.parallel is not None:
+        rows += status_rows(snap.parallel)
+    if snap.sources is not None:
+        rows.append(("sources", _sources_line(snap.sources)))
+    lines += [f"{name:<13}{value}" for name, value in rows]
+    if loop.status in ("stopped", "failed"):
+        lines += _last_summary(ws, loop.started_at)
+    return 0, lines, []
+
+
+def _agents(recorded: dict[str, str]) -> str:
+    """`codex (codex exec --json …); fallback: gemini (gemini …)`: which CLI runs the turns."""
+    from loop.agents import adapter_for
+
+    parts = []
+    for key, label in (("agent", ""), ("fallback_agent", "fallback: ")):
+        command = recorded.get(key)
+        if command:
+            parts.append(f"{label}{adapter_for(command).name} ({command})")
+    return "; ".join(parts)
+
+
+TURNS_SHOWN = 3
+
+
+def _turns(events: Sequence[Any]) -> list[tuple[str, str]]:
+    """The last iterations' agent, tokens and cost, as the runner journaled them."""
+    from loop.views.summary import turn_line
+
+    done = [e for e in events if e.kind == "iteration-completed" and e.data.get("agent")]
+    lines = [turn_line({"iteration": e.iteration, **e.data}) for e in done[-TURNS_SHOWN:]]
+    return [("last turns" if i == 0 else "", line) for i, line in enumerate(lines)]
+
+
+def _unconfirmed(ws: Workspace) -> str:
+    return "no: it names what nobody on this machine confirmed; review it with `loopdeck trust`"
+
+
+def _last_summary(ws: Workspace, started_at: str | None = None) -> list[str]:
+    """The summary the last ending archived (of the loop that started at `started_at`)."""
+    from loop.store.archive import latest
+    from loop.views.summary import archived_lines
+
+    last = latest(ws)
+    if last is None:
+        return []
+    try:
+        record = json.loads((last / "summary.json").read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(record, dict) or (started_at is not None and record.get("started_at") != started_at):
+        return []
+    return [*archived_lines(record), f"{'archive':<13}{last}"]
+
+
+def _sources_line(aggregate: Any) -> str:
+    """`3 pending: task_file 2, claude_tasks 1, github off`: what keeps the loop going, at a glance."""
+    parts = []
+    for report in aggregate.sources:
+        if not report.enabled:
+            parts.append(f"{report.name} off")
+        elif not report.available:
+            parts.append(f"{report.name} unavailable")
+        else:
+            parts.append(f"{report.name} {report.pending}")
+    return f"{aggregate.pending_total} pending: " + ", ".join(parts)
+
+
+def _limits(limits: dict[str, int]) -> str:
+    words = {"stuck_after": "stuck after {} turns", "same_error_after": "same error {} times"}
+    return ", ".join(words[k].format(v) for k, v in limits.items() if k in words) or "defaults"
+
+
+def _neighbours(found: Sequence[Any]) -> list[str]:
+    """Other tools' loops in the folder, one line each, before loopdeck's own."""
+    lines = []
+    for item in found:
+        view = item.loop
+        if view is None:
+            lines.append(f"{item.kind:<20}unreadable: {item.problem}")
+            continue
+        limit = f"/{view.max_iterations}" if view.max_iterations else ""
+        iteration = f"iteration {view.iteration}{limit}" if view.iteration is not None else ""
+        pending = f"{view.tasks_pending} pending" if view.tasks_pending is not None else ""
+        details = ", ".join(part for part in (iteration, pending) if part)
+        shown = f" ({details})" if details else ""
+        lines.append(f"{item.kind:<20}{view.status}{shown}  {view.state_file}  (read-only)")
+    if found:
+        lines.append("")
+    return lines
+
+
+def _waiting(waiting: dict[str, Any]) -> str:
+    if waiting.get("kind") == "usage-limit":
+        return f"the usage limit to reset at {waiting.get('until') or '?'} ({waiting.get('reason', '')})"
+    return f"a person: {waiting.get('reason', '')} (since {waiting.get('since') or '?'})"
+
+
+def status_rows(section: dict[str, Any]) -> list[tuple[str, str]]:
+    """`loopdeck status` lines for a loop with parallel workers."""
+    workers = [w for w in section.get("workers") or [] if isinstance(w, dict)]
+    busy = f"{len(workers)}/{section.get('capacity', '?')} busy"
+    rows = [("workers", f"{busy}, defer streak {section.get('defer_streak', 0)}")]
+    if section.get("isolation") == "worktree":
+        rows.append(("  branches", f"one per task, merged into {section.get('loop_branch') or '?'}"))
+    for worker in workers:
+        files = ", ".join(str(f) for f in worker.get("files") or []) or "no files"
+        branch = f", {worker['branch']}" if worker.get("branch") else ""
+        rows.append(
+            (
+                f"  {worker.get('name', '?')}",
+                f"task {worker.get('task', '?')}, turn {worker.get('turns', 1)}, "
+                f"{worker.get('status', '?')} ({files}){branch}",
+            )
+        )
+    queue = [str(q) for q in section.get("queue") or []]
+    if queue:
+        named = {str(w.get("name")): str(w.get("task")) for w in workers}
+        rows.append(("  merge queue", ", ".join(f"task {named.get(q, '?')} ({q})" for q in queue)))
+    rows += [("  waiting", str(d.get("line"))) for d in section.get("deferred") or [] if isinstance(d, dict)]
+    return rows

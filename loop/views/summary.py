@@ -1,0 +1,197 @@
+"""What a person reads when a loop ends and as it goes (the progress line): how it ended,
+what was done, what failed, what is left, how long, what to do next."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loop.core.model import Aggregate, LoopState
+from loop.core.redact import redact
+
+
+@dataclass
+class Tally:
+    """What the summary reports, gathered as the run goes."""
+
+    started: float = field(default_factory=time.monotonic)
+    iterations: int = 0
+    agent_failures: list[str] = field(default_factory=list)
+    verify_failures: int = 0
+    commits: list[str] = field(default_factory=list)
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    """One record per completed iteration: its agent, tokens and cost (`runner.spent_data`)."""
+
+
+def money(cost_usd: float, estimated: bool = False) -> str:
+    """`$1.23`, or `≈$0.12 (estimated)` for loopdeck's estimate (a CLI that reports tokens only).
+    Under a cent shows four decimals: a short turn's cost is not "$0.00"."""
+    text = f"${cost_usd:.2f}" if cost_usd >= 0.01 or cost_usd == 0 else f"${cost_usd:.4f}"
+    return f"≈{text} (estimated)" if estimated else text
+
+
+def cost_line(usage: dict[str, int] | None, limits: dict[str, int] | None = None) -> str:
+    """`$1.23 (45,678 tokens) of a $5.00 budget`, from what the agent reported; `≈$0.12
+    (estimated)` when loopdeck estimated it from tokens; the turns whose cost nobody knows."""
+    usage = usage or {}
+    cost = usage.get("cost_micro_usd")
+    estimated = usage.get("estimated_cost_micro_usd", 0)
+    tokens = sum(v for k, v in usage.items() if k.endswith("_tokens"))
+    if cost is None:
+        text = "cost not reported"
+    elif estimated and estimated < cost:
+        text = f"≈{money(cost / 1e6)} ({money(estimated / 1e6)} of it estimated)"
+    else:
+        text = money(cost / 1e6, estimated=bool(estimated))
+    if tokens:
+        text += f" ({tokens:,} tokens)"
+    unpriced = usage.get("unpriced_turns", 0)
+    if unpriced and cost is not None:
+        text += f"; cost unknown for {unpriced} turn(s)"
+    budget = (limits or {}).get("max_cost_micro_usd")
+    if budget:
+        text += f" of a ${budget / 1e6:.2f} budget"
+    return text
+
+
+def turn_line(record: dict[str, Any]) -> str:
+    """One iteration's agent, tokens and cost: `#3 codex (gpt-5): 2,150 tokens, ≈$0.0042 (estimated)`."""
+    agent = str(record.get("agent") or "?")
+    if record.get("model"):
+        agent += f" ({record['model']})"
+    tokens = record.get("tokens")
+    total = sum(v for v in tokens.values() if isinstance(v, int)) if isinstance(tokens, dict) else 0
+    parts = [f"{total:,} tokens" if total else "tokens not reported"]
+    cost = record.get("cost_usd")
+    if isinstance(cost, int | float) and not isinstance(cost, bool):
+        parts.append(money(float(cost), bool(record.get("estimated"))))
+    elif total:
+        parts.append("cost unknown")
+    return f"#{record.get('iteration', '?')} {agent}: {', '.join(parts)}"
+
+
+def progress_line(done: int, total: int, width: int = 10) -> str:
+    """`Progress: [3 of 8] ▰▰▰▱▱▱▱▱▱▱ 37%`."""
+    ratio = done / total if total else 1.0
+    filled = int(ratio * width)
+    return f"Progress: [{done} of {total}] {'▰' * filled}{'▱' * (width - filled)} {int(ratio * 100)}%"
+
+
+NEXT_STEPS = {
+    "completed": "review the work and the commits; nothing is left in the task sources",
+    "stopped": "`loopdeck run` continues the loop; `loopdeck start --force` starts anew",
+    "interrupted": "`loopdeck resume` resumes where it paused",
+    "limit": "raise the limit (`loopdeck set-max-iterations N`), then `loopdeck resume`; or finish by hand",
+    "escalated": "read the journal (`loopdeck log`), fix what blocks the agent, then `loopdeck resume`",
+    "failed": "read the journal (`loopdeck log`) and the iteration logs, then `loopdeck start --force`",
+    "question": "answer it (`loopdeck answer TEXT`), then `loopdeck resume`",
+}
+"""What to do after each ending: every step names a verb that works on the loop as it was left."""
+
+NAMES_SHOWN = 8
+TURNS_SHOWN = 10
+
+
+def task_names(counts: Aggregate | None) -> dict[str, list[str]] | None:
+    """Done, skipped and remaining tasks by title, from readable sources (None: not counted)."""
+    if counts is None:
+        return None
+    names: dict[str, list[str]] = {"done": [], "skipped": [], "remaining": []}
+    for report in counts.sources:
+        if not (report.enabled and report.available):
+            continue
+        for item in report.items:
+            key = {"done": "done", "skipped": "skipped", "pending": "remaining", "in_progress": "remaining"}
+            if item.status in key:
+                names[key[item.status]].append(item.title)
+    return names
+
+
+def _named(label: str, count: int, titles: list[str]) -> str:
+    text = f"{label:<13}{count} task(s)"
+    if titles:
+        shown = ", ".join(titles[:NAMES_SHOWN])
+        more = f", … {len(titles) - NAMES_SHOWN} more" if len(titles) > NAMES_SHOWN else ""
+        text += f": {shown}{more}"
+    return text
+
+
+def summary_lines(
+    how: str,
+    reason: str,
+    tally: Tally,
+    counts: Aggregate | None,
+    folder: Path | None,
+    state: LoopState | None,
+    recorded: dict[str, Any] | None = None,
+) -> list[str]:
+    """The summary a person reads at the end of a run. Task figures come from `counts`, the
+    sources as the run ended, or else from the tasks the loop's own `recorded` summary names
+    (a parallel loop's graph); without either, the summary says they are unknown, never zero."""
+    seconds = time.monotonic() - tally.started
+    minutes, secs = divmod(int(seconds), 60)
+    next_step = NEXT_STEPS.get(how, "read the journal (`loopdeck log`)")
+    lines = [
+        "",
+        "== loopdeck summary ==",
+        f"Ended:       {how} ({reason})",
+        f"Iterations:  {tally.iterations} this run" + (f", {state.iteration} in all" if state else ""),
+        f"Duration:    {minutes}m {secs}s",
+    ]
+    names = task_names(counts)
+    tasks = recorded.get("tasks") if recorded else None
+    if (counts is None or names is None) and isinstance(tasks, dict):
+        for label, key in (("Done:", "done"), ("Skipped:", "skipped"), ("Remaining:", "remaining")):
+            titles = [str(t) for t in tasks.get(key) or []]
+            if titles or key != "skipped":
+                lines.append(_named(label, len(titles), titles))
+    elif counts is None or names is None:
+        lines.append("Tasks:       unknown (the task sources could not be read)")
+    else:
+        done = sum(r.done for r in counts.sources if r.enabled and r.available)
+        skipped = sum(r.skipped for r in counts.sources if r.enabled and r.available)
+        lines.append(_named("Done:", done, names["done"]))
+        if skipped:
+            lines.append(_named("Skipped:", skipped, names["skipped"]))
+        remaining = _named("Remaining:", counts.pending_total, names["remaining"])
+        if counts.uncertain:
+            unread = ", ".join(r.name for r in counts.unavailable)
+            remaining += f" (and unknown in {unread}: could not be read)"
+        lines.append(remaining)
+    if tally.agent_failures:
+        lines.append(f"Failed:      {len(tally.agent_failures)} agent run(s): {tally.agent_failures[-1]}")
+    if tally.verify_failures:
+        lines.append(f"Verification failed {tally.verify_failures} time(s) along the way")
+    if tally.commits:
+        lines.append(f"Commits:     {len(tally.commits)} ({tally.commits[-1][:8]} last)")
+    if state is not None and (state.usage or state.limits.get("max_cost_micro_usd")):
+        lines.append(f"Cost:        {cost_line(state.usage, state.limits)}")
+    if tally.turns:
+        shown = tally.turns[-TURNS_SHOWN:]
+        more = f" (the last {len(shown)} of {len(tally.turns)})" if len(tally.turns) > len(shown) else ""
+        lines.append(f"Per iteration{more}:")
+        lines += [f"  {turn_line(record)}" for record in shown]
+    if folder is not None:
+        lines.append(f"Archive:     {folder}")
+    lines.append(f"Next:        {next_step}")
+    return [redact(line) for line in lines]  # printed, and copied into bug reports
+
+
+def archived_lines(record: dict[str, object]) -> list[str]:
+    """The last summary as `status` shows it once the loop has ended (from `summary.json`)."""
+    outcome = record.get("outcome", "?")
+    iterations = record.get("iteration", "?")
+    lines = [f"last loop:   {outcome} ({record.get('reason', '')}), {iterations} iterations"]
+    tasks = record.get("tasks")
+    if isinstance(tasks, dict):
+        for key, label in (("done", "Done:"), ("skipped", "Skipped:"), ("remaining", "Remaining:")):
+            titles = [str(t) for t in tasks.get(key) or []]
+            if titles or key != "skipped":
+                lines.append(_named(label, len(titles), titles))
+    usage = record.get("usage")
+    if isinstance(usage, dict) and usage:
+        lines.append(f"Cost:        {cost_line({str(k): int(v) for k, v in usage.items()})}")
+    lines.append(f"Next:        {NEXT_STEPS.get(str(outcome), 'read the journal (`loopdeck log`)')}")
+    return [redact(line) for line in lines]
