@@ -15,6 +15,7 @@ from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
@@ -92,6 +93,15 @@ class ErrorPanel(Static):
     def watch_problem(self, problem: str) -> None:
         self.update(problem)
         self.set_class(bool(problem), "-shown")
+
+
+class Restored(Message):
+    """`loopdeck restore` ended: whether it put the backup back, and its one line."""
+
+    def __init__(self, ok: bool, line: str) -> None:
+        super().__init__()
+        self.ok = ok
+        self.line = line
 
 
 class LoopdeckApp(App[None]):
@@ -593,15 +603,31 @@ class LoopdeckApp(App[None]):
         )
 
     def action_restore_backup(self) -> None:
-        from loop.core.timeutil import utcnow
-        from loop.drivers import writer
+        """The monitor never writes the state: it asks `loopdeck restore` to, as a person at a
+        terminal would."""
+        self.restore_in_background()
 
+    @work(thread=True, exclusive=True, group="restore", exit_on_error=False)
+    def restore_in_background(self) -> None:
+        import subprocess
+        import sys
+
+        argv = [sys.executable, "-m", "loop.cli", "-C", str(self.workspace.root), "restore"]
         try:
-            writer.restore_backup(self.workspace, utcnow())
-        except (LoopdeckError, OSError) as exc:
-            self.notify(f"restore failed: {exc}", severity="error")
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            self.post_message(Restored(False, str(exc)))
             return
-        self.notify("backup restored; the corrupt file was moved aside", title="loopdeck")
+        said = (done.stdout or done.stderr).strip().splitlines()[-1:] or ["no answer"]
+        self.post_message(
+            Restored(done.returncode == 0, said[0].removeprefix("loopdeck: ").removeprefix("error: "))
+        )
+
+    def on_restored(self, message: Restored) -> None:
+        if not message.ok:
+            self.notify(f"restore failed: {message.line}", severity="error")
+            return
+        self.notify(message.line, title="loopdeck")
         self.load_snapshot()
 
     def action_toggle_journal(self) -> None:

@@ -368,6 +368,23 @@ def cmd_trust(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_restore(args: argparse.Namespace) -> int:
+    """A person puts the state's last good copy back (the corrupt file is kept beside it); the
+    monitor's `b` runs this verb, so the monitor itself never writes the state."""
+    from loop.core.timeutil import utcnow
+    from loop.drivers import writer
+    from loop.trust.person import refuse_inside_agent
+
+    refuse_inside_agent("`loopdeck restore`")
+    ws = _workspace(args)
+    state = writer.restore_backup(ws, utcnow())
+    print(
+        f"loopdeck: the backup is restored (iteration {state.iteration}, {state.status}); "
+        "the corrupt file is kept beside it (….corrupt-<time>)"
+    )
+    return 0
+
+
 def cmd_hook(args: argparse.Namespace) -> int:
     from loop.drivers import hook
 
@@ -683,6 +700,11 @@ def build_parser() -> argparse.ArgumentParser:
         "prompt", help="the UserPromptSubmit hook: runs the slash commands (JSON on stdin, no shell)"
     )
     prompt_hook.set_defaults(func=cmd_hook_prompt)
+
+    restoring = verbs.add_parser(
+        "restore", help="put the state's backup back (a corrupt state file is kept beside it)"
+    )
+    restoring.set_defaults(func=cmd_restore)
 
     trusting = verbs.add_parser(
         "trust",
