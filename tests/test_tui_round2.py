@@ -254,7 +254,7 @@ def test_text_status_shows_the_sources_with_their_pending_counts(tmp_path: Path)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 50)], ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("name", ["running", "completed"])
+@pytest.mark.parametrize("name", ["running", "completed", "workers", "escalation"])
 def test_layout_snapshot(snap_compare: Any, tmp_path: Path, name: str, size: tuple[int, int]) -> None:
     ws = make(tmp_path, name)
     assert snap_compare(screenshots.app_for(ws), terminal_size=size, run_before=_settled())

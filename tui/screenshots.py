@@ -294,6 +294,114 @@ def completed(root: Path) -> Workspace:
     return ws
 
 
+def workers(root: Path) -> Workspace:
+    """A loop of four workers over a task graph, in worktrees: one approved and queued to merge,
+    one reworking a conflict, one deferred on a file another holds."""
+    from loop.core import scheduler
+    from loop.core.timeutil import iso_s
+    from loop.demo import graph as demo_graph
+
+    ws = _repo(root)
+    folder = demo_graph.create(ws.claude_dir / "loopdeck" / "demo-tasks")
+    from loop.sources import taskgraph
+
+    taskgraph.write(
+        folder,
+        [
+            scheduler.Update("1", "completed", "worker-1"),
+            scheduler.Update("5", "completed", "worker-2"),
+            scheduler.Update("2", "in_progress", "worker-4"),
+            scheduler.Update("3", "in_progress", "worker-5"),
+            scheduler.Update("8", "in_progress", "worker-3"),
+        ],
+    )
+    branch = "loopdeck/20260109T095712"
+    board = scheduler.Board(
+        graph=str(folder),
+        capacity=4,
+        audit="python audit.py",
+        isolation="worktree",
+        loop_branch="main",
+        workers=(
+            scheduler.Worker(
+                "worker-3",
+                "8",
+                ("CHANGELOG.md",),
+                iso_s(NOW - timedelta(seconds=140)),
+                turns=2,
+                status="running",
+                branch=f"{branch}/8",
+                conflicts=1,
+                rework="conflict",
+            ),
+            scheduler.Worker(
+                "worker-4",
+                "2",
+                ("src/store.py",),
+                iso_s(NOW - timedelta(seconds=110)),
+                status="queued",
+                branch=f"{branch}/2",
+            ),
+            scheduler.Worker(
+                "worker-5",
+                "3",
+                ("src/api.py",),
+                iso_s(NOW - timedelta(seconds=65)),
+                status="running",
+                branch=f"{branch}/3",
+            ),
+        ),
+        queue=("worker-4",),
+        done=("1", "5"),
+        serial=5,
+        deferred=(scheduler.Deferral("4", "file", "worker-5", "src/api.py"),),
+    )
+    state = _state(
+        ws,
+        7,
+        iteration=7,
+        status="running",
+        driver="runner",
+        pid=os.getpid(),
+        task_file="null",
+        verify=["python check.py"],
+    )
+    scheduler.keep(state, board)
+    writer.carry_out(ws, StateStore(ws), Journal(ws.journal), state, Result("allow", state), NOW)
+    from loop import trust
+
+    trust.record(ws, state, "run")
+    journal = Journal(ws.journal)
+    at = NOW - timedelta(minutes=3)
+    for kind, data in (
+        ("worker-started", {"worker": "worker-3", "task": "8", "files": ["CHANGELOG.md"]}),
+        ("merge-queued", {"worker": "worker-2", "task": "5", "branch": f"{branch}/5"}),
+        ("task-merged", {"worker": "worker-2", "task": "5", "branch": f"{branch}/5", "sha": "4be1c0de"}),
+        ("worker-strayed", {"worker": "worker-3", "task": "8", "files": ["README.md"]}),
+        ("merge-queued", {"worker": "worker-3", "task": "8", "branch": f"{branch}/8"}),
+        (
+            "merge-conflict",
+            {"worker": "worker-3", "task": "8", "branch": f"{branch}/8", "reason": "conflict in README.md"},
+        ),
+        ("worker-turn", {"worker": "worker-3", "task": "8", "turn": 2, "why": "conflict"}),
+        (
+            "task-deferred",
+            {
+                "task": "4",
+                "reason": "file",
+                "worker": "worker-5",
+                "file": "src/api.py",
+                "line": "Task 4 deferred — file conflict with worker-5 on src/api.py",
+            },
+        ),
+        ("audit-approved", {"worker": "worker-4", "task": "2"}),
+        ("merge-queued", {"worker": "worker-4", "task": "2", "branch": f"{branch}/2"}),
+    ):
+        at += timedelta(seconds=15)
+        journal.append(kind, 7, data, now=at)
+    return ws
+
+
 RALPH = """---
 active: true
 iteration: 7
@@ -356,6 +464,7 @@ SCENARIOS: dict[str, Callable[[Path], Workspace]] = {
     "verification": verification,
     "escalation": escalation,
     "resume": resume_prompt,
+    "workers": workers,
     "unconfirmed": unconfirmed,
     "corrupt": corrupt,
     "completed": completed,

@@ -41,7 +41,20 @@ def finished_text(archive: dict[str, Any], snapshot: Snapshot) -> str:
     took = duration(seconds) if seconds is not None else None
     lines.append(f"{iterations} iterations" + (f" in {took}" if took else ""))
     pending = archive.get("pending_at_end")
-    tasks = f"{pending} task(s) left" if isinstance(pending, int) else None
+    raw = archive.get("tasks")
+    named: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    done = named.get("done") if isinstance(named.get("done"), list) else None
+    tasks = (
+        ", ".join(
+            part
+            for part in (
+                f"{len(done)} task(s) done" if done is not None else None,
+                f"{pending} left" if isinstance(pending, int) else None,
+            )
+            if part
+        )
+        or None
+    )
     commits = archive.get("commits")
     made = f"{len(commits)} commit(s)" if isinstance(commits, list) else None
     usage = archive.get("usage")
@@ -49,6 +62,28 @@ def finished_text(archive: dict[str, Any], snapshot: Snapshot) -> str:
     lines.append(" · ".join(x for x in (tasks, made, cost) if x) or "no tally recorded")
     lines.append(f"archived in {relative(str(archive.get('folder', '?')), snapshot.workspace)}")
     return "\n".join(lines)
+
+
+def task_progress(snapshot: Snapshot) -> tuple[int, int]:
+    """(done, all) tasks the readable sources count: what a person means by progress; (0, 0)
+    when no source knows its tasks."""
+    if snapshot.sources is None or snapshot.sources.uncertain:
+        return 0, 0
+    readable = [r for r in snapshot.sources.sources if r.enabled and r.available]
+    done = sum(r.done + r.skipped for r in readable)
+    return done, done + sum(r.open_count for r in readable)
+
+
+def working_on(snapshot: Snapshot) -> str:
+    """What is under way: the current task, or a loop of workers' tasks and its merge queue."""
+    section = snapshot.parallel
+    loop = snapshot.loop
+    if section is None or loop is None:
+        return f"task: {clip(loop.current_task or '-', 70) if loop else '-'}"
+    workers = [w for w in section.get("workers") or [] if isinstance(w, dict)]
+    tasks = ", ".join(f"{w.get('task')} ({w.get('status')})" for w in workers) or "none"
+    queued = len(section.get("queue") or [])
+    return clip(f"workers on tasks: {tasks}" + (f" · {queued} to merge" if queued else ""), 90)
 
 
 @dataclass(frozen=True)
@@ -83,11 +118,17 @@ def iteration_view(snapshot: Snapshot, now: datetime) -> IterationView:
         + (" · ESCALATED" if loop.escalated else "")
         + (f" · {cost_line(loop.usage, loop.limits)}" if loop.usage else "")
         + f"\ndriver {loop.driver or '-'} ({alive}) · started {roughly_ago(loop.started_at, now)} · {average}"
-        + f"\ntask: {clip(loop.current_task or '-', 70)}"
+        + f"\n{working_on(snapshot)}"
+    )
+    done, total = task_progress(snapshot)
+    bar = (
+        f"{meter(done, total)} · {done}/{total} tasks"
+        if total
+        else meter(loop.iteration, loop.max_iterations)
     )
     return IterationView(
         "Iteration",
-        meter(loop.iteration, loop.max_iterations),
+        bar,
         facts,
         tuple(durations) or (0.0,),
         f"{loop.iteration}/{limit}",

@@ -57,7 +57,7 @@ def workers_view(snapshot: Snapshot, now: datetime) -> WorkersView | None:
                 clip(", ".join(str(f) for f in worker.get("files") or []) or "-", 34),
                 elapsed,
                 str(worker.get("turns", 1)),
-                str(worker.get("status", "?")),
+                str(worker.get("status", "?")) + (f" · {worker['rework']}" if worker.get("rework") else ""),
             )
         )
     locks = section.get("locks") or {}
