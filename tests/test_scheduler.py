@@ -181,7 +181,9 @@ def test_a_rework_runs_only_when_the_engine_admits_it() -> None:
 
 
 def test_a_turn_that_changes_nothing_is_never_approved_and_stalls_replace_the_worker() -> None:
+    """`--stuck-after 3` turns that change nothing replace the worker (the runner's threshold)."""
     state = loop(Board(graph="g", capacity=2, workers=(w("worker-1", "1", "a.py"),), serial=1))
+    state.limits = {"stuck_after": 3}
     for turn in (2, 3):
         step = ended(state, "worker-1", changed=False)
         assert step.board.workers[0].turns == turn and step.board.workers[0].status == "ready"
@@ -198,7 +200,7 @@ def test_the_same_audit_rejection_again_and_again_counts_as_no_progress() -> Non
     state = loop(
         Board(graph="g", capacity=2, workers=(w("worker-1", "1", "a.py", status="auditing"),), serial=1)
     )
-    for _ in range(4):  # the first rejection is news; three more the same are not
+    for _ in range(3):  # the first rejection is news; two more the same (--stuck-after 2) are not
         step = workflow.audited(state, "worker-1", False, "REJECTED: same", NOW)
         worker = step.board.workers[0]
         state = scheduler.keep(

@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from loop.cli.options import add_limit_options, limits_from
+from loop.cli.steer import steer
 from loop.core.errors import LoopdeckError, os_problem
 from loop.store.paths import Workspace, find_workspace
 
@@ -152,122 +154,22 @@ def cmd_sources(args: argparse.Namespace) -> int:
 # --- steering ------------------------------------------------------------------------------
 
 
-CONFIRMING = ("complete", "answer", "set-max-iterations", "resume")
-"""Commands only a person may send: each ends or lifts a wait for a person (forced completion
-skips the verification, an answer is a person's word, a new limit lifts its escalation)."""
-
-
-def _steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int:
-    from loop.store import control
-    from loop.store.journal import Journal
-    from loop.store.state import StateStore
-
-    if kind in CONFIRMING:
-        from loop.trust.person import refuse_inside_agent
-
-        refuse_inside_agent(f"`loopdeck {kind}`")
-    ws = _workspace(args)
-    state = StateStore(ws).read()
-    if state is None:
-        raise LoopdeckError(f"no loop in {ws.root}: nothing to {kind}")
-    if not state.active:
-        raise LoopdeckError(f"the loop in {ws.root} is {state.status}: nothing to {kind}")
-    target = getattr(args, "worker", None)
-    if target and "parallel" not in state.extra:
-        raise LoopdeckError(f"the loop in {ws.root} has no workers (`run --workers N` starts them)")
-    command = control.queue(
-        ws,
-        kind,
-        source="cli",
-        reason=args.reason,
-        value=value,
-        target=target,
-        iteration=state.iteration,
-        warn=lambda why: print(f"loopdeck: warning: {why}", file=sys.stderr),
-    )
-    journal = Journal(ws.journal)
-    from loop.store.proc import alive
-
-    if state.driver in (None, "hook"):
-        when = "at the agent's next Stop"
-    elif alive(state.pid):
-        when = "within a second (the runner polls the queue)"
-    else:
-        when = "when a runner drives the loop again: its runner is gone (`loopdeck resume` restarts it)"
-    print(f"loopdeck: {kind} queued (id {command.id}); it applies {when}")
-    if args.wait:
-        deadline = time.monotonic() + args.wait
-        while time.monotonic() < deadline:
-            if command.id in control.applied_ids(journal):
-                print(f"loopdeck: {kind} applied")
-                return 0
-            time.sleep(0.1)
-        raise LoopdeckError(f"{kind} was not applied within {args.wait:g} s; it stays queued")
-    return 0
-
-
 def _steer_cmd(kind: str) -> Callable[[argparse.Namespace], int]:
-    return lambda args: _steer(kind, args)
+    return lambda args: steer(kind, args)
 
 
 def _talk_cmd(kind: str) -> Callable[[argparse.Namespace], int]:
     def talk(args: argparse.Namespace) -> int:
         args.reason = " ".join(args.text).strip()
-        return _steer(kind, args)
+        return steer(kind, args)
 
     return talk
-
-
-def add_limit_options(verb: argparse.ArgumentParser) -> None:
-    """The options `start` and `run` share for a loop left alone: budget, stuck thresholds,
-    who to tell."""
-    verb.add_argument(
-        "--max-cost", type=float, metavar="USD", help="escalate when the agent's reported cost reaches USD"
-    )
-    verb.add_argument(
-        "--stuck-after", type=int, metavar="N", help="escalate after N working turns without progress (2)"
-    )
-    verb.add_argument(
-        "--same-error-after", type=int, metavar="N", help="escalate after the same error N times (3)"
-    )
-    verb.add_argument(
-        "--notify",
-        action="append",
-        metavar="TARGET",
-        help="tell a person when needed or done: desktop, a webhook URL, or cmd:PROGRAM (repeatable)",
-    )
-
-
-def notify_check(target: str) -> str | None:
-    from loop.drivers.notify import check_target
-
-    return check_target(target)
-
-
-def limits_from(args: argparse.Namespace) -> dict[str, int]:
-    """The limit options given, as the state records them (cost in millionths of a dollar)."""
-    limits: dict[str, int] = {}
-    if args.max_cost is not None:
-        if args.max_cost <= 0:
-            raise LoopdeckError("--max-cost must be more than 0 (US dollars)")
-        limits["max_cost_micro_usd"] = round(args.max_cost * 1_000_000)
-    for name in ("stuck_after", "same_error_after"):
-        value = getattr(args, name)
-        if value is not None:
-            if value < 1:
-                raise LoopdeckError(f"--{name.replace('_', '-')} must be 1 or more")
-            limits[name] = value
-    for target in getattr(args, "notify", None) or []:
-        problem = notify_check(target)
-        if problem:
-            raise LoopdeckError(problem)
-    return limits
 
 
 def cmd_set_max(args: argparse.Namespace) -> int:
     if args.n < 0:
         raise LoopdeckError("set-max-iterations takes 0 (no limit) or more")
-    return _steer("set-max-iterations", args, value=args.n)
+    return steer("set-max-iterations", args, value=args.n)
 
 
 # --- log -----------------------------------------------------------------------------------
@@ -489,18 +391,18 @@ def build_parser() -> argparse.ArgumentParser:
     sources.set_defaults(func=cmd_sources)
 
     for kind, text in STEER_HELP.items():
-        steer = verbs.add_parser(kind, help=text, description=text)
-        steer.add_argument("--reason", metavar="T", help="why (shown in the journal)")
-        steer.add_argument(
+        verb = verbs.add_parser(kind, help=text, description=text)
+        verb.add_argument("--reason", metavar="T", help="why (shown in the journal)")
+        verb.add_argument(
             "--wait", type=float, metavar="S", help="wait up to S seconds for the driver to apply it"
         )
-        steer.add_argument(
+        verb.add_argument(
             "--worker",
             metavar="NAME",
             help="with `run --workers`: act on this worker only (skip its task, stop it, resume it "
             "with --reason as the answer to its question)",
         )
-        steer.set_defaults(func=_steer_cmd(kind))
+        verb.set_defaults(func=_steer_cmd(kind))
 
     for kind, text in (
         ("say", "a note for the agent: it goes into the next prompt, once"),

@@ -92,7 +92,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             state.extra["verify_allow"] = list(args.verify_allow)
         return state
 
-    from loop.cli import limits_from
+    from loop.cli.options import limits_from
     from loop.drivers import preflight  # before anything is written
 
     task_file = existing.task_file if existing is not None else args.task_file
@@ -187,9 +187,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     refuse_inside_agent("`loopdeck resume` (it lifts a wait for a person)")
     if args.worker:  # one parallel worker: a command for the running loop, nothing to resume
-        from loop.cli import _steer
+        from loop.cli.steer import steer
 
-        return _steer("resume", args)
+        return steer("resume", args)
     ws = Workspace(Path(args.workspace).resolve()) if args.workspace else find_workspace()
     ask = _asker(args)
     found = classify.read(ws)

@@ -97,7 +97,7 @@ def run_parallel(
         from loop.store.control import end_offset
 
         prompt = " ".join(args.prompt).strip() or DEFAULT_GOAL
-        from loop.cli import limits_from
+        from loop.cli.options import limits_from
 
         state = LoopState.new(
             prompt,

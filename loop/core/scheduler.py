@@ -19,7 +19,7 @@ A cycle:
 4. a worker's turn ends → the engine's verdict → (audit) → approved: in a git repository the
    task's branch joins the merge queue and its locks are held until it is merged; outside git
    (`--isolation locks`) the task is completed at once. Rejected: the same task again with the
-   feedback; no progress over `STALL_TURNS` turns: replaced.
+   feedback; no progress over the loop's `--stuck-after` turns: replaced.
 5. the queue merges one branch at a time into the loop's branch: merged → completed; a conflict
    or a verification failure → the task again with the hunks or the failure, and after
    `MAX_CONFLICTS` conflicts a person is asked.
@@ -43,8 +43,10 @@ PENDING, IN_PROGRESS, COMPLETED = "pending", "in_progress", "completed"
 MAX_WORKERS = 12
 DEFER_LIMIT = 3
 """Cycles in a row with nothing startable before the loop asks a person."""
-STALL_TURNS = 3
-"""Turns in a row without progress after which a worker is replaced by a fresh one."""
+def stall_turns(state: LoopState) -> int:
+    """Turns in a row without progress after which a worker is replaced by a fresh one: the
+    loop's `--stuck-after`, the same threshold as the runner's."""
+    return max(1, state.limit("stuck_after"))
 MAX_REPLACEMENTS = 2
 """A task whose workers were replaced this often needs a person: a fresh worker won't help."""
 MAX_CONFLICTS = 3
@@ -671,10 +673,10 @@ def merge_failed(step: Step, name: str, why: str, feedback: str, conflict: bool)
 
 def _again(step: Step, worker: Worker, feedback: str, why: str, stall: bool) -> Step:
     """The same task once more: its worker's next turn, told why (or a fresh worker after
-    `STALL_TURNS` turns that changed nothing)."""
+    `--stuck-after` turns that changed nothing)."""
     repeated = why in ("rejected", "verification", "failed") and feedback == worker.feedback
     stalls = worker.stalls + 1 if stall or repeated else 0  # the same rejection again moves nothing
-    if stalls >= STALL_TURNS:
+    if stalls >= stall_turns(step.state):
         return _replace_worker(step, worker, feedback)
     rerun = replace(
         worker,
@@ -697,7 +699,7 @@ def _replace_worker(step: Step, worker: Worker, feedback: str) -> Step:
     if worker.replaced + 1 > MAX_REPLACEMENTS:
         reason = (
             f"task {worker.task}: {MAX_REPLACEMENTS + 1} workers in a row made no progress "
-            f"over {STALL_TURNS} turns; last feedback: {feedback[-300:]}"
+            f"over {stall_turns(step.state)} turns; last feedback: {feedback[-300:]}"
         )
         step.board = board.put(replace(worker, status=STALLED, feedback=feedback, stalls=0))
         step.needs = ("stuck", reason, {"worker": worker.name})

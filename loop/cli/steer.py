@@ -1,0 +1,73 @@
+"""Steering a loop from a terminal: a command queued for its driver (pause, resume, skip,
+complete, stop, say, answer, a new limit), and said when it lands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from loop.core.errors import LoopdeckError
+from loop.store.paths import Workspace, find_workspace
+
+
+def workspace_of(args: argparse.Namespace) -> Workspace:
+    from pathlib import Path
+
+    if args.workspace is not None:
+        return Workspace(Path(args.workspace).resolve())
+    return find_workspace()
+
+
+CONFIRMING = ("complete", "answer", "set-max-iterations", "resume")
+"""Commands only a person may send: each ends or lifts a wait for a person (forced completion
+skips the verification, an answer is a person's word, a new limit lifts its escalation)."""
+
+
+def steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int:
+    from loop.store import control
+    from loop.store.journal import Journal
+    from loop.store.state import StateStore
+
+    if kind in CONFIRMING:
+        from loop.trust.person import refuse_inside_agent
+
+        refuse_inside_agent(f"`loopdeck {kind}`")
+    ws = workspace_of(args)
+    state = StateStore(ws).read()
+    if state is None:
+        raise LoopdeckError(f"no loop in {ws.root}: nothing to {kind}")
+    if not state.active:
+        raise LoopdeckError(f"the loop in {ws.root} is {state.status}: nothing to {kind}")
+    target = getattr(args, "worker", None)
+    if target and "parallel" not in state.extra:
+        raise LoopdeckError(f"the loop in {ws.root} has no workers (`run --workers N` starts them)")
+    command = control.queue(
+        ws,
+        kind,
+        source="cli",
+        reason=args.reason,
+        value=value,
+        target=target,
+        iteration=state.iteration,
+        warn=lambda why: print(f"loopdeck: warning: {why}", file=sys.stderr),
+    )
+    journal = Journal(ws.journal)
+    from loop.store.proc import alive
+
+    if state.driver in (None, "hook"):
+        when = "at the agent's next Stop"
+    elif alive(state.pid):
+        when = "within a second (the runner polls the queue)"
+    else:
+        when = "when a runner drives the loop again: its runner is gone (`loopdeck resume` restarts it)"
+    print(f"loopdeck: {kind} queued (id {command.id}); it applies {when}")
+    if args.wait:
+        deadline = time.monotonic() + args.wait
+        while time.monotonic() < deadline:
+            if command.id in control.applied_ids(journal):
+                print(f"loopdeck: {kind} applied")
+                return 0
+            time.sleep(0.1)
+        raise LoopdeckError(f"{kind} was not applied within {args.wait:g} s; it stays queued")
+    return 0
