@@ -43,10 +43,14 @@ PENDING, IN_PROGRESS, COMPLETED = "pending", "in_progress", "completed"
 MAX_WORKERS = 12
 DEFER_LIMIT = 3
 """Cycles in a row with nothing startable before the loop asks a person."""
+
+
 def stall_turns(state: LoopState) -> int:
     """Turns in a row without progress after which a worker is replaced by a fresh one: the
     loop's `--stuck-after`, the same threshold as the runner's."""
     return max(1, state.limit("stuck_after"))
+
+
 MAX_REPLACEMENTS = 2
 """A task whose workers were replaced this often needs a person: a fresh worker won't help."""
 MAX_CONFLICTS = 3
