@@ -59,7 +59,8 @@ _LAUNCHED = r"(?:'[^']*'|[^\s']+) -I -S (?:'[^']*/loop/launcher\.py'|[^\s']*/loo
 _RUNNER = rf"(?:{_LAUNCHED}|{_EXE} hook)"
 _OURS = re.compile(
     rf"\A{_RUNNER} (?:stop|stop-failure|prompt)\Z"
-    rf'|\Af=\$\(mktemp\) && cat > "\$f" && \{{ (?:\$\(command -v setsid\) )?{_RUNNER} stop-failure '
+    rf"|\A(?:trap '' TERM HUP INT; )?"
+    rf'f=\$\(mktemp\) && cat > "\$f" && \{{ (?:\$\(command -v setsid\) )?{_RUNNER} stop-failure '
     r'--input "\$f" </dev/null >/dev/null 2>&1 & \}\Z'
 )
 """The exact shape of a command loopdeck writes: `<abs python> -I -S <abs path>/loop/launcher.py
@@ -69,15 +70,16 @@ even without the install record."""
 
 
 DETACHED = (
+    "trap '' TERM HUP INT; "
     'f=$(mktemp) && cat > "$f" && {{ $(command -v setsid) {runner} {event} --input "$f" '
     "</dev/null >/dev/null 2>&1 & }}"
 )
-"""How the StopFailure hook is installed. `claude -p` ends (and its hooks with it) the moment a
-turn fails, before a Python hook could even start: the shell saves the input in a moment and
-hands it to a detached loopdeck, in a session of its own where `setsid` exists, so that the
-end of Claude Code's process group does not take it along on a busy machine (where it does not,
-`$(command -v setsid)` is empty and the line is as before). The string is loopdeck's own: no
-user text is in it."""
+"""How the StopFailure hook is installed. `claude -p` ends the moment a turn fails and sends
+its hooks SIGTERM as it exits, tens of milliseconds after starting them: before a Python hook
+could even start. So the shell first ignores the signals Claude Code ends hooks with (ignored
+signals stay ignored across `exec`, for `cat`, `setsid` and loopdeck too), saves the input, and
+hands it to a detached loopdeck, in a session of its own where `setsid` exists (where it does
+not, `$(command -v setsid)` is empty). The string is loopdeck's own: no user text is in it."""
 
 
 def hook_command(runner: str, event: str) -> str:
