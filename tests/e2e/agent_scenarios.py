@@ -155,9 +155,9 @@ def parallel_workers(project: CLIProject, cli: str) -> None:
 # --- 3. a usage limit, waited out -----------------------------------------------------------------
 
 
-def limited_until(cli: str, root: Path, seconds: float, fallback_delay: float = 0.0) -> Script:
+def limited_until(cli: str, root: Path, seconds: float) -> Script:
     """`cli`'s requests are refused with a usage limit until `seconds` after the first one; then
-    (and any other CLI's requests, `fallback_delay` slower) tick the checklist."""
+    (and any other CLI's requests, not answered before the reset) tick the checklist."""
     inner = tick_script(root)
     until: list[float] = []
     lock = threading.Lock()
@@ -170,7 +170,9 @@ def limited_until(cli: str, root: Path, seconds: float, fallback_delay: float = 
             return limit(cli, until[0])
         reply = inner(call)
         if call.cli != cli:
-            reply.delay = fallback_delay
+            # the fallback's turn ends after the reset however fast its CLI starts: the next
+            # turn is then the first one's again, on any machine
+            reply.delay = max(0.0, until[0] + 0.2 - time.time()) if until else 0.0
         return reply
 
     script.until = until  # type: ignore[attr-defined]
@@ -226,7 +228,7 @@ def fallback_on_a_limit(project: CLIProject, cli: str) -> None:
         pytest.skip(why)
     todo = project.write("TODO.md", "- [ ] one\n- [ ] two\n")
     project.commit()
-    project.api.script = limited_until(cli, project.root, 1.5, fallback_delay=1.0)
+    project.api.script = limited_until(cli, project.root, 1.5)
     out = run_loop(project, cli, "--fallback-agent", other)
     assert out.startswith("exit 0"), out
     assert todo.read_text().count("- [x]") == 2
