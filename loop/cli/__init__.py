@@ -344,6 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
         "that holds a loop, else the current folder)",
     )
     verbs = parser.add_subparsers(dest="verb", metavar="VERB")
+    _add_workspace_option_to_every_verb(verbs)
 
     start = verbs.add_parser("start", help="create a loop (the /orchestrator-loop command)")
     start.add_argument("prompt", nargs="*", metavar="PROMPT", help="what the agent works on")
@@ -643,6 +644,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_workspace_option_to_every_verb(verbs: Any) -> None:
+    """`-C DIR` after the verb too (`loopdeck status -C DIR`), as people type it: every verb
+    made from here on accepts it, and leaves the one given before the verb alone when it is
+    not given again (`SUPPRESS`: no default of its own)."""
+    made = verbs.add_parser
+
+    def add_parser(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        verb: argparse.ArgumentParser = made(name, **kwargs)
+        if name != "hook":
+            verb.add_argument(
+                "-C",
+                "--workspace",
+                metavar="DIR",
+                default=argparse.SUPPRESS,
+                help="the project folder (as before the verb)",
+            )
+        return verb
+
+    verbs.add_parser = add_parser
+
+
+def _check_workspace(args: argparse.Namespace) -> None:
+    """`-C DIR` names a folder that exists: `-C /nonexistent status` must not say "no loop"
+    and succeed."""
+    given = getattr(args, "workspace", None)
+    if given is None:
+        return
+    folder = Path(given)
+    if not folder.exists():
+        raise LoopdeckError(f"-C {given}: the folder does not exist")
+    if not folder.is_dir():
+        raise LoopdeckError(f"-C {given} is a file, expected a folder")
+
+
 MonitorVerbs = Mapping[str, Callable[[argparse.Namespace], int]]
 """The verbs that open the monitor (`tui`, `demo`), handed in by `tui.cli`: `loop` never imports
 the monitor itself."""
@@ -656,6 +691,7 @@ def main(argv: Sequence[str] | None = None, monitor: MonitorVerbs | None = None)
         tty = sys.stdout.isatty() and sys.stdin.isatty() and monitor is not None
         args = parser.parse_args([*(argv or sys.argv[1:]), "tui" if tty else "status"])
     try:
+        _check_workspace(args)
         func = args.func
         if func is None:
             func = (monitor or {}).get(args.verb)

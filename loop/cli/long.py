@@ -32,7 +32,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         recorded = {}
 
     def pick(name: str, given: Any, default: Any) -> Any:
-        return given if given is not None else recorded.get(name, default)
+        if given is not None:
+            return given
+        kept = recorded.get(name)
+        return kept if kept is not None else default
 
     from loop import agents
 
@@ -40,6 +43,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     # person confirms); a full command is kept as given. The format goes with the agent.
     chosen = agents.resolve(args.agent, args.agent_format).command if args.agent else None
     fallback = agents.resolve(args.fallback_agent, None).command if args.fallback_agent else None
+    from loop.cli.options import check_retries, check_timeout
+    from loop.drivers.start import check_max_iterations, check_promise
+
+    if args.max_iterations is not None:
+        check_max_iterations(args.max_iterations)
+    check_promise(args.completion_promise)
+
+    def where(name: str, option: str, given: Any) -> str:
+        return option if given is not None else f"{ws.state} (runner.{name})"
+
+    timeout = check_timeout(
+        pick("iteration_timeout", args.iteration_timeout, 1800.0),
+        where("iteration_timeout", "--iteration-timeout", args.iteration_timeout),
+    )
+    retries = check_retries(pick("retries", args.retries, 2), where("retries", "--retries", args.retries))
     options = Options(
         agent=pick("agent", chosen, agent.DEFAULT_AGENT),
         agent_format=_format(args.agent_format, args.agent, recorded.get("agent_format")),
@@ -47,8 +65,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         fallback_format=_format(
             args.fallback_agent_format, args.fallback_agent, recorded.get("fallback_format")
         ),
-        iteration_timeout=pick("iteration_timeout", args.iteration_timeout, 1800.0),
-        retries=pick("retries", args.retries, 2),
+        iteration_timeout=timeout,
+        retries=retries,
         commit=bool(pick("commit", True if args.commit else None, False)),
         headless=args.headless,
         agent_given=args.agent is not None,
@@ -294,7 +312,9 @@ def _recover(ws: Workspace, found: Any, args: argparse.Namespace, ask: Any) -> b
     from loop.drivers import writer
 
     print(f"loopdeck: {found.error}")
-    has_backup = ws.backup.exists()
+    has_backup = ws.backup.exists() and writer.backup_of_this_loop(ws)
+    if ws.backup.exists() and not has_backup:
+        print("loopdeck: the backup is of an earlier loop, not this one: it is not offered")
     source = args.source
     if source is None:
         default = "b" if has_backup else "j"
