@@ -124,3 +124,12 @@ def run_loopdeck(
         text=True,
         timeout=timeout,
     )
+
+
+def iteration_logs(root: Path) -> list[Path]:
+    """Every iteration log of the loops in `root`: the live loop's (under
+    `.claude/loopdeck/iterations/<loop>/`) and the ended loops' (in their archive folders), by
+    iteration."""
+    claude = root / ".claude"
+    found = [*claude.glob("loopdeck/iterations/*/*.log"), *claude.glob("loops/*/iterations/*.log")]
+    return sorted(found, key=lambda p: (p.name.split(".", 1)[0], p.name, str(p)))

@@ -398,7 +398,7 @@ class Runner:
             n,
             {"max_iterations": state.max_iterations, "task": state.current_task, "agent": backend.name},
         )
-        logs = self.ws.private_dir / "iterations"
+        logs = self.ws.iteration_logs(state.started_at)
         attempts = 1 + max(0, self.options.retries)
         attempt, runs = 1, 0
         run: agent.Run | None = None

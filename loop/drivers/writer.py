@@ -20,7 +20,7 @@ from loop.core import engine
 from loop.core.model import LoopState, Result
 from loop.drivers import notify
 from loop.store import control
-from loop.store.archive import archive
+from loop.store.archive import archive, move_logs
 from loop.store.journal import Event, Journal
 from loop.store.paths import Workspace
 from loop.store.state import StateError, StateStore
@@ -109,6 +109,7 @@ def archive_completed(ws: Workspace, state: LoopState, summary: dict[str, Any]) 
     The archive keeps its own, wholly redacted copy (the live file keeps the commands and
     notification targets the loop needs as given), and the live file goes."""
     folder = archive(ws, state, "completed", summary, reuse=True)
+    move_logs(ws, state, folder)
     os.unlink(ws.state)
     return folder
 
@@ -208,6 +209,8 @@ def start(
                 "pass --force to archive it and start a new one"
             )
         folder = archive(ws, old, "replaced by a new loop" if old.active else old.status)
+        if old.started_at != state.started_at:
+            move_logs(ws, old, folder)
         journal.append("warning", old.iteration, {"message": f"previous loop archived in {folder}"})
     store.write(state, replace_corrupt=replace_corrupt)
 
