@@ -62,6 +62,7 @@ def start_loop(ws: Workspace, request: Request, by: str) -> tuple[LoopState, lis
         ws.root,
         task_file=request.task_file,
         github_project=request.github_project if request.check_github else None,
+        notify=request.notify,
     )
     from loop.drivers import writer
     from loop.store.control import end_offset
