@@ -215,3 +215,9 @@ def test_the_slash_command_takes_saved_defaults_and_never_an_unconfirmed_project
     out = prompt_hook(ws, "/orchestrator-loop Build it -- --no-github --no-tasks")
     assert not ws.state.exists()
     assert "loopdeck config --trust" in json.dumps(out)
+
+
+def test_a_pyproject_without_our_table_is_not_ours_to_judge(ws: Workspace, cli) -> None:
+    (ws.root / "pyproject.toml").write_text("[project\nname = broken\n")
+    assert load(ws.root).project.exists is False
+    assert cli("start", "x", "--no-github", "--no-tasks").code == 0

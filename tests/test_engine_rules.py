@@ -526,7 +526,6 @@ def test_ordinary_progress_is_not_a_cut() -> None:
     "waiting",
     [
         {"kind": "pause", "reason": "reviewing", "since": "t"},
-        {"kind": "escalation", "reason": "stuck", "since": "t", "escalation": "stuck"},
         {"kind": "usage-limit", "reason": "limit", "since": "t", "until": "2026-01-09T12:00:00+00:00"},
     ],
 )
@@ -587,3 +586,14 @@ def test_the_runner_asks_a_person_when_its_agent_claims_completion_it_cannot_che
     assert not result.blocked and result.state is not None and result.state.status == "paused"
     assert result.state.waiting_for is not None
     assert result.state.waiting_for["escalation"] == "uncertain-sources"
+
+
+def test_an_answer_to_an_escalation_goes_on_with_it() -> None:
+    """An escalation asks a person: the answer is theirs (the workers' deadlock is answered so)."""
+    waiting = {"kind": "escalation", "reason": "stuck", "since": "t", "escalation": "stuck"}
+    paused = state(session_id="s1", status="paused", waiting_for=waiting)
+    result = decide(
+        paused, StopInput(None, session_id="s1"), [cmd("answer", reason="try B")], sources(task_file=1), NOW
+    )
+    assert result.blocked and result.state is not None and result.state.waiting_for is None
+    assert (result.reason or "").startswith("A PERSON ANSWERED YOUR QUESTION:\ntry B")

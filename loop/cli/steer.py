@@ -40,10 +40,10 @@ def steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int:
     if not state.active:
         raise LoopdeckError(f"the loop in {ws.root} is {state.status}: nothing to {kind}")
     target = getattr(args, "worker", None)
-    if kind == "answer" and state.waiting_kind != "question" and "parallel" not in state.extra:
+    if kind == "answer" and state.waiting_kind in (None, "pause", "usage-limit"):
+        held = "; the loop stays paused (`loopdeck resume` resumes it)" if state.status == "paused" else ""
         print(
-            "loopdeck: no question is pending: the answer goes into the agent's next prompt, and a "
-            "paused loop stays paused (`loopdeck resume` resumes it)",
+            f"loopdeck: no question is pending: the answer goes into the agent's next prompt{held}",
             file=sys.stderr,
         )
     if target and "parallel" not in state.extra:

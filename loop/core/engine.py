@@ -1219,6 +1219,11 @@ def _set_max(state: LoopState, value: int) -> None:
                 state.status = "running"
 
 
+ANSWER_KEEPS_WAITING = ("pause", "usage-limit")
+"""What an answer does not lift: a person's pause (only their resume does) and a usage limit's
+wait (its reset does). An answer lifts what asked a person: a question, an escalation."""
+
+
 def _apply(
     state: LoopState, command: Command, sources: Aggregate | None, result: Result, now: datetime
 ) -> str:
@@ -1251,14 +1256,15 @@ def _apply(
     if kind == "answer":
         state.extra["answer"] = command.reason or ""
         events.append(("answered", {"answer": command.reason, "source": command.source}))
-        if state.status == "paused" and state.waiting_kind == "question":
+        if state.status == "paused" and state.waiting_kind not in ANSWER_KEEPS_WAITING:
+            # the loop asked a person (the agent's question, an escalation): this is the answer
             state.status = "running"
             state.waiting_for = None
             events.append(("resumed", {"source": command.source}))
             return "answer kept for the next prompt"
         if state.status == "paused":
-            # An answer is not a resume: a loop paused by a person, an escalation or a usage
-            # limit waits for what it waits for; the answer reaches the agent when it goes on.
+            # An answer is not a resume: a loop a person paused waits for their resume, one held
+            # by a usage limit for its reset; the answer reaches the agent when it goes on.
             return "answer kept for the next prompt; no question was pending, the loop stays paused"
         return "answer kept for the next prompt"
     if kind == "say":

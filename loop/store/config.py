@@ -199,8 +199,8 @@ def read_project(root: Path) -> ConfigFile:
         return ConfigFile(path, "project", checked(path, _parse(path, text)), exists=True)
     pyproject = root / PYPROJECT
     text = _read(pyproject)
-    if text is None:
-        return ConfigFile(path, "project")
+    if text is None or "loopdeck" not in text:
+        return ConfigFile(path, "project")  # no table of ours: the rest of the file is not ours to judge
     tool = _parse(pyproject, text).get("tool")
     table = tool.get("loopdeck") if isinstance(tool, dict) else None
     if table is None:
