@@ -59,7 +59,7 @@ def test_shared_writes_the_team_file(ws: Workspace) -> None:
     assert shared(ws)["hooks"]["Stop"] == [{"hooks": [STOP]}]
     assert not (ws.claude_dir / "settings.local.json").exists()
     uninstall(ws)
-    assert not (ws.claude_dir / "settings.json").read_text().strip("{}\n ")
+    assert not (ws.claude_dir / "settings.json").exists()  # it held only what install put there
 
 
 def test_merges_keeps_keys_idempotent_and_backs_up(ws: Workspace) -> None:

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from loop import agents
+from tests.conftest import iteration_logs
 from tests.e2e.agents_harness import CLIProject, cli_binary
 from tests.e2e.mockclis import Call, MockCLIs, Reply, Script, limit, say, shell, tick_script
 
@@ -95,7 +96,7 @@ def loop_of_three_tasks(project: CLIProject, cli: str) -> None:
     cost = next(line for line in tail.splitlines() if line.startswith("Cost:"))
     assert ("(estimated)" in cost) is ESTIMATED[cli] and "tokens" in cost, cost
     # the monitor's output panel reads the iteration log through the adapter
-    first = (project.root / ".claude" / "loopdeck" / "iterations" / "0001.log").read_text()
+    first = iteration_logs(project.root)[0].read_text()
     shown = [agents.live_line(line, cli) for line in first.splitlines()]
     lines = [line for item in shown if item for line in item.splitlines()]
     assert any(line.startswith("▸ ") and "sed -i" in line for line in lines), lines
