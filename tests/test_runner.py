@@ -307,6 +307,7 @@ def test_demo_headless_completes(tmp_path: Path) -> None:
     assert "Ended:       completed (all sources empty and verified)" in done.stdout
     assert "Verification FAILED (exit 1)" in done.stdout  # one failure along the way, fed back
     assert "Progress: [8 of 8]" in done.stdout
+    assert done.stdout.startswith("loopdeck demo: a throwaway git workspace in ")  # first, not last
 
 
 def test_question_pauses_then_the_answer_goes_into_the_next_prompt(demo: Workspace) -> None:
