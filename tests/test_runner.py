@@ -301,7 +301,7 @@ def test_run_without_prompt_and_no_loop(demo: Workspace) -> None:
 
 
 def test_demo_headless_completes(tmp_path: Path) -> None:
-    env = {"LOOPDECK_DEMO_PACE": "0 0", "TMPDIR": str(tmp_path)}
+    env = {"LOOPDECK_DEMO_PACE": "0 0", "TMPDIR": str(tmp_path), "PYTHONUNBUFFERED": ""}  # piped, as in CI
     done = run_loopdeck("demo", "--headless", cwd=tmp_path, env=env, timeout=240)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
     assert "Ended:       completed (all sources empty and verified)" in done.stdout
