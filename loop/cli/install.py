@@ -57,10 +57,11 @@ LAUNCHER = Path(__file__).resolve().parent.parent / "launcher.py"
 _EXE = r"(?:'[^']*/loopdeck'|[^\s']*/loopdeck|\S+ -m loop\.cli)"
 _LAUNCHED = r"(?:'[^']*'|[^\s']+) -I -S (?:'[^']*/loop/launcher\.py'|[^\s']*/loop/launcher\.py)"
 _RUNNER = rf"(?:{_LAUNCHED}|{_EXE} hook)"
+_DETACHING = r"(?:trap '' TERM HUP INT; )?" r'f=\$\(mktemp\) && cat > "\$f" && \{ (?:\$\(command -v setsid\) )?'
+"""The start of the StopFailure line, as this and older installs wrote it."""
 _OURS = re.compile(
     rf"\A{_RUNNER} (?:stop|stop-failure|prompt)\Z"
-    rf"|\A(?:trap '' TERM HUP INT; )?"
-    rf'f=\$\(mktemp\) && cat > "\$f" && \{{ (?:\$\(command -v setsid\) )?{_RUNNER} stop-failure '
+    rf"|\A{_DETACHING}{_RUNNER} stop-failure "
     r'--input "\$f" </dev/null >/dev/null 2>&1 & \}\Z'
 )
 """The exact shape of a command loopdeck writes: `<abs python> -I -S <abs path>/loop/launcher.py
@@ -70,7 +71,7 @@ even without the install record."""
 
 
 _RUNNER_OF = re.compile(
-    rf'\A(?:f=\$\(mktemp\) && cat > "\$f" && \{{ (?:\$\(command -v setsid\) )?)?(?P<runner>{_RUNNER}) '
+    rf"\A(?:{_DETACHING})?(?P<runner>{_RUNNER}) "
     r"(?:stop|stop-failure|prompt)\b"
 )
 

@@ -170,14 +170,23 @@ def limited_until(cli: str, root: Path, seconds: float) -> Script:
         if call.cli == cli and time.time() < until[0]:
             return limit(cli, until[0])
         reply = inner(call)
-        if call.cli != cli:
-            # the fallback's turn ends after the reset however fast its CLI starts: the next
-            # turn is then the first one's again, on any machine
-            reply.delay = max(0.0, until[0] + 0.2 - time.time()) if until else 0.0
+        if call.cli != cli and until:
+            # the fallback's turn ends after the reset, as the loop reckons it (the CLI may say
+            # "in N seconds" late), however fast its CLI starts: the next turn is then the first
+            # one's again, on any machine
+            reply.delay = max(0.0, max(until[0], switched_until(root)) + 0.2 - time.time())
         return reply
 
     script.until = until  # type: ignore[attr-defined]
     return script
+
+
+def switched_until(root: Path) -> float:
+    """The epoch until which the loop holds the first agent, from its last switch to the fallback."""
+    journal = root / ".claude" / "orchestrator-loop.events.jsonl"
+    lines = journal.read_text(encoding="utf-8").splitlines() if journal.exists() else []
+    ends = [json.loads(line)["data"].get("until") for line in lines if '"agent-switched"' in line]
+    return datetime.fromisoformat(ends[-1]).timestamp() if ends and ends[-1] else 0.0
 
 
 def usage_limit_waited_out(project: CLIProject, cli: str) -> None:
