@@ -57,7 +57,9 @@ LAUNCHER = Path(__file__).resolve().parent.parent / "launcher.py"
 _EXE = r"(?:'[^']*/loopdeck'|[^\s']*/loopdeck|\S+ -m loop\.cli)"
 _LAUNCHED = r"(?:'[^']*'|[^\s']+) -I -S (?:'[^']*/loop/launcher\.py'|[^\s']*/loop/launcher\.py)"
 _RUNNER = rf"(?:{_LAUNCHED}|{_EXE} hook)"
-_DETACHING = r"(?:trap '' TERM HUP INT; )?" r'f=\$\(mktemp\) && cat > "\$f" && \{ (?:\$\(command -v setsid\) )?'
+_DETACHING = (
+    r"(?:trap '' TERM HUP INT; )?" r'f=\$\(mktemp\) && cat > "\$f" && \{ (?:\$\(command -v setsid\) )?'
+)
 """The start of the StopFailure line, as this and older installs wrote it."""
 _OURS = re.compile(
     rf"\A{_RUNNER} (?:stop|stop-failure|prompt)\Z"
