@@ -70,9 +70,12 @@ def cmd_start(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from loop import formats
+    from loop.cli import temporal
     from loop.views.snapshot import read
 
     ws = _workspace(args)
+    if temporal.wanted(args, ws):
+        return int(temporal.backend().status(args, ws))
     if not args.json:
         from loop.views.status_text import render
 
@@ -179,6 +182,10 @@ def cmd_log(args: argparse.Namespace) -> int:
     from loop.store.journal import Journal, render_line
 
     ws = _workspace(args)
+    from loop.cli import temporal
+
+    if temporal.wanted(args, ws):
+        return int(temporal.backend().log(args, ws))
     journal = Journal(ws.journal)
     result = journal.tail(args.n)
     for problem in result.problems:
@@ -640,6 +647,9 @@ def build_parser() -> argparse.ArgumentParser:
     log.add_argument("--json", action="store_true", help="JSON instead of log lines")
     log.add_argument("-f", "--follow", action="store_true", help="keep printing new events")
     log.set_defaults(func=cmd_log)
+    from loop.cli.temporal import extend
+
+    extend(verbs)  # the Temporal engine's options and verbs (its code loads only when asked for)
     return parser
 
 
