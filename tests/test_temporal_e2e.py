@@ -6,8 +6,11 @@ no secret of the workers' environment anywhere in the workflow's history."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
+import time
+from collections.abc import Callable
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,6 +52,46 @@ def agent_of(proc: psutil.Process) -> str | None:
     return None
 
 
+async def fleet_then_resume(address: str, wf: str, asking: str) -> None:
+    from textual.widgets import DataTable
+
+    from loop.temporal.client import Target
+    from tui.screens.temporal_fleet import TemporalFleetScreen
+    from tui.temporal import TemporalApp
+
+    app = TemporalApp(Target(address), prompts=False)
+    async with app.run_test(size=(180, 40)) as pilot:
+
+        async def until_true(what: str, check: Callable[[], bool], timeout: float = 20) -> None:
+            deadline = time.monotonic() + timeout
+            while not check():
+                assert time.monotonic() < deadline, f"timed out waiting for {what}"
+                await pilot.pause(0.1)
+
+        def row() -> list[str]:
+            screen = app.screen
+            if not isinstance(screen, TemporalFleetScreen):
+                return []
+            table = screen.query_one(DataTable)
+            if wf not in table.rows:
+                return []
+            return [str(cell) for cell in table.get_row(wf)]
+
+        await until_true("the loop in the fleet, paused, with its workers", lambda: "paused" in " ".join(row()))
+        cells = row()
+        assert cells[0] == wf and "pause" in cells[4]
+        assert f"{asking} (5, question)" in cells[5]  # its workers, each with its task and status
+        await pilot.press("enter")
+        await until_true("the loop's monitor", lambda: app.snapshot is not None and app.snapshot.loop is not None)
+        assert app.snapshot is not None and app.snapshot.loop is not None
+        assert app.snapshot.loop.status == "paused" and app.snapshot.parallel is not None
+        await pilot.press("r")
+        await until_true(
+            "the resume applied",
+            lambda: app.snapshot is not None and app.snapshot.loop is not None and app.snapshot.loop.status == "running",
+        )
+
+
 def test_a_loop_of_workers_on_temporal_survives_a_lost_worker_and_a_lost_server(
     server: Server, tmp_path: Path
 ) -> None:
@@ -74,21 +117,15 @@ def test_a_loop_of_workers_on_temporal_survives_a_lost_worker_and_a_lost_server(
         first.wait()
         workers.start("w3")  # a new machine joins
 
-        # the question task 5's worker asks reaches a person, whose answer reaches the worker
+        # task 5's worker asks a question; a pause from the CLI: no turn starts while paused
         asking = until(
             "a worker's question",
             lambda: [w for w in board(query(server.address, wf))["workers"] if w["status"] == "question"],
         )
-        answered = verb("answer", "keep", "the", "old", "format", "--wait", "20", cwd=proj.ws)  # the record
-        assert answered.returncode == 0, answered.stderr
-        assert "answer applied" in answered.stdout
-        snap = query(server.address, wf)
-        said = kinds(snap, "answered")
-        assert said and said[-1]["data"]["worker"] == asking[0]["name"]
-        assert said[-1]["data"]["answer"] == "keep the old format"
-
-        # a pause from the CLI: no turn starts while paused, the loop waits with tasks left
-        paused = verb("pause", "--reason", "a look", "--temporal", server.address, "--workflow", wf, "--wait", "20", cwd=tmp_path)
+        paused = verb(
+            *["pause", "--reason", "a look", "--temporal", server.address, "--workflow", wf, "--wait", "20"],
+            cwd=tmp_path,
+        )
         assert paused.returncode == 0, paused.stderr
         quiet = until(
             "the turns under way to end after the pause",
@@ -100,15 +137,27 @@ def test_a_loop_of_workers_on_temporal_survives_a_lost_worker_and_a_lost_server(
         started = len(kinds(quiet, "worker-started")) + len(kinds(quiet, "worker-turn"))
         done = {e["data"]["task"] for e in kinds(quiet, "task-completed")}
         assert len(done) < 6, "the pause came too late to show anything"
-        status = verb("status", "--json", cwd=proj.ws)
+        status = verb("status", "--json", cwd=proj.ws)  # the workspace's record names the loop
         assert status.returncode == 0, status.stderr
         shown = json.loads(status.stdout)
         assert shown["loop"]["status"] == "paused" and shown["temporal"]["workflow_id"] == wf
-        again = query(server.address, wf)
-        assert len(kinds(again, "worker-started")) + len(kinds(again, "worker-turn")) == started
+        still = query(server.address, wf)  # idle cycles went by: none started a turn
+        assert started == len(kinds(still, "worker-started")) + len(kinds(still, "worker-turn"))
 
-        resumed = verb("resume", "--wait", "20", cwd=proj.ws)
-        assert resumed.returncode == 0, resumed.stderr
+        # the fleet view on the server: the loop and its (asking) worker; Enter opens its monitor,
+        # whose keys go to the workflow as signals (`r` resumes it)
+        asyncio.run(fleet_then_resume(server.address, wf, asking[0]["name"]))
+        again = query(server.address, wf)
+        assert again["state"]["values"]["status"] == "running"
+
+        # the answer from the CLI reaches the asking worker, whose next turn has it
+        answered = verb("answer", "keep", "the", "old", "format", "--wait", "20", cwd=proj.ws)
+        assert answered.returncode == 0, answered.stderr
+        assert "answer applied" in answered.stdout
+        snap = query(server.address, wf)
+        said = kinds(snap, "answered")
+        assert said and said[-1]["data"]["worker"] == asking[0]["name"]
+        assert said[-1]["data"]["answer"] == "keep the old format"
 
         # the server SIGKILLed mid-run and started again on its file: the loop goes on
         until("a turn under way", lambda: any(w["status"] == "running" for w in board(query(server.address, wf))["workers"]))

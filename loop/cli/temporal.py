@@ -90,6 +90,7 @@ def extend(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         verb.add_argument("--workflow", metavar="ID", help="with --temporal: the loop's workflow id")
     for name in ("tui", "serve"):
         add_target(parsers[name])
+        parsers[name].add_argument("--workflow", metavar="ID", help="with --temporal: open this loop")
 
     worker = verbs.add_parser(
         "worker",

@@ -198,3 +198,40 @@ def load(private_dir: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return obj if isinstance(obj, dict) and obj.get("workflow_id") and obj.get("address") else None
+
+
+class Remote:
+    """One connection kept for a long-lived viewer (the monitor): its own event loop on a
+    thread, so the monitor's threads ask the server without connecting every time."""
+
+    def __init__(self, target: Target) -> None:
+        import threading
+
+        self.target = target
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="loopdeck-temporal", daemon=True)
+        self.thread.start()
+        self.client: Client | None = None
+
+    def run(self, work: Callable[[Client], Awaitable[T]], timeout: float = 15.0) -> T:
+        async def go() -> T:
+            if self.client is None:
+                self.client = await connect(self.target)
+            try:
+                return await work(self.client)
+            except RPCError as exc:
+                raise LoopdeckError(f"the Temporal server refused: {_short(exc)}") from None
+
+        return asyncio.run_coroutine_threadsafe(go(), self.loop).result(timeout)
+
+    def read(self, workflow_id: str) -> dict[str, Any]:
+        return self.run(lambda client: read(client, workflow_id))
+
+    def send(self, workflow_id: str, signal: CommandSignal) -> None:
+        self.run(lambda client: send(client, workflow_id, signal))
+
+    def loops(self, limit: int = 50) -> list[dict[str, Any]]:
+        return self.run(lambda client: loops(client, limit))
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
