@@ -156,7 +156,9 @@ class Workers:
             *more,
         ]
         with log.open("ab") as out:
-            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=worker_env(), cwd=self.project.root)
+            proc = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, env=worker_env(), cwd=self.project.root
+            )
         self.procs.append(proc)
         return proc
 
@@ -173,7 +175,9 @@ def loopdeck() -> list[str]:
 
 def verb(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([*loopdeck(), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+    return subprocess.run(
+        [*loopdeck(), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env
+    )
 
 
 def query(address: str, workflow_id: str) -> dict[str, Any]:
@@ -238,3 +242,19 @@ def kinds(snap: dict[str, Any], kind: str) -> list[dict[str, Any]]:
 def board(snap: dict[str, Any]) -> dict[str, Any]:
     raw = (snap.get("state") or {}).get("extra", {}).get("parallel") or "{}"
     return json.loads(raw) if isinstance(raw, str) else dict(raw)
+
+
+def replay(address: str, workflow_id: str) -> None:
+    """Replay the loop's history through the workflow's code: it must decide exactly what it
+    decided (the rules on `workflow.now()`); a nondeterministic step raises."""
+    from temporalio.worker import Replayer
+
+    from loop.temporal import client as tc
+    from loop.temporal.workflow import LoopWorkflow
+
+    async def work() -> None:
+        client = await tc.connect(tc.Target(address))
+        found = await client.get_workflow_handle(workflow_id).fetch_history()
+        await Replayer(workflows=[LoopWorkflow]).replay_workflow(found)
+
+    asyncio.run(work())

@@ -33,15 +33,23 @@ def acts_for(tmp: Path, agent: str, monkeypatch: pytest.MonkeyPatch) -> Activiti
     for name, value in worker_env().items():
         monkeypatch.setenv(name, value)
     return Activities(
-        Settings(work_dir=tmp / "work", agents=(agent,), heartbeat_s=0.05, secrets=tuple(secrets_of(worker_env())))
+        Settings(
+            work_dir=tmp / "work", agents=(agent,), heartbeat_s=0.05, secrets=tuple(secrets_of(worker_env()))
+        )
     )
 
 
-def turn_for(proj_remote: Path, agent: str, task: str = "5", turn: int = 1, worker: str = "worker-1") -> TurnInput:
+def turn_for(
+    proj_remote: Path, agent: str, task: str = "5", turn: int = 1, worker: str = "worker-1"
+) -> TurnInput:
     from loop.core.scheduler import Task, Worker, worker_prompt
 
     files = {"5": ["README.md"], "1": ["src/model.py"]}[task]
-    prompt = worker_prompt("Build it", Task(task, f"Task {task}", target_files=tuple(files)), Worker(worker, task, tuple(files), ""))
+    prompt = worker_prompt(
+        "Build it",
+        Task(task, f"Task {task}", target_files=tuple(files)),
+        Worker(worker, task, tuple(files), ""),
+    )
     return TurnInput(
         workflow_id="wf-test",
         worker=worker,
@@ -82,7 +90,11 @@ def test_a_retried_turn_whose_lost_attempt_pushed_does_not_run_the_agent_again(
     assert again.text == first.text and again.changed == first.changed
     # the branch holds the work once
     readme = subprocess.run(
-        ["git", "show", "loopdeck/test/5:README.md"], cwd=proj.remote, capture_output=True, text=True, check=True
+        ["git", "show", "loopdeck/test/5:README.md"],
+        cwd=proj.remote,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     assert readme.count("task 5:") == 1
     # the next turn of the same worker is a new turn: the agent runs
@@ -112,7 +124,9 @@ def test_heartbeats_results_and_errors_carry_no_secret_of_the_worker(
     assert PLAIN_SECRET not in str(caught.value) and "[REDACTED]" in str(caught.value)
 
 
-def test_a_worker_runs_only_the_agents_its_person_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_worker_runs_only_the_agents_its_person_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     proj = project(tmp_path)
     agent, count = counting_agent(tmp_path)
     acts = acts_for(tmp_path, agent, monkeypatch)
@@ -120,7 +134,10 @@ def test_a_worker_runs_only_the_agents_its_person_named(tmp_path: Path, monkeypa
     out = ActivityEnvironment().run(acts.turn, turn_for(proj.remote, other))
     assert out.failure and "does not run the agent" in out.failure and not count.exists()
     plain = Activities(Settings(work_dir=tmp_path / "w2"))
-    assert plain.accepts("claude -p --output-format json --permission-mode acceptEdits --allowedTools Bash") is None
+    assert (
+        plain.accepts("claude -p --output-format json --permission-mode acceptEdits --allowedTools Bash")
+        is None
+    )
     assert plain.accepts(agent) is not None
 
 
@@ -139,7 +156,9 @@ def test_a_task_branch_is_created_once_and_a_late_push_is_refused(tmp_path: Path
     elsewhere = other.worktree(theirs, "t0", base)
     (elsewhere / "c.txt").write_text("a second start\n")
     subprocess.run(["git", "add", "c.txt"], cwd=elsewhere, check=True)
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c"], cwd=elsewhere, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c"], cwd=elsewhere, check=True
+    )
     second = git.sha_of(elsewhere, "HEAD")
     assert second is not None and not git.push(elsewhere, str(proj.remote), second, "loopdeck/x/1", None)
     assert git.claim(other, theirs, str(proj.remote), "loopdeck/x/1", second) == base  # goes on from it
@@ -147,48 +166,68 @@ def test_a_task_branch_is_created_once_and_a_late_push_is_refused(tmp_path: Path
     path = cache.worktree(repo, "t1", base)
     (path / "a.txt").write_text("work\n")
     subprocess.run(["git", "add", "a.txt"], cwd=path, check=True)
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "w"], cwd=path, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "w"], cwd=path, check=True
+    )
     new = git.sha_of(path, "HEAD")
     assert new is not None and git.push(path, str(proj.remote), new, "loopdeck/x/1", base)
     late = other.worktree(theirs, "t2", base)
     (late / "b.txt").write_text("late\n")
     subprocess.run(["git", "add", "b.txt"], cwd=late, check=True)
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "late"], cwd=late, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "late"], cwd=late, check=True
+    )
     stale = git.sha_of(late, "HEAD")
     assert stale is not None and not git.push(late, str(proj.remote), stale, "loopdeck/x/1", base)
     cache.fetch(repo, str(proj.remote))
     assert git.sha_of(repo, git.tracking("loopdeck/x/1")) == new
 
 
-def test_merges_come_back_as_facts_and_are_never_done_twice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_merges_come_back_as_facts_and_are_never_done_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     proj = project(tmp_path)
     agent, _count = counting_agent(tmp_path)
     acts = acts_for(tmp_path, agent, monkeypatch)
     env = ActivityEnvironment()
     one = env.run(acts.turn, turn_for(proj.remote, agent, task="5"))
-    merge = MergeInput("wf-test", str(proj.remote), "main", "loopdeck/test/5", "5", "worker-1", "loopdeck: merge task 5")
+    merge = MergeInput(
+        "wf-test", str(proj.remote), "main", "loopdeck/test/5", "5", "worker-1", "loopdeck: merge task 5"
+    )
     done = env.run(acts.merge, merge)
     assert done.merged and done.sha
     assert env.run(acts.merge, merge) == replace(done)  # a retried merge finds it merged: once
-    log = subprocess.run(["git", "log", "--format=%s", "main"], cwd=proj.remote, capture_output=True, text=True).stdout
+    log = subprocess.run(
+        ["git", "log", "--format=%s", "main"], cwd=proj.remote, capture_output=True, text=True
+    ).stdout
     assert log.count("merge task 5") == 1 and one.sha
     # a branch that conflicts with the loop's comes back with its files and hunks
     clash = env.run(acts.turn, turn_for(proj.remote, agent, task="1"))
     assert clash.changed == ["src/model.py"]
-    subprocess.run(["git", "pull", "-q", "--no-rebase", "origin", "main"], cwd=proj.ws, capture_output=True, check=True)
+    subprocess.run(
+        ["git", "pull", "-q", "--no-rebase", "origin", "main"], cwd=proj.ws, capture_output=True, check=True
+    )
     (proj.ws / "src").mkdir(exist_ok=True)
     (proj.ws / "src" / "model.py").write_text("written on the loop's branch meanwhile\n")
     subprocess.run(["git", "add", "-A"], cwd=proj.ws, check=True)
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "y"], cwd=proj.ws, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "y"], cwd=proj.ws, check=True
+    )
     subprocess.run(["git", "push", "-q", "origin", "HEAD:main"], cwd=proj.ws, check=True, capture_output=True)
-    conflicted = env.run(acts.merge, replace(merge, branch="loopdeck/test/1", task="1", message="merge task 1"))
-    assert not conflicted.merged and conflicted.conflicts == ["src/model.py"] and "<<<<<<<" in conflicted.hunks
+    conflicted = env.run(
+        acts.merge, replace(merge, branch="loopdeck/test/1", task="1", message="merge task 1")
+    )
+    assert (
+        not conflicted.merged and conflicted.conflicts == ["src/model.py"] and "<<<<<<<" in conflicted.hunks
+    )
     # a verification that fails on the merged tree comes back as its output
     audit = AuditInput(str(proj.remote), "main", "loopdeck/test/5", "false", ["false"], "worker-1", "5")
     assert not env.run(acts.audit, audit).approved
 
 
-def test_the_graph_is_read_again_from_the_loops_branch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_graph_is_read_again_from_the_loops_branch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     proj = project(tmp_path)
     agent, _count = counting_agent(tmp_path)
     acts = acts_for(tmp_path, agent, monkeypatch)
@@ -243,10 +282,9 @@ def test_tls_options_go_in_pairs_and_name_the_file_they_cannot_read(tmp_path: Pa
 
 
 def test_without_the_extra_the_verbs_say_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import loop.temporal
     from loop.cli import temporal
     from loop.core.errors import LoopdeckError
-
-    import loop.temporal
 
     for name in [m for m in sys.modules if m.startswith(("loop.temporal.", "temporalio"))]:
         monkeypatch.delitem(sys.modules, name)
@@ -267,6 +305,8 @@ def test_the_single_machine_verbs_never_load_the_sdk(tmp_path: Path) -> None:
         "    main(['-C', sys.argv[1], 'status', '--json'])\n"
         "print(sorted(m for m in sys.modules if m.startswith(('temporalio', 'loop.temporal'))))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, cwd=REPO)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, cwd=REPO
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"

@@ -10,8 +10,7 @@ import asyncio
 import json
 import signal
 import time
-from collections.abc import Callable
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -29,6 +28,7 @@ from tests.temporal_support import (
     kinds,
     project,
     query,
+    replay,
     start_server,
     until,
     verb,
@@ -77,18 +77,26 @@ async def fleet_then_resume(address: str, wf: str, asking: str) -> None:
                 return []
             return [str(cell) for cell in table.get_row(wf)]
 
-        await until_true("the loop in the fleet, paused, with its workers", lambda: "paused" in " ".join(row()))
+        await until_true(
+            "the loop in the fleet, paused, with its workers", lambda: "paused" in " ".join(row())
+        )
         cells = row()
         assert cells[0] == wf and "pause" in cells[4]
         assert f"{asking} (5, question)" in cells[5]  # its workers, each with its task and status
         await pilot.press("enter")
-        await until_true("the loop's monitor", lambda: app.snapshot is not None and app.snapshot.loop is not None)
+        await until_true(
+            "the loop's monitor", lambda: app.snapshot is not None and app.snapshot.loop is not None
+        )
         assert app.snapshot is not None and app.snapshot.loop is not None
         assert app.snapshot.loop.status == "paused" and app.snapshot.parallel is not None
         await pilot.press("r")
         await until_true(
             "the resume applied",
-            lambda: app.snapshot is not None and app.snapshot.loop is not None and app.snapshot.loop.status == "running",
+            lambda: (
+                app.snapshot is not None
+                and app.snapshot.loop is not None
+                and app.snapshot.loop.status == "running"
+            ),
         )
 
 
@@ -129,9 +137,11 @@ def test_a_loop_of_workers_on_temporal_survives_a_lost_worker_and_a_lost_server(
         assert paused.returncode == 0, paused.stderr
         quiet = until(
             "the turns under way to end after the pause",
-            lambda: (s := query(server.address, wf))
-            and not [w for w in board(s)["workers"] if w["status"] in ("running", "auditing")]
-            and s,
+            lambda: (
+                (s := query(server.address, wf))
+                and not [w for w in board(s)["workers"] if w["status"] in ("running", "auditing")]
+                and s
+            ),
         )
         assert quiet["state"]["values"]["status"] == "paused"
         started = len(kinds(quiet, "worker-started")) + len(kinds(quiet, "worker-turn"))
@@ -160,7 +170,10 @@ def test_a_loop_of_workers_on_temporal_survives_a_lost_worker_and_a_lost_server(
         assert said[-1]["data"]["answer"] == "keep the old format"
 
         # the server SIGKILLed mid-run and started again on its file: the loop goes on
-        until("a turn under way", lambda: any(w["status"] == "running" for w in board(query(server.address, wf))["workers"]))
+        until(
+            "a turn under way",
+            lambda: any(w["status"] == "running" for w in board(query(server.address, wf))["workers"]),
+        )
         server.kill()
         server.start()
         end = until("the loop's end", lambda: query(server.address, wf).get("ended"), timeout=90)
@@ -175,7 +188,9 @@ def test_a_loop_of_workers_on_temporal_survives_a_lost_worker_and_a_lost_server(
     tree = {}
     for path in git(proj.remote, "ls-tree", "-r", "--name-only", "main").split():
         tree[path] = git(proj.remote, "show", f"main:{path}")
-    lines = [line for text in tree.values() for line in text.splitlines() if line.startswith(f"task {killed}:")]
+    lines = [
+        line for text in tree.values() for line in text.splitlines() if line.startswith(f"task {killed}:")
+    ]
     assert len(lines) == len({line for line in lines}) >= 1, lines  # its work is there, never twice
     # the killed turn was retried by Temporal (a second attempt, on another worker)
     found = history(server.address, wf)
@@ -185,3 +200,5 @@ def test_a_loop_of_workers_on_temporal_survives_a_lost_worker_and_a_lost_server(
     for secret in (SECRET, TOKEN, PLAIN_SECRET):
         assert secret not in found
     assert "my key is [REDACTED]" in found  # the agent did say it: the worker took it out
+    # the whole history replays through the workflow's code to the same decisions
+    replay(server.address, wf)

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from tui.serve_http import MonitorServer
 
 ENV = "LOOPDECK_SERVE"
-"""What the monitor processes open: `{"dirs": [...], "scan": DIR | null, "depth": N, "temporal": {...} | null}`
-(the server and loop of `serve --temporal`)."""
+"""What the monitor processes open: `{"dirs": [...], "scan": DIR | null, "depth": N, "temporal":
+{...} | null}` (the last: the server and loop of `serve --temporal`)."""
 TOKEN_ENV = "LOOPDECK_SERVE_TOKEN"
 """A token for scripts, kept out of the process list (`--token T` shows in `ps`)."""
 MIN_TOKEN = 8

@@ -315,7 +315,8 @@ def publish(root: Path, remote: str, branch: str) -> None:
             if line and not line.startswith("hint:")
         ]
         raise LoopdeckError(
-            f"the loop's branch {branch} could not be pushed to {remote} ({(said or ['refused'])[0].strip()}); "
+            f"the loop's branch {branch} could not be pushed to {remote} "
+            f"({(said or ['refused'])[0].strip()}); "
             "pull it first"
         )
 
@@ -346,7 +347,8 @@ def follow(target: tc.Target, wf_id: str) -> int:
         return tc.call(work)
     except KeyboardInterrupt:
         print(
-            f"loopdeck: left the loop {wf_id} running (`loopdeck status --temporal {target.address} --workflow {wf_id}`)"
+            f"loopdeck: left the loop {wf_id} running "
+            f"(`loopdeck status --temporal {target.address} --workflow {wf_id}`)"
         )
         return 130
 

@@ -116,7 +116,8 @@ def lines(snap: Snapshot) -> list[str]:
         report = snap.sources.sources[0] if snap.sources.sources else None
         if report is not None:
             out.append(
-                f"tasks         {report.done} done, {report.in_progress} in progress, {report.pending} pending"
+                f"tasks         {report.done} done, {report.in_progress} in progress, "
+                f"{report.pending} pending"
             )
     for worker in workers(snap):
         out.append(f"worker        {worker}")
@@ -138,7 +139,8 @@ def ending_lines(ended: dict[str, Any]) -> list[str]:
     out = [f"loopdeck: the loop {ended.get('outcome', 'ended')}: {ended.get('reason', '')}".rstrip(": ")]
     if tasks:
         out.append(
-            f"loopdeck: {len(tasks.get('done') or [])} tasks done, {len(tasks.get('remaining') or [])} remaining, "
+            f"loopdeck: {len(tasks.get('done') or [])} tasks done, "
+            f"{len(tasks.get('remaining') or [])} remaining, "
             f"{ended.get('iteration', '?')} turns"
         )
     return out

@@ -309,9 +309,9 @@ class LoopWorkflow:
                 ),
             )
         except ActivityError as exc:
-            if isinstance(exc.cause, asyncio.CancelledError) or _cancelled(exc):
+            if _cancelled(exc):
                 return  # its worker was stopped, skipped or replaced: nothing to hear
-            cause = exc.cause.message if exc.cause is not None else str(exc)
+            cause = str(exc.cause) if exc.cause is not None else str(exc)
             result = TurnOutput(
                 turn.worker,
                 turn.task,
@@ -545,8 +545,8 @@ def _command(signal: CommandSignal) -> Command:
 
 
 def _signal_json(signal: CommandSignal) -> dict[str, Any]:
-    obj = _command(signal).to_json()
-    return redact_obj(obj)
+    obj: dict[str, Any] = redact_obj(_command(signal).to_json())
+    return obj
 
 
 def _applied(command: Command, outcome: str) -> dict[str, Any]:

@@ -135,7 +135,9 @@ class TemporalFleetScreen(ModalScreen[None]):
         waiting = sum(1 for r, _ in rows if r.needs_person)
         bar = self.query_one("#fleet-bar", Static)
         bar.set_class(waiting > 0 or self.problem is not None, "-attention")
-        text = f"loopdeck fleet · {self.remote.target.address} · {len(rows)} loop{'s' if len(rows) != 1 else ''}"
+        text = (
+            f"loopdeck fleet · {self.remote.target.address} · {len(rows)} loop{'s' if len(rows) != 1 else ''}"
+        )
         if waiting:
             text += f" · {waiting} need{'s' if waiting == 1 else ''} a person"
         if self.problem:
