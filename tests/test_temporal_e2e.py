@@ -16,6 +16,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+pytest.importorskip(
+    "temporalio", reason="the Temporal engine is not installed (pip install 'loopdeck[temporal]')"
+)
+
 from tests.temporal_support import (
     PLAIN_SECRET,
     SECRET,

@@ -139,6 +139,8 @@ def log(args: argparse.Namespace, ws: Workspace | None) -> int:
     from loop.temporal import view
 
     target, workflow_id = _which(args, ws)
+    if getattr(args, "follow", False):
+        return leave(follow(target, workflow_id))
 
     async def work() -> dict[str, Any]:
         return await tc.read(await tc.connect(target), workflow_id)
