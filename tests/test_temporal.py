@@ -4,6 +4,7 @@ and the single-machine path that never loads the SDK."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -314,3 +315,21 @@ def test_the_single_machine_verbs_never_load_the_sdk(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_serve_temporal_opens_the_temporal_monitor_in_each_tab(monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from tui import serve
+    from tui.temporal import TemporalApp
+
+    monkeypatch.setenv(serve.ENV, "{}")  # make_server sets it: put back after the test
+    opened: list[tuple[str, str | None]] = []
+    monkeypatch.setattr(
+        TemporalApp, "run", lambda self: opened.append((self.target.address, self.workflow_id))
+    )
+    target = {"address": "127.0.0.1:7233", "namespace": "team", "workflow": "loopdeck-x-1"}
+    serve.make_server([], None, 4, "127.0.0.1", 0, "a-token-long-enough", target)
+    assert json.loads(os.environ[serve.ENV])["temporal"] == target
+    serve.main()
+    assert opened == [("127.0.0.1:7233", "loopdeck-x-1")]

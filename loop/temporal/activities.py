@@ -128,9 +128,11 @@ class Activities:
 
     @activity.defn(name="loopdeck.turn")
     def turn(self, inp: TurnInput) -> TurnOutput:
-        return self.guard(lambda: self._turn(inp))
+        said = [""]  # this turn's agent's last line: what its heartbeats carry
+        with Beating(self.settings.heartbeat_s, lambda: said[0]):
+            return self.guard(lambda: self._turn(inp, said))
 
-    def _turn(self, inp: TurnInput) -> TurnOutput:
+    def _turn(self, inp: TurnInput, said: list[str]) -> TurnOutput:
         info = activity.info()
         refused = self.accepts(inp.agent)
         if refused:
@@ -154,12 +156,12 @@ class Activities:
         name = f"{inp.workflow_id}-{inp.worker}-{inp.turn}-{info.attempt}"
         path = self.cache.worktree(repo, name, start)
         try:
-            return self._work(inp, repo, path, base, start, info.attempt)
+            return self._work(inp, repo, path, base, start, info.attempt, said)
         finally:
             self.cache.drop(repo, path)
 
     def _work(
-        self, inp: TurnInput, repo: Path, path: Path, base: str, start: str, attempt: int
+        self, inp: TurnInput, repo: Path, path: Path, base: str, start: str, attempt: int, said: list[str]
     ) -> TurnOutput:
         wt = worktrees.Worktree(path, inp.branch, base)
         if inp.rework == "conflict":
@@ -178,16 +180,16 @@ class Activities:
         pool = Pool()
         pool.start(inp.worker, "worker", argv, inp.prompt if uses_stdin else None, path, log, env)
         ended = None
-        beat = 0.0
+        seen = 0.0
         try:
             while ended is None:
                 got = pool.poll(inp.timeout_s)
                 if got:
                     ended = got[0]
                     break
-                if time.monotonic() - beat >= self.settings.heartbeat_s:
-                    beat = time.monotonic()
-                    activity.heartbeat(self.scrub(_last_line(log)))
+                if time.monotonic() - seen >= self.settings.heartbeat_s / 2:
+                    seen = time.monotonic()
+                    said[0] = self.scrub(_last_line(log))
                 time.sleep(0.05)
         finally:
             pool.stop_all()  # a cancelled turn (its worker stopped) ends its agent here
@@ -247,7 +249,8 @@ class Activities:
 
     @activity.defn(name="loopdeck.audit")
     def audit(self, inp: AuditInput) -> AuditOutput:
-        return self.guard(lambda: self._audit(inp))
+        with Beating(self.settings.heartbeat_s):
+            return self.guard(lambda: self._audit(inp))
 
     def _audit(self, inp: AuditInput) -> AuditOutput:
         repo = self.cache.repo(inp.remote)
@@ -268,7 +271,7 @@ class Activities:
                 "LOOPDECK_FILES": "\n".join(inp.files),
                 "LOOPDECK_CHANGED": "\n".join(inp.changed),
             }
-            outcome = verify.run(check, path, env=env, interrupted=_beat(self))
+            outcome = verify.run(check, path, env=env, interrupted=_cancelled)
             return AuditOutput(outcome.passed, self.scrub(outcome.tail)[-TEXT_CHARS:])
         finally:
             self.cache.drop(repo, path)
@@ -277,7 +280,8 @@ class Activities:
 
     @activity.defn(name="loopdeck.merge")
     def merge(self, inp: MergeInput) -> MergeOutput:
-        return self.guard(lambda: self._merge(inp))
+        with Beating(self.settings.heartbeat_s):
+            return self.guard(lambda: self._merge(inp))
 
     def _merge(self, inp: MergeInput) -> MergeOutput:
         repo = self.cache.repo(inp.remote)
@@ -307,14 +311,17 @@ class Activities:
                 except verify.CommandRefused as exc:
                     worktrees.abandon(path)
                     return MergeOutput(False, problem=self.scrub(str(exc)))
-                result = verify.run(check, path, interrupted=_beat(self))
+                result = verify.run(check, path, interrupted=_cancelled)
                 if not result.passed:
                     worktrees.abandon(path)
                     tail = self.scrub(result.tail)[-TEXT_CHARS:]
                     return MergeOutput(False, failure=f"$ {command} (exit {result.exit_code})\n{tail}")
             sha = worktrees.conclude(path, inp.message)
             if git.push(path, inp.remote, sha, inp.loop_branch, loop_sha):
-                return MergeOutput(True, sha=sha)
+                touched = bool(inp.graph) and bool(
+                    git.git(path, "diff", "--name-only", loop_sha, sha, "--", inp.graph).stdout.strip()
+                )
+                return MergeOutput(True, sha=sha, graph_changed=touched)
             return None  # the loop's branch moved meanwhile: merge again onto it
         finally:
             self.cache.drop(repo, path)
@@ -323,7 +330,8 @@ class Activities:
 
     @activity.defn(name="loopdeck.graph")
     def graph(self, inp: GraphInput) -> GraphOutput:
-        return self.guard(lambda: self._graph(inp))
+        with Beating(self.settings.heartbeat_s):
+            return self.guard(lambda: self._graph(inp))
 
     def _graph(self, inp: GraphInput) -> GraphOutput:
         from loop.sources import taskgraph
@@ -347,6 +355,37 @@ class Activities:
             self.cache.drop(repo, path)
 
 
+class Beating:
+    """Heartbeats from a thread of their own for the whole activity, with the latest detail
+    (the agent's last line): a first clone of a large repository or a long merge is not a lost
+    worker. A frozen or killed process stops beating, which is what the server must see."""
+
+    def __init__(self, every: float, detail: Callable[[], str] = lambda: "") -> None:
+        import contextvars
+        import threading
+
+        self.every = every
+        self.detail = detail
+        self.context = contextvars.copy_context()  # the activity's: `activity.heartbeat` reads it
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="loopdeck-heartbeat", daemon=True)
+
+    def __enter__(self) -> Beating:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        self.thread.join(5)
+
+    def _run(self) -> None:
+        while not self.stopped.wait(self.every):
+            try:
+                self.context.run(activity.heartbeat, self.detail())
+            except RuntimeError:  # the activity is over
+                return
+
+
 def _changed(cwd: Path, base: str, sha: str) -> list[str]:
     """What the task's branch changed since it left the loop's branch."""
     out = git.git(cwd, "diff", "--name-only", f"{base}...{sha}").stdout
@@ -368,17 +407,12 @@ def _last_line(log: Path) -> str:
     return lines[-1][-300:] if lines else ""
 
 
-def _beat(acts: Activities) -> Callable[[], bool]:
-    """A long audit or verification heartbeats while it runs (and stops when cancelled)."""
-    last = [0.0]
-
-    def interrupted() -> bool:
-        if time.monotonic() - last[0] >= acts.settings.heartbeat_s:
-            last[0] = time.monotonic()
-            activity.heartbeat()
+def _cancelled() -> bool:
+    """A verification or audit under way ends when its activity is cancelled."""
+    try:
         return activity.is_cancelled()
-
-    return interrupted
+    except RuntimeError:
+        return False
 
 
 def all_activities(acts: Activities) -> dict[str, list[Any]]:

@@ -388,7 +388,5 @@ def dev(args: argparse.Namespace) -> int:
         f"loopdeck: the Temporal dev server on {args.ip}:{args.port}, its database in {db} (Ctrl+C stops it)",
         flush=True,
     )
-    try:
-        return subprocess.call(argv)
-    except KeyboardInterrupt:
-        return 0
+    os.execv(argv[0], argv)  # the server itself from here on: signals reach it, nothing is left behind
+    return 0  # pragma: no cover - execv does not return

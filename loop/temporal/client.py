@@ -152,10 +152,28 @@ async def read(client: Client, workflow_id: str, since: int = 0) -> dict[str, An
     """The loop's snapshot query; a loop that has ended answers from its last state."""
     handle = client.get_workflow_handle(workflow_id)
     try:
-        answer = await handle.query("snapshot", since)
+        described = await handle.describe()
     except RPCError as exc:
         raise LoopdeckError(f"no loop {workflow_id} on the Temporal server: {_short(exc)}") from None
+    if described.status != WorkflowExecutionStatus.RUNNING:
+        final = await _final(handle)  # an ended loop is read from its result: no worker needed
+        if final is not None:
+            return final
+    try:
+        answer = await handle.query("snapshot", since)
+    except RPCError as exc:
+        raise LoopdeckError(f"the loop {workflow_id} did not answer: {_short(exc)}") from None
     return dict(answer) if isinstance(answer, dict) else {}
+
+
+async def _final(handle: WorkflowHandle[Any, Any]) -> dict[str, Any] | None:
+    """The last picture an ended loop's result holds (its state, its journal's tail)."""
+    try:
+        result = await handle.result()
+    except Exception:  # failed or terminated: nothing kept
+        return None
+    final = result.get("final") if isinstance(result, dict) else None
+    return dict(final) if isinstance(final, dict) else None
 
 
 async def loops(client: Client, limit: int = 50) -> list[dict[str, Any]]:

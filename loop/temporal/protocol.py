@@ -194,12 +194,16 @@ class MergeInput:
     message: str
     verify: list[str] = field(default_factory=list)
     verify_allow: list[str] = field(default_factory=list)
+    graph: str = ""
+    """The graph's path in the repository: a merge that changed it says so (it is read again)."""
 
 
 @dataclass
 class MergeOutput:
     merged: bool
     sha: str | None = None
+    graph_changed: bool = False
+    """The merge changed the task graph on the loop's branch (a worker added a task)."""
     conflicts: list[str] = field(default_factory=list)
     hunks: str = ""
     failure: str | None = None

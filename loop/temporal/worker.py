@@ -10,6 +10,7 @@ under way are cancelled (their agents end) and go to another worker.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -46,9 +47,10 @@ def run(options: WorkerOptions, said: list[str] | None = None) -> int:
     return asyncio.run(_run(options, said if said is not None else []))
 
 
-async def _run(options: WorkerOptions, said: list[str]) -> int:
+async def _run(options: WorkerOptions, said: list[str], stop: asyncio.Event | None = None) -> int:
+    """Serve until `stop` is set (SIGINT, SIGTERM, `--max-turns`, or the caller)."""
     client = await tclient.connect(options.target)
-    stop = asyncio.Event()
+    stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     turns = [0]
 
@@ -58,7 +60,8 @@ async def _run(options: WorkerOptions, said: list[str]) -> int:
             loop.call_soon_threadsafe(stop.set)
 
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+        with contextlib.suppress(ValueError, RuntimeError):  # not the main thread: the caller stops it
+            loop.add_signal_handler(signum, stop.set)
     identity = options.identity or f"loopdeck-worker@{socket.gethostname()}/{os.getpid()}"
     acts = Activities(
         Settings(
@@ -93,8 +96,13 @@ async def _run(options: WorkerOptions, said: list[str]) -> int:
         )
         said.append(f"loopdeck worker {identity}: serving {queue} at {options.target.address}")
         print(said[-1], flush=True)
-        async with loop_worker, turn_worker:
-            await stop.wait()
+        try:
+            async with loop_worker, turn_worker:
+                await stop.wait()
+        finally:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(ValueError, RuntimeError):
+                    loop.remove_signal_handler(signum)
     print(
         f"loopdeck worker {identity}: {turns[0]} turn{'s' if turns[0] != 1 else ''} done; leaving", flush=True
     )

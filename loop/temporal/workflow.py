@@ -54,6 +54,9 @@ with workflow.unsafe.imports_passed_through():
 
 JOURNAL_CAP = 2000
 """Events the workflow keeps for its queries (the journal's tail; the history holds the rest)."""
+FINAL_EVENTS = 300
+"""Events of the journal's tail the workflow's result keeps (what `status` and `log` show of an
+ended loop)."""
 SHORT = timedelta(minutes=10)
 """How long a merge, an audit or a read of the graph may take."""
 
@@ -147,7 +150,9 @@ class LoopWorkflow:
             changed = False
         for task in list(self.turns.values()):
             task.cancel()
-        return self.ended or {}
+        # the result carries the last picture too: an ended loop is read without a worker
+        final = self.snapshot(max(0, self.attached + len(self.journal) - FINAL_EVENTS))
+        return {**(self.ended or {}), "final": final}
 
     def now(self) -> datetime:
         return workflow.now()
@@ -447,6 +452,7 @@ class LoopWorkflow:
             message=f"loopdeck: merge task {worker.task} ({worker.branch})",
             verify=list(state.verify),
             verify_allow=list(spec.verify_allow),
+            graph=spec.graph,
         )
         self.hold(asyncio.create_task(self.run_merge(merge)))
 
@@ -490,7 +496,8 @@ class LoopWorkflow:
             self.apply(rules.merge_failed(state, name, "verification failed", feedback, False, now))
         else:
             self.apply(rules.merged(state, name, out.sha))
-            self.refresh_graph()
+            if out.graph_changed:  # a worker added or changed tasks: the graph is read again
+                self.refresh_graph()
 
     # --- the graph --------------------------------------------------------------------------
 
