@@ -66,7 +66,7 @@ def make_server(
     host: str,
     port: int,
     token: str,
-    temporal: dict[str, object] | None = None,
+    temporal: Mapping[str, object] | None = None,
 ) -> MonitorServer:
     """A textual-serve server for the monitor, every request checked against the token."""
     from tui.serve_http import MonitorServer
@@ -77,7 +77,9 @@ def make_server(
         raise LoopdeckError(
             f"the token should be at least {MIN_TOKEN} characters: it is all that guards the loops"
         )
-    os.environ[ENV] = json.dumps({"dirs": dirs, "scan": scan, "depth": depth, "temporal": temporal})
+    os.environ[ENV] = json.dumps(
+        {"dirs": dirs, "scan": scan, "depth": depth, "temporal": dict(temporal) if temporal else None}
+    )
     return MonitorServer(child_command(), host, port, token, address(host, port))
 
 
