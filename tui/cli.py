@@ -24,6 +24,7 @@ from loop.store.safeopen import open_append
 
 if TYPE_CHECKING:
     from tui.monitor import MonitorApp
+    from tui.temporal import TemporalApp
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -31,8 +32,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
+    if getattr(args, "temporal", None):  # the loops of a Temporal server
+        temporal_app(args).run()
+        return 0
     monitor_app(args).run()
     return 0
+
+
+def temporal_app(args: argparse.Namespace) -> TemporalApp:
+    from loop.cli.temporal import backend
+    from tui.temporal import TemporalApp
+
+    return TemporalApp(backend().target_of(args), getattr(args, "workflow", None))
 
 
 def monitor_app(args: argparse.Namespace) -> MonitorApp:
@@ -69,7 +80,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise LoopdeckError(f"--scan {args.scan}: not a folder")
     token, made_up = serve.choose_token(args.token, os.environ)
     os.environ.pop(serve.TOKEN_ENV, None)  # the monitor processes have no use for it
-    server = serve.make_server(dirs, scan, args.depth, args.host, args.port, token)
+    temporal = None
+    if getattr(args, "temporal", None):  # the loops of a Temporal server
+        from loop.cli.temporal import backend
+
+        temporal = {**backend().target_of(args).to_json(), "workflow": getattr(args, "workflow", None)}
+    server = serve.make_server(dirs, scan, args.depth, args.host, args.port, token, temporal)
     sock = serve_http.listen(args.host, args.port)
     server.bound_to(sock)
     # Printed once, on stdout: the only place a made-up token is ever shown.

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from tui.serve_http import MonitorServer
 
 ENV = "LOOPDECK_SERVE"
-"""What the monitor processes open: `{"dirs": [...], "scan": DIR | null, "depth": N}`."""
+"""What the monitor processes open: `{"dirs": [...], "scan": DIR | null, "depth": N, "temporal":
+{...} | null}` (the last: the server and loop of `serve --temporal`)."""
 TOKEN_ENV = "LOOPDECK_SERVE_TOKEN"
 """A token for scripts, kept out of the process list (`--token T` shows in `ps`)."""
 MIN_TOKEN = 8
@@ -59,7 +60,13 @@ def address(host: str, port: int) -> str:
 
 
 def make_server(
-    dirs: list[str], scan: str | None, depth: int, host: str, port: int, token: str
+    dirs: list[str],
+    scan: str | None,
+    depth: int,
+    host: str,
+    port: int,
+    token: str,
+    temporal: Mapping[str, object] | None = None,
 ) -> MonitorServer:
     """A textual-serve server for the monitor, every request checked against the token."""
     from tui.serve_http import MonitorServer
@@ -70,7 +77,9 @@ def make_server(
         raise LoopdeckError(
             f"the token should be at least {MIN_TOKEN} characters: it is all that guards the loops"
         )
-    os.environ[ENV] = json.dumps({"dirs": dirs, "scan": scan, "depth": depth})
+    os.environ[ENV] = json.dumps(
+        {"dirs": dirs, "scan": scan, "depth": depth, "temporal": dict(temporal) if temporal else None}
+    )
     return MonitorServer(child_command(), host, port, token, address(host, port))
 
 
@@ -80,6 +89,12 @@ def main() -> None:
     from tui.monitor import MonitorApp
 
     asked = json.loads(os.environ.get(ENV) or "{}")
+    if isinstance(asked.get("temporal"), dict):  # `serve --temporal`: the loops of a Temporal server
+        from tui.temporal import TemporalApp, target_from
+
+        wanted = asked["temporal"]
+        TemporalApp(target_from(wanted), wanted.get("workflow") or None).run()
+        return
     dirs = [Workspace(Path(d).resolve()) for d in asked.get("dirs") or []]
     scan = asked.get("scan")
     if not dirs and not scan:

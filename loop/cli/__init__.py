@@ -96,9 +96,12 @@ def _start_defaults(args: argparse.Namespace, ws: Workspace) -> None:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from loop import formats
+    from loop.cli import temporal
     from loop.views.snapshot import read
 
     ws = _workspace(args)
+    if temporal.wanted(args, ws):
+        return int(temporal.backend().status(args, ws))
     if not args.json:
         from loop.views.status_text import render
 
@@ -205,6 +208,10 @@ def cmd_log(args: argparse.Namespace) -> int:
     from loop.store.journal import Journal, render_line
 
     ws = _workspace(args)
+    from loop.cli import temporal
+
+    if temporal.wanted(args, ws):
+        return int(temporal.backend().log(args, ws))
     journal = Journal(ws.journal)
     result = journal.tail(args.n)
     for problem in result.problems:
@@ -713,6 +720,9 @@ def build_parser() -> argparse.ArgumentParser:
     log.add_argument("--json", action="store_true", help="JSON instead of log lines")
     log.add_argument("-f", "--follow", action="store_true", help="keep printing new events")
     log.set_defaults(func=cmd_log)
+    from loop.cli.temporal import extend
+
+    extend(verbs)  # the Temporal engine's options and verbs (its code loads only when asked for)
     return parser
 
 

@@ -26,6 +26,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         refuse_inside_agent("`--yes`")
     ws = Workspace(Path(args.workspace).resolve()) if args.workspace else find_workspace()
+    if getattr(args, "engine", "local") == "temporal":
+        from loop.cli import temporal
+        from loop.cli.options import limits_from
+
+        return int(temporal.backend().run(args, ws, limits_from(args)))
     existing = StateStore(ws).read()
     recorded = existing.extra.get("runner", {}) if existing is not None else {}
     if not isinstance(recorded, dict):
@@ -281,11 +286,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from loop.trust.person import refuse_inside_agent
 
     refuse_inside_agent("`loopdeck resume` (it lifts a wait for a person)")
-    if args.worker:  # one parallel worker: a command for the running loop, nothing to resume
+    ws = Workspace(Path(args.workspace).resolve()) if args.workspace else find_workspace()
+    from loop.cli import temporal
+
+    if args.worker or temporal.wanted(args, ws):
+        # one parallel worker, or a loop on Temporal: a command for the running loop
         from loop.cli.steer import steer
 
         return steer("resume", args)
-    ws = Workspace(Path(args.workspace).resolve()) if args.workspace else find_workspace()
     ask = _asker(args)
     found = classify.read(ws)
     if found.kind == "corrupt":

@@ -34,6 +34,10 @@ def steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int:
 
         refuse_inside_agent(f"`loopdeck {kind}`")
     ws = workspace_of(args)
+    from loop.cli import temporal
+
+    if temporal.wanted(args, ws):  # the loop is a workflow on a Temporal server: a signal
+        return int(temporal.backend().steer(kind, args, ws, value))
     state = StateStore(ws).read()
     if state is None:
         raise LoopdeckError(f"no loop in {ws.root}: nothing to {kind}")

@@ -186,6 +186,10 @@ class WorkersPanel(Vertical):
         name = name or self.selected()
         if name is None or self.workspace is None:
             return
+        remote = getattr(self.app, "send_remote", None)
+        if remote is not None:  # a loop on Temporal: the app signals its workflow
+            remote(kind, reason=reason, target=name)
+            return
         try:
             control.queue(self.workspace, kind, source="tui", target=name, reason=reason)
         except (LoopdeckError, OSError) as exc:

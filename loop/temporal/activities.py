@@ -1,0 +1,420 @@
+"""What a worker machine does for a loop: a worker's turn, its audit, a merge, a fresh read of
+the graph, as Temporal activities.
+
+A turn: the shared remote fetched into the machine's cache, the task's branch claimed (created
+atomically if absent, else gone on from), a worktree of it, the agent run through the same
+adapters and process pool as on one machine (`loop.agents`, `loop.processes`: its own process
+group, a supervisor that kills its tree if this worker dies), a heartbeat every few seconds with
+its last output line, the work committed with the turn's facts in the commit, and the branch
+pushed with a lease on the sha the turn started from. What the agent did comes back as facts
+(`TurnOutput`); nothing is decided here. Only a lost worker is retried (by Temporal, after the
+heartbeat timeout): a retry finds the branch first, and when the lost attempt had already
+pushed this turn's commit it returns that commit's facts without running the agent again.
+
+Credentials stay here: the agent's API key and any git token are in this machine's environment
+and are never sent. Everything that leaves (heartbeats, results, error messages: all of it goes
+into the workflow's history) is redacted and scrubbed of the values of this machine's secret
+variables first.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from loop import agents, verify
+from loop.agents.turn import judge, usage_of
+from loop.core.errors import LoopdeckError
+from loop.core.redact import redact
+from loop.core.timeutil import utcnow
+from loop.processes import agent
+from loop.processes.workers import Pool
+from loop.repo import worktrees
+from loop.temporal import remote as git
+from loop.temporal.protocol import (
+    AuditInput,
+    AuditOutput,
+    GraphInput,
+    GraphOutput,
+    MergeInput,
+    MergeOutput,
+    TurnInput,
+    TurnOutput,
+    task_json,
+)
+
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
+TEXT_CHARS = 4000
+MERGE_TRIES = 5
+"""Merges that lose the race for the loop's branch (another pushed first) before giving up."""
+
+T = TypeVar("T")
+
+
+def secrets_of(env: Mapping[str, str]) -> list[str]:
+    """The values of this machine's secret-looking variables (API keys, tokens, passwords),
+    longest first: what must never leave it, whatever the redaction patterns recognise."""
+    found = {value for name, value in env.items() if SECRET_NAME.search(name) and len(value) >= 8}
+    return sorted(found, key=len, reverse=True)
+
+
+@dataclass
+class Settings:
+    """A worker machine's own choices, never the workflow's."""
+
+    work_dir: Path
+    """The cache of clones and the turns' worktrees and logs."""
+    agents: tuple[str, ...] = ()
+    """Agent commands this worker runs; empty: the four CLIs' default commands only."""
+    heartbeat_s: float = 2.0
+    machine: str = ""
+    secrets: tuple[str, ...] = ()
+    on_turn: Callable[[], None] | None = None
+    """Called after each turn (`--max-turns`)."""
+
+
+class Activities:
+    """The activities, bound to this worker's settings."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.cache = git.Cache(settings.work_dir)
+        self.machine = settings.machine or socket.gethostname()
+
+    def scrub(self, text: str) -> str:
+        """Redacted, and every secret value of this machine's environment taken out."""
+        text = redact(text)
+        for value in self.settings.secrets:
+            text = text.replace(value, "[REDACTED]")
+        return text
+
+    def guard(self, work: Callable[[], T]) -> T:
+        """Any error leaves as one scrubbed line (its message goes into the history)."""
+        try:
+            return work()
+        except ApplicationError:
+            raise
+        except LoopdeckError as exc:
+            raise ApplicationError(self.scrub(str(exc))[-1000:], type="LoopdeckError") from None
+        except OSError as exc:
+            raise ApplicationError(
+                self.scrub(f"{type(exc).__name__}: {exc}")[-1000:], type="OSError"
+            ) from None
+
+    def accepts(self, command: str) -> str | None:
+        """Why this worker does not run `command` (None: it does). A worker runs the agents its
+        person named (`--agent`), or else only the CLIs' own default commands: whoever can start
+        a workflow on the namespace must not pick the programs a worker machine runs."""
+        allowed = self.settings.agents or tuple(
+            a.default_command for a in agents.ADAPTERS.values() if a.default_command
+        )
+        if command in allowed:
+            return None
+        return (
+            f"this worker ({self.machine}) does not run the agent {command!r}; start it with "
+            f"`loopdeck worker --agent {command!r}`"
+        )
+
+    # --- a worker's turn -------------------------------------------------------------------
+
+    @activity.defn(name="loopdeck.turn")
+    def turn(self, inp: TurnInput) -> TurnOutput:
+        said = [""]  # this turn's agent's last line: what its heartbeats carry
+        with Beating(self.settings.heartbeat_s, lambda: said[0]):
+            return self.guard(lambda: self._turn(inp, said))
+
+    def _turn(self, inp: TurnInput, said: list[str]) -> TurnOutput:
+        info = activity.info()
+        refused = self.accepts(inp.agent)
+        if refused:
+            return TurnOutput(
+                inp.worker, inp.task, inp.turn, failure=refused, error=refused, machine=self.machine
+            )
+        repo = self.cache.repo(inp.remote)
+        self.cache.fetch(repo, inp.remote)
+        base = git.sha_of(repo, git.tracking(inp.loop_branch))
+        if base is None:
+            raise ApplicationError(
+                f"the loop's branch {inp.loop_branch} is not on the remote", non_retryable=True
+            )
+        start = git.claim(self.cache, repo, inp.remote, inp.branch, base)
+        record = git.record_of(repo, start, inp.key)
+        if record is not None:  # a lost attempt of this turn pushed its work: never twice
+            done = TurnOutput.from_record(record)
+            if done is not None:
+                changed = _changed(repo, base, start)
+                return replace(done, changed=changed, sha=start, attempt=info.attempt, resumed=True)
+        name = f"{inp.workflow_id}-{inp.worker}-{inp.turn}-{info.attempt}"
+        path = self.cache.worktree(repo, name, start)
+        try:
+            return self._work(inp, repo, path, base, start, info.attempt, said)
+        finally:
+            self.cache.drop(repo, path)
+
+    def _work(
+        self, inp: TurnInput, repo: Path, path: Path, base: str, start: str, attempt: int, said: list[str]
+    ) -> TurnOutput:
+        wt = worktrees.Worktree(path, inp.branch, base)
+        if inp.rework == "conflict":
+            worktrees.take_in(wt, f"origin/{inp.loop_branch}")  # the markers, for the worker to resolve
+        choice = agents.resolve(inp.agent, inp.agent_format)
+        adapter = choice.adapter
+        env = dict(os.environ)
+        if choice.command == adapter.default_command and adapter.default_env:
+            env = {**adapter.default_env, **env}
+        env.update(
+            {"LOOPDECK_WORKER": inp.worker, "LOOPDECK_TASK": inp.task, "LOOPDECK_FILES": "\n".join(inp.files)}
+        )
+        logs = self.settings.work_dir / "logs" / worktrees.safe_name(inp.workflow_id)
+        log = logs / f"{worktrees.safe_name(inp.worker)}.{inp.turn:02d}.{attempt}.log"
+        argv, uses_stdin = agent.argv_for(choice.command, inp.prompt, log.with_suffix(".prompt.md"))
+        pool = Pool()
+        pool.start(inp.worker, "worker", argv, inp.prompt if uses_stdin else None, path, log, env)
+        ended = None
+        seen = 0.0
+        try:
+            while ended is None:
+                got = pool.poll(inp.timeout_s)
+                if got:
+                    ended = got[0]
+                    break
+                if time.monotonic() - seen >= self.settings.heartbeat_s / 2:
+                    seen = time.monotonic()
+                    said[0] = self.scrub(_last_line(log))
+                time.sleep(0.05)
+        finally:
+            pool.stop_all()  # a cancelled turn (its worker stopped) ends its agent here
+        judged = judge(
+            adapter,
+            ended.tail,
+            ended.exit_code,
+            now=utcnow(),
+            timed_out=ended.timed_out,
+            timeout_s=inp.timeout_s,
+            start_error=ended.error,
+            env=env,
+            echoed=inp.prompt,
+        )
+        facts = judged.turn()
+        out = TurnOutput(
+            inp.worker,
+            inp.task,
+            inp.turn,
+            failure=self.scrub(facts.failure) if facts.failure else None,
+            error=self.scrub(facts.error) if facts.error else None,
+            usage=usage_of(judged.facts),
+            limited=self.scrub(facts.limited) if facts.limited else None,
+            resets_at=facts.resets_at,
+            denied=list(facts.denied),
+            denied_hint=facts.denied_hint,
+            text=self.scrub(judged.text or "")[-TEXT_CHARS:],
+            question=self.scrub(judged.question) if judged.question else None,
+            exit_code=ended.exit_code,
+            duration_s=ended.duration_s,
+            attempt=attempt,
+            machine=self.machine,
+        )
+        left = worktrees.unresolved(path)
+        if left:
+            note = (
+                "CONFLICT MARKERS REMAIN in " + ", ".join(left) + ": resolve them (keep both sides' intent)."
+            )
+            return replace(out, note=note, sha=start)
+        message = (
+            f"loopdeck: task {inp.task} ({inp.worker}, turn {inp.turn})\n\n"
+            f"{git.TRAILER}: {inp.key}\n{git.FACTS}: {out.to_record()}\n"
+        )
+        sha = worktrees.commit_all(wt, message) or start
+        if sha != start and not git.push(path, inp.remote, sha, inp.branch, start):
+            # the branch moved under this attempt: it was given up on and another took over
+            raise ApplicationError(
+                f"{inp.branch} moved on the remote while this attempt ran on {self.machine}: "
+                "its push was refused (a later attempt owns the task)",
+                type="LatePush",
+            )
+        if self.settings.on_turn is not None:
+            self.settings.on_turn()
+        return replace(out, changed=_changed(path, base, sha), sha=sha)
+
+    # --- an audit ----------------------------------------------------------------------------
+
+    @activity.defn(name="loopdeck.audit")
+    def audit(self, inp: AuditInput) -> AuditOutput:
+        with Beating(self.settings.heartbeat_s):
+            return self.guard(lambda: self._audit(inp))
+
+    def _audit(self, inp: AuditInput) -> AuditOutput:
+        repo = self.cache.repo(inp.remote)
+        self.cache.fetch(repo, inp.remote)
+        sha = git.sha_of(repo, git.tracking(inp.branch))
+        if sha is None:
+            return AuditOutput(False, f"the branch {inp.branch} is not on the remote")
+        path = self.cache.worktree(repo, f"audit-{inp.worker}-{sha[:12]}", sha)
+        try:
+            try:
+                check = verify.check(inp.command, inp.allow, cwd=path)
+            except verify.CommandRefused as exc:
+                return AuditOutput(False, self.scrub(str(exc)))
+            env = {
+                **os.environ,
+                "LOOPDECK_WORKER": inp.worker,
+                "LOOPDECK_TASK": inp.task,
+                "LOOPDECK_FILES": "\n".join(inp.files),
+                "LOOPDECK_CHANGED": "\n".join(inp.changed),
+            }
+            outcome = verify.run(check, path, env=env, interrupted=_cancelled)
+            return AuditOutput(outcome.passed, self.scrub(outcome.tail)[-TEXT_CHARS:])
+        finally:
+            self.cache.drop(repo, path)
+
+    # --- a merge -------------------------------------------------------------------------------
+
+    @activity.defn(name="loopdeck.merge")
+    def merge(self, inp: MergeInput) -> MergeOutput:
+        with Beating(self.settings.heartbeat_s):
+            return self.guard(lambda: self._merge(inp))
+
+    def _merge(self, inp: MergeInput) -> MergeOutput:
+        repo = self.cache.repo(inp.remote)
+        for _ in range(MERGE_TRIES):
+            self.cache.fetch(repo, inp.remote)
+            loop_sha = git.sha_of(repo, git.tracking(inp.loop_branch))
+            task_sha = git.sha_of(repo, git.tracking(inp.branch))
+            if loop_sha is None or task_sha is None:
+                missing = inp.loop_branch if loop_sha is None else inp.branch
+                return MergeOutput(False, problem=f"the branch {missing} is not on the remote")
+            if git.is_ancestor(repo, task_sha, loop_sha):
+                return MergeOutput(True, sha=loop_sha)  # merged already (by a lost attempt): once
+            done = self._merge_once(inp, repo, loop_sha, task_sha)
+            if done is not None:
+                return done
+        return MergeOutput(False, problem=f"the loop's branch {inp.loop_branch} kept moving during the merge")
+
+    def _merge_once(self, inp: MergeInput, repo: Path, loop_sha: str, task_sha: str) -> MergeOutput | None:
+        path = self.cache.worktree(repo, f"merge-{inp.workflow_id}-{task_sha[:12]}", loop_sha)
+        try:
+            outcome = worktrees.merge(path, task_sha, inp.message)
+            if not outcome.merged:
+                return MergeOutput(False, conflicts=list(outcome.conflicts), hunks=self.scrub(outcome.hunks))
+            for command in inp.verify:
+                try:
+                    check = verify.check(command, inp.verify_allow, cwd=path)
+                except verify.CommandRefused as exc:
+                    worktrees.abandon(path)
+                    return MergeOutput(False, problem=self.scrub(str(exc)))
+                result = verify.run(check, path, interrupted=_cancelled)
+                if not result.passed:
+                    worktrees.abandon(path)
+                    tail = self.scrub(result.tail)[-TEXT_CHARS:]
+                    return MergeOutput(False, failure=f"$ {command} (exit {result.exit_code})\n{tail}")
+            sha = worktrees.conclude(path, inp.message)
+            if git.push(path, inp.remote, sha, inp.loop_branch, loop_sha):
+                touched = bool(inp.graph) and bool(
+                    git.git(path, "diff", "--name-only", loop_sha, sha, "--", inp.graph).stdout.strip()
+                )
+                return MergeOutput(True, sha=sha, graph_changed=touched)
+            return None  # the loop's branch moved meanwhile: merge again onto it
+        finally:
+            self.cache.drop(repo, path)
+
+    # --- the graph -------------------------------------------------------------------------------
+
+    @activity.defn(name="loopdeck.graph")
+    def graph(self, inp: GraphInput) -> GraphOutput:
+        with Beating(self.settings.heartbeat_s):
+            return self.guard(lambda: self._graph(inp))
+
+    def _graph(self, inp: GraphInput) -> GraphOutput:
+        from loop.sources import taskgraph
+
+        repo = self.cache.repo(inp.remote)
+        self.cache.fetch(repo, inp.remote)
+        sha = git.sha_of(repo, git.tracking(inp.loop_branch))
+        if sha is None:
+            return GraphOutput(None, problem=f"the loop's branch {inp.loop_branch} is not on the remote")
+        path = self.cache.worktree(repo, f"graph-{sha[:12]}-{os.getpid()}", sha)
+        try:
+            where = path / inp.graph
+            if not where.exists():
+                return GraphOutput(None)
+            try:
+                tasks = taskgraph.read(where)
+            except LoopdeckError as exc:
+                return GraphOutput(None, problem=self.scrub(str(exc)))
+            return GraphOutput([task_json(t) for t in tasks])
+        finally:
+            self.cache.drop(repo, path)
+
+
+class Beating:
+    """Heartbeats from a thread of their own for the whole activity, with the latest detail
+    (the agent's last line): a first clone of a large repository or a long merge is not a lost
+    worker. A frozen or killed process stops beating, which is what the server must see."""
+
+    def __init__(self, every: float, detail: Callable[[], str] = lambda: "") -> None:
+        import contextvars
+        import threading
+
+        self.every = every
+        self.detail = detail
+        self.context = contextvars.copy_context()  # the activity's: `activity.heartbeat` reads it
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="loopdeck-heartbeat", daemon=True)
+
+    def __enter__(self) -> Beating:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        self.thread.join(5)
+
+    def _run(self) -> None:
+        while not self.stopped.wait(self.every):
+            try:
+                self.context.run(activity.heartbeat, self.detail())
+            except RuntimeError:  # the activity is over
+                return
+
+
+def _changed(cwd: Path, base: str, sha: str) -> list[str]:
+    """What the task's branch changed since it left the loop's branch."""
+    out = git.git(cwd, "diff", "--name-only", f"{base}...{sha}").stdout
+    return sorted(f for f in out.splitlines() if f)
+
+
+def _last_line(log: Path) -> str:
+    """The last line the agent wrote (already redacted in its log): the heartbeat's detail."""
+    try:
+        with log.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 4096))
+            lines = [
+                line.strip() for line in f.read().decode("utf-8", "replace").splitlines() if line.strip()
+            ]
+    except OSError:
+        return ""
+    return lines[-1][-300:] if lines else ""
+
+
+def _cancelled() -> bool:
+    """A verification or audit under way ends when its activity is cancelled."""
+    try:
+        return activity.is_cancelled()
+    except RuntimeError:
+        return False
+
+
+def all_activities(acts: Activities) -> dict[str, list[Any]]:
+    """Which queue runs what: the turns on their own queue, the rest on the loop's."""
+    return {"turns": [acts.turn], "loop": [acts.audit, acts.merge, acts.graph]}

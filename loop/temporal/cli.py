@@ -1,0 +1,392 @@
+"""The verbs on a Temporal server: `run --engine temporal`, `worker`, `temporal dev`, and the
+steering and reading verbs (`pause`, `answer`, `status --json`, `log`…) given `--temporal
+ADDRESS --workflow ID`, or in a workspace whose loop runs there (its record, written by `run`).
+
+Called by `loop.cli` only when a verb is asked for it, so the single-machine verbs never load
+the SDK. Errors are one line (`LoopdeckError`), as everywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from loop.core.errors import LoopdeckError
+from loop.store.paths import Workspace
+from loop.temporal import client as tc
+from loop.temporal import remote as git
+from loop.temporal.protocol import LoopSpec
+
+FOLLOW_EVERY_S = 1.0
+
+
+def leave(code: int) -> int:
+    """Flush and leave without the interpreter's teardown: the SDK's native runtime can abort
+    there after the work is done (`PyGILState_Release`). Only when `loopdeck` itself runs (a
+    test calling a verb in its own process gets the code back)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.environ.get("LOOPDECK_TEMPORAL_IN_PROCESS"):
+        return code
+    os._exit(code)
+
+
+def target_of(args: argparse.Namespace, recorded: dict[str, Any] | None = None) -> tc.Target:
+    """The server the options name, else the one the workspace's record names."""
+    rec = recorded or {}
+    address = getattr(args, "temporal", None) or getattr(args, "address", None) or rec.get("address")
+    if not address:
+        raise LoopdeckError("no Temporal server named: give --temporal HOST:PORT (or --address)")
+
+    def opt(name: str, default: str | None = None) -> str | None:
+        value = getattr(args, name, None)
+        return str(value) if value else (str(rec[name]) if rec.get(name) else default)
+
+    return tc.Target(
+        address=str(address),
+        namespace=opt("namespace", "default") or "default",
+        task_queue=opt("task_queue", "loopdeck") or "loopdeck",
+        tls_cert=opt("tls_cert"),
+        tls_key=opt("tls_key"),
+        tls_ca=opt("tls_ca"),
+    )
+
+
+def recorded(ws: Workspace | None) -> dict[str, Any] | None:
+    return tc.load(ws.private_dir) if ws is not None else None
+
+
+def _which(args: argparse.Namespace, ws: Workspace | None) -> tuple[tc.Target, str]:
+    rec = recorded(ws) if not getattr(args, "temporal", None) else None
+    target = target_of(args, rec)
+    workflow_id = getattr(args, "workflow", None) or (rec or {}).get("workflow_id")
+    if not workflow_id:
+        raise LoopdeckError("which loop? give --workflow ID (`loopdeck tui --temporal ADDRESS` lists them)")
+    return target, str(workflow_id)
+
+
+# --- steering and reading --------------------------------------------------------------------
+
+
+def steer(kind: str, args: argparse.Namespace, ws: Workspace | None, value: int | None = None) -> int:
+    target, workflow_id = _which(args, ws)
+    signal = tc.command(kind, "cli", getattr(args, "reason", None), value, getattr(args, "worker", None))
+
+    async def work() -> dict[str, Any]:
+        client = await tc.connect(target)
+        snap = await tc.read(client, workflow_id)
+        if snap.get("ended"):
+            raise LoopdeckError(
+                f"the loop {workflow_id} has ended ({snap['ended'].get('outcome')}): nothing to {kind}"
+            )
+        await tc.send(client, workflow_id, signal)
+        wait = getattr(args, "wait", None)
+        if not wait:
+            return {}
+        deadline = time.monotonic() + float(wait)
+        while time.monotonic() < deadline:
+            snap = await tc.read(client, workflow_id)
+            if any(e.get("data", {}).get("id") == signal.id for e in snap.get("events", [])):
+                return {"applied": True}
+            await _sleep(0.2)
+        raise LoopdeckError(f"{kind} was not applied within {wait:g} s; it stays with the loop")
+
+    result = tc.call(work)
+    print(f"loopdeck: {kind} sent to {workflow_id} (id {signal.id}); the loop applies it at once")
+    if result.get("applied"):
+        print(f"loopdeck: {kind} applied")
+    return leave(0)
+
+
+async def _sleep(seconds: float) -> None:
+    import asyncio
+
+    await asyncio.sleep(seconds)
+
+
+def status(args: argparse.Namespace, ws: Workspace | None) -> int:
+    from loop.temporal import view
+
+    target, workflow_id = _which(args, ws)
+
+    async def work() -> dict[str, Any]:
+        return await tc.read(await tc.connect(target), workflow_id)
+
+    snap = view.snapshot(tc.call(work), workflow_id, target)
+    if getattr(args, "json", False):
+        obj = snap.to_json()
+        obj["temporal"] = {
+            "address": target.address,
+            "namespace": target.namespace,
+            "workflow_id": workflow_id,
+        }
+        print(json.dumps(obj, indent=2, ensure_ascii=False))
+    else:
+        for line in view.lines(snap):
+            print(line)
+    return leave(0)
+
+
+def log(args: argparse.Namespace, ws: Workspace | None) -> int:
+    from loop.core.events import render_line
+    from loop.temporal import view
+
+    target, workflow_id = _which(args, ws)
+    if getattr(args, "follow", False):
+        return leave(follow(target, workflow_id))
+
+    async def work() -> dict[str, Any]:
+        return await tc.read(await tc.connect(target), workflow_id)
+
+    events = view.events(tc.call(work))[-max(0, int(getattr(args, "n", 50))) :]
+    for event in events:
+        print(json.dumps(event.to_json(), ensure_ascii=False) if args.json else render_line(event))
+    return leave(0)
+
+
+# --- run ---------------------------------------------------------------------------------------
+
+
+def _git_out(root: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", *args], cwd=root, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL
+    )
+    if done.returncode != 0:
+        raise LoopdeckError(
+            f"git {' '.join(args[:2])} in {root}: {(done.stderr or done.stdout).strip()[-300:]}"
+        )
+    return done.stdout.strip()
+
+
+def workflow_id(root: Path, remote: str, graph: str, started_at: str) -> str:
+    """One loop's id: the repository, its graph and its start."""
+    from loop.repo.worktrees import safe_name
+
+    digest = hashlib.sha256(f"{remote}\0{graph}\0{started_at}".encode()).hexdigest()[:12]
+    return f"loopdeck-{safe_name(root.name)[:30]}-{digest}"
+
+
+def run(args: argparse.Namespace, ws: Workspace, limits: dict[str, int] | None = None) -> int:
+    """`loopdeck run --engine temporal`: start the loop's workflow (or attach to it), then
+    follow its journal until it ends (`--detach`: return at once)."""
+    from loop.core.model import LoopState
+    from loop.core.scheduler import MAX_WORKERS, WORKTREE, Board, keep
+    from loop.core.timeutil import iso_s, utcnow
+    from loop.processes import agent
+    from loop.repo import worktrees
+    from loop.sources import taskgraph
+    from loop.temporal import protocol
+
+    if not args.workers or not 1 <= args.workers <= MAX_WORKERS:
+        raise LoopdeckError(
+            f"--engine temporal needs --workers N (1 to {MAX_WORKERS}): how many turns at once"
+        )
+    if args.audit_agent:
+        raise LoopdeckError("--audit-agent is not available with --engine temporal yet; give --audit CMD")
+    if args.fallback_agent:
+        raise LoopdeckError("--fallback-agent is not available with --engine temporal")
+    root = ws.root
+    if not worktrees.is_repo(root):
+        raise LoopdeckError(
+            f"--engine temporal needs a git repository with a shared remote; {root} is not one"
+        )
+    branch = worktrees.current_branch(root)
+    if branch is None:
+        raise LoopdeckError(f"{root} is on a detached HEAD: check out the branch the tasks should merge into")
+    remote = args.remote or _git_out(root, "remote", "get-url", "origin")
+    if git.has_credentials(remote):
+        raise LoopdeckError(
+            "the remote's URL holds a password or token, which would travel to every worker in the "
+            "loop's history; give each worker machine its own git credentials (a credential helper) "
+            "and a URL without them (--remote URL)"
+        )
+    graph_arg = args.graph or args.task_list
+    if not graph_arg:
+        raise LoopdeckError("--engine temporal needs a task graph: --graph PATH (folder or .json/.yaml)")
+    graph = Path(str(graph_arg)).expanduser()
+    graph = (graph if graph.is_absolute() else Path.cwd() / graph).resolve()
+    tasks = taskgraph.read(graph)
+    rel = ""
+    if graph.is_relative_to(root.resolve()):
+        candidate = str(graph.relative_to(root.resolve()))
+        tracked = subprocess.run(
+            ["git", "ls-files", "--error-unmatch", "--", candidate],
+            cwd=root,
+            capture_output=True,
+            check=False,
+        )
+        rel = candidate if tracked.returncode == 0 else ""
+    agent_cmd = args.agent or agent.DEFAULT_AGENT
+    from loop import agents
+
+    agent_cmd = agents.resolve(agent_cmd, args.agent_format).command
+    try:
+        agent.check_template(agent_cmd)
+    except agent.AgentCommandRefused as exc:
+        raise LoopdeckError(str(exc)) from None
+    rec = recorded(ws)
+    target = target_of(args, None)
+    started_at = str(rec["started_at"]) if rec and rec.get("address") == target.address else iso_s(utcnow())
+    wf_id = (
+        str(rec["workflow_id"])
+        if rec and rec.get("address") == target.address
+        else workflow_id(root, remote, rel or str(graph), started_at)
+    )
+    prompt = " ".join(args.prompt).strip() or "Work through the task graph"
+    state = LoopState.new(
+        prompt,
+        max_iterations=args.max_iterations if args.max_iterations is not None else 100,
+        check_tasks=False,
+        check_github=False,
+        verify=list(args.verify or []),
+        limits=dict(limits or {}),
+        started_at=started_at,
+        driver="temporal",
+    )
+    if args.verify_allow:
+        state.extra["verify_allow"] = list(args.verify_allow)
+    loop_name = worktrees.loop_id(started_at)
+    board = Board(
+        graph=rel or str(graph),
+        capacity=args.workers,
+        audit=args.audit,
+        isolation=WORKTREE,
+        loop_branch=branch,
+        strategy="merge",
+    )
+    spec = LoopSpec(
+        workflow_id=wf_id,
+        state=protocol.state_json(keep(state, board)),
+        tasks=[protocol.task_json(t) for t in tasks],
+        remote=remote,
+        loop_branch=branch,
+        loop_name=loop_name,
+        graph=rel,
+        agent=agent_cmd,
+        agent_format=args.agent_format,
+        task_queue=target.task_queue,
+        turn_timeout_s=float(args.iteration_timeout or 1800.0),
+        heartbeat_timeout_s=float(getattr(args, "heartbeat_timeout", None) or 30.0),
+        audit=args.audit,
+        verify_allow=list(args.verify_allow or []),
+        idle_s=float(getattr(args, "idle", None) or 10.0),
+    )
+
+    async def begin() -> bool:
+        client = await tc.connect(target)
+        handle, started = await tc.start(client, target, spec)
+        if not started:
+            await handle.signal("graph", spec.tasks)  # the graph as it is here now
+        return started
+
+    started = tc.call(begin)
+    tc.save(ws.private_dir, target, wf_id, started_at)
+    verb = "started" if started else "attached to"
+    print(
+        f"loopdeck: loop {wf_id} {verb} on {target.address} ({len(tasks)} tasks, queue {target.task_queue}); "
+        f"run `loopdeck worker --address {target.address} --task-queue {target.task_queue}` on each machine",
+        flush=True,
+    )
+    if getattr(args, "detach", False):
+        return leave(0)
+    return leave(follow(target, wf_id))
+
+
+def publish(root: Path, remote: str, branch: str) -> None:
+    """The loop's branch on the remote is where every worker starts from: pushed there first
+    (a fast-forward; a remote that has moved on must be pulled first)."""
+    pushed = subprocess.run(
+        ["git", "push", "--quiet", remote, f"HEAD:refs/heads/{branch}"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    if pushed.returncode != 0:
+        said = [
+            line
+            for line in (pushed.stderr or pushed.stdout).splitlines()
+            if line and not line.startswith("hint:")
+        ]
+        raise LoopdeckError(
+            f"the loop's branch {branch} could not be pushed to {remote} "
+            f"({(said or ['refused'])[0].strip()}); "
+            "pull it first"
+        )
+
+
+def follow(target: tc.Target, wf_id: str) -> int:
+    """Print the loop's journal as it grows, until the loop ends; Ctrl+C leaves it running."""
+    from loop.core.events import render_line
+    from loop.temporal import view
+
+    async def work() -> int:
+        import asyncio
+
+        client = await tc.connect(target)
+        seen = 0
+        while True:
+            snap = await tc.read(client, wf_id, seen)
+            for event in view.events(snap):
+                print(render_line(event), flush=True)
+            seen = int(snap.get("events_total") or seen)
+            ended = snap.get("ended")
+            if ended:
+                for line in view.ending_lines(ended):
+                    print(line, flush=True)
+                return 0 if ended.get("outcome") in ("completed", "stopped") else 1
+            await asyncio.sleep(FOLLOW_EVERY_S)
+
+    try:
+        return tc.call(work)
+    except KeyboardInterrupt:
+        print(
+            f"loopdeck: left the loop {wf_id} running "
+            f"(`loopdeck status --temporal {target.address} --workflow {wf_id}`)"
+        )
+        return 130
+
+
+# --- worker and dev server ------------------------------------------------------------------
+
+
+def worker(args: argparse.Namespace) -> int:
+    from loop import agents
+    from loop.temporal import worker as tworker
+
+    if args.concurrency < 1:
+        raise LoopdeckError("--concurrency takes 1 or more")
+    if args.max_turns is not None and args.max_turns < 1:
+        raise LoopdeckError("--max-turns takes 1 or more")
+    chosen = tuple(agents.resolve(a, None).command for a in args.agent or ())
+    options = tworker.WorkerOptions(
+        target=target_of(args),
+        work_dir=Path(args.work_dir).expanduser().resolve() if args.work_dir else tworker.default_work_dir(),
+        agents=chosen,
+        concurrency=args.concurrency,
+        max_turns=args.max_turns,
+        heartbeat_s=args.heartbeat,
+    )
+    return leave(tworker.run(options))
+
+
+def dev(args: argparse.Namespace) -> int:
+    from loop.temporal import dev as tdev
+
+    db = Path(args.db_filename).expanduser().resolve()
+    db.parent.mkdir(parents=True, exist_ok=True)
+    argv = tdev.argv(db, args.port, args.ip, ui=args.ui)
+    print(
+        f"loopdeck: the Temporal dev server on {args.ip}:{args.port}, its database in {db} (Ctrl+C stops it)",
+        flush=True,
+    )
+    os.execv(argv[0], argv)  # the server itself from here on: signals reach it, nothing is left behind
+    return 0  # pragma: no cover - execv does not return

@@ -1,0 +1,300 @@
+"""What travels between the loop's workflow, its activities and the verbs: plain data, and the
+state and the graph as JSON.
+
+Everything here ends up in the workflow's history, which the server keeps and anyone with
+access to the namespace can read: no credential ever goes in (the agent's API key and the git
+token stay in the worker's environment), and the texts an agent wrote are redacted and scrubbed
+of the worker's secrets before they leave it (`loop.temporal.activities`). No Temporal import:
+the verbs and the tests build these without the SDK.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from loop.core.model import KNOWN_KEYS, MAX_ITEMS, Aggregate, LoopState, SourceReport, TaskItem, combine
+from loop.core.scheduler import Task, Update
+
+WORKFLOW_NAME = "loopdeck.loop"
+TURNS_SUFFIX = "-turns"
+"""Workers' turns poll their own queue (`<queue>-turns`), so a worker busy with an agent never
+holds up the loop's short activities (merges, audits, the graph) on the main queue."""
+
+
+def turns_queue(task_queue: str) -> str:
+    return task_queue + TURNS_SUFFIX
+
+
+# --- the loop's state and graph, as JSON --------------------------------------------------------
+
+
+def state_json(state: LoopState) -> dict[str, Any]:
+    """The state as the workflow carries it: every known key, the extras, the prompt."""
+    return {
+        "values": {key: getattr(state, key) for key in KNOWN_KEYS},
+        "extra": dict(state.extra),
+        "body": state.body,
+    }
+
+
+def state_from(obj: dict[str, Any]) -> LoopState:
+    values = {k: v for k, v in dict(obj.get("values") or {}).items() if k in KNOWN_KEYS}
+    state = LoopState(**values, extra=dict(obj.get("extra") or {}), body=str(obj.get("body") or ""))
+    return state.copy()
+
+
+def task_json(task: Task) -> dict[str, Any]:
+    return asdict(task)
+
+
+def task_from(obj: dict[str, Any]) -> Task:
+    return Task(
+        id=str(obj.get("id", "?")),
+        subject=str(obj.get("subject", "")),
+        description=str(obj.get("description", "")),
+        status=str(obj.get("status", "pending")),
+        owner=obj.get("owner") if isinstance(obj.get("owner"), str) else None,
+        blocked_by=tuple(str(b) for b in obj.get("blocked_by") or ()),
+        target_files=tuple(str(f) for f in obj.get("target_files") or ()),
+    )
+
+
+def overlay(tasks: list[Task], updates: dict[str, Update]) -> list[Task]:
+    """The graph as the loop knows it: what it read, with the statuses and owners the loop
+    decided since (the local driver writes those into the graph's file; here the workflow
+    holds them), so a refreshed graph never hands a task under way to a second worker."""
+    from dataclasses import replace
+
+    return [
+        replace(t, status=updates[t.id].status, owner=updates[t.id].owner) if t.id in updates else t
+        for t in tasks
+    ]
+
+
+# --- the workflow's input ----------------------------------------------------------------------
+
+
+@dataclass
+class LoopSpec:
+    """What `loopdeck run --engine temporal` starts a loop with."""
+
+    workflow_id: str
+    state: dict[str, Any]
+    """`state_json` of the new loop: its prompt, limits, verification and board."""
+    tasks: list[dict[str, Any]]
+    """The graph's tasks as read at the start (`task_json`)."""
+    remote: str
+    """The shared git remote every worker clones and pushes to (a URL, or a bare repository's
+    path on a shared disk); never with credentials in it."""
+    loop_branch: str
+    """The branch approved tasks merge into, on the remote."""
+    loop_name: str
+    """The loop's short name in task branch names (`loopdeck/<loop_name>/<task>`)."""
+    graph: str = ""
+    """The graph's path inside the repository (refreshed from the loop's branch), "" when it is
+    not in the repository (the tasks given at the start are the graph)."""
+    agent: str = ""
+    """The agent command a person confirmed at `run`; a worker runs it only if it accepts it."""
+    agent_format: str | None = None
+    task_queue: str = "loopdeck"
+    turn_timeout_s: float = 1800.0
+    heartbeat_timeout_s: float = 30.0
+    """A worker silent this long is lost: its turn goes to another worker."""
+    audit: str | None = None
+    verify_allow: list[str] = field(default_factory=list)
+    strategy: str = "merge"
+    idle_s: float = 10.0
+    """With nothing under way, how often the loop looks again (the graph, the deadlock count)."""
+    max_attempts: int = 5
+    """Attempts of one turn on lost workers before the loop is told the turn failed."""
+
+
+# --- the activities' inputs and outputs --------------------------------------------------------
+
+
+@dataclass
+class TurnInput:
+    workflow_id: str
+    worker: str
+    task: str
+    turn: int
+    prompt: str
+    remote: str
+    loop_branch: str
+    branch: str
+    agent: str
+    agent_format: str | None
+    timeout_s: float
+    files: list[str] = field(default_factory=list)
+    rework: str | None = None
+
+    @property
+    def key(self) -> str:
+        """This turn, whichever attempt: what its commit on the task's branch records."""
+        return f"{self.workflow_id}/{self.worker}/{self.turn}"
+
+
+@dataclass
+class TurnOutput:
+    """A worker's turn as facts: the loop's rules judge them (nothing is decided here)."""
+
+    worker: str
+    task: str
+    turn: int
+    failure: str | None = None
+    error: str | None = None
+    usage: dict[str, int] | None = None
+    limited: str | None = None
+    resets_at: str | None = None
+    denied: list[str] = field(default_factory=list)
+    denied_hint: str | None = None
+    text: str = ""
+    question: str | None = None
+    exit_code: int | None = None
+    duration_s: float = 0.0
+    changed: list[str] = field(default_factory=list)
+    """What the task's branch changed against the loop's branch (empty: no progress)."""
+    note: str = ""
+    """What the worker must hear when its work cannot be taken (conflict markers left)."""
+    sha: str | None = None
+    """The task branch's head after the turn."""
+    attempt: int = 1
+    resumed: bool = False
+    """A lost attempt had pushed this turn's work already: the agent did not run again."""
+    machine: str = ""
+
+    def to_record(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_record(cls, text: str) -> TurnOutput | None:
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(obj, dict):
+            return None
+        known = {k: v for k, v in obj.items() if k in cls.__dataclass_fields__}
+        try:
+            return cls(**known)
+        except TypeError:
+            return None
+
+
+@dataclass
+class MergeInput:
+    workflow_id: str
+    remote: str
+    loop_branch: str
+    branch: str
+    task: str
+    worker: str
+    message: str
+    verify: list[str] = field(default_factory=list)
+    verify_allow: list[str] = field(default_factory=list)
+    graph: str = ""
+    """The graph's path in the repository: a merge that changed it says so (it is read again)."""
+
+
+@dataclass
+class MergeOutput:
+    merged: bool
+    sha: str | None = None
+    graph_changed: bool = False
+    """The merge changed the task graph on the loop's branch (a worker added a task)."""
+    conflicts: list[str] = field(default_factory=list)
+    hunks: str = ""
+    failure: str | None = None
+    """The verification of the merged tree failed (its output): the merge was not pushed."""
+    problem: str | None = None
+    """The merge could not be tried (a git error): the loop needs a person."""
+
+
+@dataclass
+class AuditInput:
+    remote: str
+    loop_branch: str
+    branch: str
+    command: str
+    allow: list[str]
+    worker: str
+    task: str
+    files: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+
+
+@dataclass
+class AuditOutput:
+    approved: bool
+    output: str = ""
+
+
+@dataclass
+class GraphInput:
+    remote: str
+    loop_branch: str
+    graph: str
+
+
+@dataclass
+class GraphOutput:
+    tasks: list[dict[str, Any]] | None = None
+    """None: the graph is not on the loop's branch (the tasks as given stay the graph)."""
+    problem: str | None = None
+
+
+# --- what a person sends --------------------------------------------------------------------
+
+
+@dataclass
+class CommandSignal:
+    """A person's command (`loopdeck pause`, the monitor's keys) as a workflow signal: the same
+    fields as a line of the local control queue."""
+
+    id: str
+    ts: str
+    kind: str
+    source: str
+    reason: str | None = None
+    value: int | None = None
+    target: str | None = None
+
+
+# --- the graph as a task source -------------------------------------------------------------
+
+_STATUS = {"pending": "pending", "in_progress": "in_progress", "completed": "done"}
+
+
+def graph_sources(tasks: list[Task], where: str, now: str) -> Aggregate:
+    """The graph counted as a task source, the way `loop.sources.graph` counts the file: what
+    the summary, `status` and the monitor show for a loop of workers."""
+    counts = {"pending": 0, "in_progress": 0, "done": 0}
+    items: list[TaskItem] = []
+    for task in tasks:
+        status = _STATUS.get(task.status, "pending")
+        counts[status] += 1
+        if len(items) < MAX_ITEMS:
+            items.append(
+                TaskItem(
+                    title=task.subject,
+                    status=status,
+                    id=task.id,
+                    owner=task.owner,
+                    blocked_by=task.blocked_by,
+                    target_files=task.target_files,
+                )
+            )
+    report = SourceReport(
+        "graph",
+        enabled=True,
+        available=True,
+        pending=counts["pending"],
+        in_progress=counts["in_progress"],
+        done=counts["done"],
+        items=tuple(items),
+        checked_at=now,
+        detail=where,
+    )
+    return combine([report], now)

@@ -1,0 +1,566 @@
+"""The loop of workers as a Temporal workflow: `loop.core.workflow`'s rules, carried out with
+activities instead of processes and files.
+
+The local driver (`loop.drivers.parallel`) asks the same pure functions what to do and carries
+out each `Step` with processes, worktrees and the state file; this class carries out the same
+steps with activities (a worker's turn, its audit, a merge, a fresh read of the graph) and keeps
+the state, the board and the journal in the workflow itself. Temporal records every activity's
+result in the workflow's history, and a crashed coordinator (the server, or the worker hosting
+the workflow) replays that history through this same code to the same state: the rules take the
+clock as an argument, and here the clock is `workflow.now()`, so a replay decides exactly what
+the first run decided.
+
+Deterministic by construction: no I/O, no wall clock, no randomness here. The rules' modules
+pass through the sandbox (they are pure and import nothing that does I/O).
+
+Who retries what: a turn whose worker is lost (killed, preempted, frozen past the heartbeat
+timeout) is retried by Temporal on another worker; every other outcome of a turn (the agent
+failed, changed nothing, asked, was refused a tool, hit a usage limit) comes back as data and
+the loop's rules decide, as they do on one machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from loop.core import scheduler
+    from loop.core import workflow as rules
+    from loop.core.model import Command, LoopState, Turn
+    from loop.core.redact import redact_obj
+    from loop.core.scheduler import Step, Task, TurnEnd, Update, Worker
+    from loop.core.timeutil import iso_ms
+    from loop.repo.worktrees import branch_for
+    from loop.temporal import protocol
+    from loop.temporal.protocol import (
+        AuditInput,
+        AuditOutput,
+        CommandSignal,
+        GraphInput,
+        GraphOutput,
+        LoopSpec,
+        MergeInput,
+        MergeOutput,
+        TurnInput,
+        TurnOutput,
+    )
+
+JOURNAL_CAP = 2000
+"""Events the workflow keeps for its queries (the journal's tail; the history holds the rest)."""
+FINAL_EVENTS = 300
+"""Events of the journal's tail the workflow's result keeps (what `status` and `log` show of an
+ended loop)."""
+SHORT = timedelta(minutes=10)
+"""How long a merge, an audit or a read of the graph may take."""
+
+
+@workflow.defn(name=protocol.WORKFLOW_NAME)
+class LoopWorkflow:
+    def __init__(self) -> None:
+        self.spec: LoopSpec | None = None
+        self.state: LoopState | None = None
+        self.tasks: list[Task] = []
+        self.updates: dict[str, Update] = {}
+        """Per task, the last status and owner the loop decided (what the local driver writes
+        into the graph's file)."""
+        self.journal: list[dict[str, Any]] = []
+        self.inbox: list[CommandSignal] = []
+        self.arrived: list[tuple[str, str, int, Any]] = []
+        """(what, worker, turn, result) of activities that ended, in the order they ended."""
+        self.turns: dict[str, asyncio.Task[None]] = {}
+        self.merging: str | None = None
+        self.refreshing = False
+        self.graph_changed = False
+        self.ended: dict[str, Any] | None = None
+        self.background: set[asyncio.Task[None]] = set()
+        """Merges and reads of the graph under way (held so they are never collected)."""
+        self.attached = 0
+
+    # --- people: signals and queries -----------------------------------------------------
+
+    @workflow.signal(name="command")
+    def command(self, cmd: CommandSignal) -> None:
+        self.inbox.append(cmd)
+
+    @workflow.signal(name="graph")
+    def graph(self, tasks: list[dict[str, Any]]) -> None:
+        """A `run` attaching to the loop hands in the graph as it reads it now."""
+        self.tasks = [protocol.task_from(t) for t in tasks]
+        self.graph_changed = True
+
+    @workflow.query(name="snapshot")
+    def snapshot(self, since: int = 0) -> dict[str, Any]:
+        """The loop as the monitor, `status` and `log` read it: the state (with its board), the
+        graph as the loop knows it, the journal's events after `since` (a count), the commands
+        not yet applied, and the ending once there is one."""
+        state = self.state
+        count = len(self.journal)
+        first = max(0, since - self.attached)
+        return {
+            "state": protocol.state_json(state) if state is not None else None,
+            "tasks": [protocol.task_json(t) for t in self.known_tasks()],
+            "events": self.journal[first:],
+            "events_total": self.attached + count,
+            "pending": [_signal_json(c) for c in self.inbox],
+            "ended": self.ended,
+            "remote": self.spec.remote if self.spec else "",
+            "loop_branch": self.spec.loop_branch if self.spec else "",
+            "task_queue": self.spec.task_queue if self.spec else "",
+        }
+
+    # --- the loop ----------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, spec: LoopSpec) -> dict[str, Any]:
+        self.spec = spec
+        self.state = protocol.state_from(spec.state)
+        self.tasks = [protocol.task_from(t) for t in spec.tasks]
+        self.record(
+            [("loop-started", {"max_iterations": self.state.max_iterations, "engine": "temporal"})],
+        )
+        changed = True
+        while self.ended is None:
+            if not changed:
+                try:
+                    await workflow.wait_condition(
+                        lambda: bool(self.inbox or self.arrived or self.graph_changed),
+                        timeout=timedelta(seconds=spec.idle_s),
+                    )
+                    changed = True
+                except TimeoutError:
+                    changed = False  # idle: a cycle all the same (a deadlock is counted in cycles)
+            changed = self.take_in() or changed
+            if self.ended is not None:
+                break
+            self.merge_next()
+            state = self.state
+            assert state is not None
+            if state.status == "running" and (changed or not self.turns):
+                step = self.apply(rules.cycle(state, self.known_tasks(), self.now(), self.sources()))
+                if step.effects.archive is not None:
+                    self.end("completed", str(step.effects.archive.get("reason", "completed")), step)
+                    break
+            changed = False
+        for task in list(self.turns.values()):
+            task.cancel()
+        # the result carries the last picture too: an ended loop is read without a worker
+        final = self.snapshot(max(0, self.attached + len(self.journal) - FINAL_EVENTS))
+        return {**(self.ended or {}), "final": final}
+
+    def now(self) -> datetime:
+        return workflow.now()
+
+    def sources(self) -> Any:
+        return protocol.graph_sources(self.known_tasks(), "the task graph", iso_ms(self.now()))
+
+    def known_tasks(self) -> list[Task]:
+        return protocol.overlay(self.tasks, self.updates)
+
+    def take_in(self) -> bool:
+        """The commands, then the activities that ended, in order. True when anything did."""
+        changed = False
+        while self.inbox:
+            signal = self.inbox.pop(0)
+            self.apply_command(_command(self.route(signal)))
+            changed = True
+            if self.over():
+                return True
+        if self.graph_changed:
+            self.graph_changed = False
+            changed = True
+        while self.arrived:
+            what, name, turn, result = self.arrived.pop(0)
+            changed = True
+            if what == "turn":
+                self.on_turn(name, turn, result)
+            elif what == "audit":
+                self.on_audit(name, turn, result)
+            elif what == "merge":
+                self.on_merge(name, result)
+            elif what == "graph":
+                self.on_graph(result)
+            if self.over():
+                return True
+        return changed
+
+    def route(self, signal: CommandSignal) -> CommandSignal:
+        """An answer to the loop while a worker (not the loop) asks: that worker's answer. On one
+        machine the monitor's key names the worker; from a terminal on another machine a person
+        answers the question they were shown."""
+        state = self.state
+        if signal.kind != "answer" or signal.target or state is None or state.waiting_kind == "question":
+            return signal
+        asking = [w for w in scheduler.board_of(state).workers if w.status == scheduler.QUESTION]
+        return replace(signal, target=asking[0].name) if asking else signal
+
+    def apply_command(self, cmd: Command) -> None:
+        state = self.state
+        assert state is not None
+        step = self.apply(rules.command(state, cmd, self.sources(), self.now()))
+        if step.effects.archive is not None:
+            self.end("completed", str(step.effects.archive.get("reason", "forced")), step)
+
+    def over(self) -> bool:
+        state = self.state
+        if self.ended is None and state is not None and state.status in ("stopped", "completed", "failed"):
+            self.end(state.status, str((state.waiting_for or {}).get("reason") or state.status), None)
+        return self.ended is not None
+
+    def end(self, outcome: str, reason: str, step: Step | None) -> None:
+        state = self.state
+        assert state is not None
+        summary = None
+        if step is not None:
+            summary = step.effects.archive or step.effects.summary
+        self.ended = {
+            "outcome": outcome,
+            "reason": reason,
+            "iteration": state.iteration,
+            "summary": redact_obj(dict(summary or {})),
+        }
+
+    # --- carrying out a step ---------------------------------------------------------------
+
+    def apply(self, step: Step) -> Step:
+        """What the local driver does with a step, here: the state and journal first, then the
+        graph (the overlay), then the workers' turns ended and started."""
+        new = step.seal()
+        self.state = new
+        self.record(
+            [("command-applied", _applied(c, o)) for c, o in step.applied] + list(step.events),
+        )
+        for update in step.updates:
+            self.updates[update.task] = update
+        for name in step.end:
+            running = self.turns.pop(name, None)
+            if running is not None:
+                running.cancel()
+        for worker in step.start:
+            self.launch(worker)
+        return step
+
+    def record(self, events: list[tuple[str, dict[str, Any]]]) -> None:
+        state = self.state
+        ts = iso_ms(self.now())
+        for kind, data in events:
+            self.journal.append(
+                {
+                    "ts": ts,
+                    "kind": kind,
+                    "iteration": state.iteration if state is not None else None,
+                    "data": redact_obj(dict(data)),
+                }
+            )
+        if len(self.journal) > JOURNAL_CAP:
+            drop = len(self.journal) - JOURNAL_CAP
+            del self.journal[:drop]
+            self.attached += drop
+
+    def set_worker(self, worker: Worker) -> None:
+        state = self.state
+        assert state is not None
+        self.state = scheduler.keep(state.copy(), scheduler.board_of(state).put(worker))
+
+    # --- a worker's turn ---------------------------------------------------------------------
+
+    def launch(self, worker: Worker) -> None:
+        spec, state = self.spec, self.state
+        assert spec is not None and state is not None
+        task = next((t for t in self.known_tasks() if t.id == worker.task), None)
+        task = task or Task(worker.task, worker.task, target_files=worker.files)
+        branch = worker.branch or branch_for(spec.loop_name, worker.task)
+        if worker.branch != branch:
+            worker = replace(worker, branch=branch)
+            self.set_worker(worker)
+        turn = TurnInput(
+            workflow_id=spec.workflow_id,
+            worker=worker.name,
+            task=worker.task,
+            turn=worker.turns,
+            prompt=scheduler.worker_prompt(state.prompt, task, worker),
+            remote=spec.remote,
+            loop_branch=spec.loop_branch,
+            branch=branch,
+            agent=spec.agent,
+            agent_format=spec.agent_format,
+            timeout_s=spec.turn_timeout_s,
+            files=list(task.target_files),
+            rework=worker.rework,
+        )
+        self.turns[worker.name] = asyncio.create_task(self.run_turn(turn))
+
+    async def run_turn(self, turn: TurnInput) -> None:
+        spec = self.spec
+        assert spec is not None
+        try:
+            result: Any = await workflow.execute_activity(
+                "loopdeck.turn",
+                turn,
+                result_type=TurnOutput,
+                task_queue=protocol.turns_queue(spec.task_queue),
+                start_to_close_timeout=timedelta(seconds=spec.turn_timeout_s + 120),
+                heartbeat_timeout=timedelta(seconds=spec.heartbeat_timeout_s),
+                retry_policy=RetryPolicy(
+                    initial_interval=timedelta(seconds=1),
+                    maximum_interval=timedelta(seconds=30),
+                    maximum_attempts=spec.max_attempts,
+                ),
+            )
+        except ActivityError as exc:
+            if _cancelled(exc):
+                return  # its worker was stopped, skipped or replaced: nothing to hear
+            cause = str(exc.cause) if exc.cause is not None else str(exc)
+            result = TurnOutput(
+                turn.worker,
+                turn.task,
+                turn.turn,
+                failure=f"the turn was lost on {spec.max_attempts} workers: {cause}"[-400:],
+                error="worker lost",
+            )
+        except asyncio.CancelledError:
+            return
+        self.arrived.append(("turn", turn.worker, turn.turn, result))
+
+    def on_turn(self, name: str, turn: int, out: TurnOutput) -> None:
+        state = self.state
+        assert state is not None
+        worker = scheduler.board_of(state).worker(name)
+        self.turns.pop(name, None)
+        if worker is None or worker.turns != turn or worker.status != scheduler.RUNNING:
+            return  # a turn the loop stopped waiting for (skipped, stopped, replaced)
+        facts = Turn(
+            failure=out.failure,
+            error=out.error,
+            usage=out.usage,
+            limited=out.limited,
+            resets_at=out.resets_at,
+            denied=tuple(out.denied),
+            denied_hint=out.denied_hint,
+        )
+        outside = sorted(set(out.changed) - {scheduler._norm(f) for f in worker.files})
+        if outside and worker.files:
+            self.record([("worker-strayed", {"worker": name, "task": worker.task, "files": outside[:50]})])
+        feedback = f"YOUR LAST TURN FAILED: {out.failure}" if out.failure else out.note
+        changed = bool(out.changed) and not out.note
+        end = TurnEnd(
+            name,
+            "",
+            out.text,
+            feedback=feedback,
+            exit_code=out.exit_code,
+            duration_s=out.duration_s,
+            changed=tuple(out.changed) if changed else (),
+            asked=out.question,
+        )
+        step = self.apply(
+            rules.turn(
+                state,
+                facts,
+                worker=name,
+                task=worker.task,
+                changed=changed,
+                asked=out.question,
+                end=end,
+                now=self.now(),
+            )
+        )
+        after = step.board.worker(name)
+        if after is not None and after.status == scheduler.AUDITING:
+            self.start_audit(after, list(out.changed))
+
+    def start_audit(self, worker: Worker, changed: list[str]) -> None:
+        spec, state = self.spec, self.state
+        assert spec is not None and state is not None
+        board = scheduler.board_of(state)
+        if not board.audit or worker.branch is None:
+            self.apply(rules.audited(state, worker.name, True, "", self.now()))
+            return
+        audit = AuditInput(
+            remote=spec.remote,
+            loop_branch=spec.loop_branch,
+            branch=worker.branch,
+            command=board.audit,
+            allow=list(spec.verify_allow),
+            worker=worker.name,
+            task=worker.task,
+            files=list(worker.files),
+            changed=changed,
+        )
+        self.turns[worker.name] = asyncio.create_task(self.run_audit(audit, worker.turns))
+
+    async def run_audit(self, audit: AuditInput, turn: int) -> None:
+        spec = self.spec
+        assert spec is not None
+        try:
+            result: Any = await workflow.execute_activity(
+                "loopdeck.audit",
+                audit,
+                result_type=AuditOutput,
+                task_queue=spec.task_queue,
+                start_to_close_timeout=SHORT,
+                heartbeat_timeout=timedelta(seconds=max(spec.heartbeat_timeout_s, 30)),
+                retry_policy=RetryPolicy(maximum_attempts=spec.max_attempts),
+            )
+        except ActivityError as exc:
+            if _cancelled(exc):
+                return
+            result = AuditOutput(False, f"the audit could not run: {exc.cause or exc}")
+        except asyncio.CancelledError:
+            return
+        self.arrived.append(("audit", audit.worker, turn, result))
+
+    def on_audit(self, name: str, turn: int, out: AuditOutput) -> None:
+        state = self.state
+        assert state is not None
+        worker = scheduler.board_of(state).worker(name)
+        self.turns.pop(name, None)
+        if worker is None or worker.turns != turn or worker.status != scheduler.AUDITING:
+            return
+        feedback = f"AUDIT REJECTED YOUR WORK:\n{out.output[-3000:]}"
+        self.apply(rules.audited(state, name, out.approved, feedback, self.now()))
+
+    # --- the merge queue -----------------------------------------------------------------------
+
+    def merge_next(self) -> None:
+        """One merge at a time, as locally: the queue's first branch, merged into the loop's
+        branch on the remote by whichever worker takes it."""
+        spec, state = self.spec, self.state
+        assert spec is not None and state is not None
+        if self.merging is not None or state.status not in ("running", "paused"):
+            return
+        board = scheduler.board_of(state)
+        if not board.queue:
+            return
+        worker = board.worker(board.queue[0])
+        if worker is None or worker.branch is None:
+            return
+        self.merging = worker.name
+        merge = MergeInput(
+            workflow_id=spec.workflow_id,
+            remote=spec.remote,
+            loop_branch=spec.loop_branch,
+            branch=worker.branch,
+            task=worker.task,
+            worker=worker.name,
+            message=f"loopdeck: merge task {worker.task} ({worker.branch})",
+            verify=list(state.verify),
+            verify_allow=list(spec.verify_allow),
+            graph=spec.graph,
+        )
+        self.hold(asyncio.create_task(self.run_merge(merge)))
+
+    async def run_merge(self, merge: MergeInput) -> None:
+        spec = self.spec
+        assert spec is not None
+        try:
+            result: Any = await workflow.execute_activity(
+                "loopdeck.merge",
+                merge,
+                result_type=MergeOutput,
+                task_queue=spec.task_queue,
+                start_to_close_timeout=SHORT,
+                heartbeat_timeout=timedelta(seconds=max(spec.heartbeat_timeout_s, 30)),
+                retry_policy=RetryPolicy(maximum_attempts=spec.max_attempts),
+            )
+        except ActivityError as exc:
+            result = MergeOutput(False, problem=f"the merge could not be done: {exc.cause or exc}")
+        self.arrived.append(("merge", merge.worker, 0, result))
+
+    def on_merge(self, name: str, out: MergeOutput) -> None:
+        state = self.state
+        assert state is not None
+        self.merging = None
+        worker = scheduler.board_of(state).worker(name)
+        if worker is None or worker.status != scheduler.QUEUED:
+            return
+        now = self.now()
+        if out.problem is not None:
+            why = out.problem
+            self.apply(rules.escalate(state, "merge-failed", why, now))
+        elif out.conflicts:
+            feedback = scheduler.conflict_feedback(out.conflicts, out.hunks)
+            why = "conflict in " + ", ".join(out.conflicts)
+            self.apply(rules.merge_failed(state, name, why, feedback, True, now))
+        elif out.failure is not None:
+            feedback = (
+                "VERIFICATION FAILED ON THE LOOP'S BRANCH WITH YOUR WORK MERGED (the merge was undone):\n"
+                f"{out.failure}"
+            )
+            self.apply(rules.merge_failed(state, name, "verification failed", feedback, False, now))
+        else:
+            self.apply(rules.merged(state, name, out.sha))
+            if out.graph_changed:  # a worker added or changed tasks: the graph is read again
+                self.refresh_graph()
+
+    # --- the graph --------------------------------------------------------------------------
+
+    def refresh_graph(self) -> None:
+        spec = self.spec
+        assert spec is not None
+        if not spec.graph or self.refreshing:
+            return
+        self.refreshing = True
+        self.hold(
+            asyncio.create_task(self.run_refresh(GraphInput(spec.remote, spec.loop_branch, spec.graph)))
+        )
+
+    def hold(self, task: asyncio.Task[None]) -> None:
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+    async def run_refresh(self, ask: GraphInput) -> None:
+        spec = self.spec
+        assert spec is not None
+        try:
+            result: Any = await workflow.execute_activity(
+                "loopdeck.graph",
+                ask,
+                result_type=GraphOutput,
+                task_queue=spec.task_queue,
+                start_to_close_timeout=SHORT,
+                retry_policy=RetryPolicy(maximum_attempts=3),
+            )
+        except ActivityError as exc:
+            result = GraphOutput(None, problem=f"the task graph was not read again: {exc.cause or exc}")
+        self.arrived.append(("graph", "", 0, result))
+
+    def on_graph(self, out: GraphOutput) -> None:
+        self.refreshing = False
+        if out.problem:
+            self.record([("warning", {"message": out.problem})])
+        if out.tasks:
+            self.tasks = [protocol.task_from(t) for t in out.tasks]
+
+
+def _command(signal: CommandSignal) -> Command:
+    return Command(
+        id=signal.id,
+        ts=signal.ts,
+        kind=signal.kind,
+        source=signal.source,
+        reason=signal.reason,
+        value=signal.value,
+        target=signal.target,
+    )
+
+
+def _signal_json(signal: CommandSignal) -> dict[str, Any]:
+    obj: dict[str, Any] = redact_obj(_command(signal).to_json())
+    return obj
+
+
+def _applied(command: Command, outcome: str) -> dict[str, Any]:
+    return {"id": command.id, "command": command.kind, "source": command.source, "outcome": outcome}
+
+
+def _cancelled(exc: ActivityError) -> bool:
+    from temporalio.exceptions import CancelledError
+
+    return isinstance(exc.cause, CancelledError)

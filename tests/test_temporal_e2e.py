@@ -1,0 +1,208 @@
+"""The Temporal engine end to end, against the dev server from the wheel: a 6-task graph on two
+`loopdeck worker` processes with the scripted agent; a worker SIGKILLed mid-turn (its turn is
+retried on another worker and done once); `answer` and `pause` from the CLI; the fleet view on
+the running loop; the server SIGKILLed and started again on its file (the loop completes); and
+no secret of the workers' environment anywhere in the workflow's history."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+pytest.importorskip(
+    "temporalio", reason="the Temporal engine is not installed (pip install 'loopdeck[temporal]')"
+)
+
+from tests.temporal_support import (
+    PLAIN_SECRET,
+    SECRET,
+    TOKEN,
+    Server,
+    Workers,
+    board,
+    git,
+    history,
+    kinds,
+    project,
+    query,
+    replay,
+    start_server,
+    until,
+    verb,
+)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    yield from start_server(tmp_path)
+
+
+def agent_of(proc: psutil.Process) -> str | None:
+    """The task a worker process's agent works on, if one runs under it now."""
+    try:
+        for child in proc.children(recursive=True):
+            task = child.environ().get("LOOPDECK_TASK")
+            if task and "agent.py" in " ".join(child.cmdline()):
+                return task
+    except psutil.Error:
+        return None
+    return None
+
+
+async def fleet_then_resume(address: str, wf: str, asking: str) -> None:
+    from textual.widgets import DataTable
+
+    from loop.temporal.client import Target
+    from tui.screens.temporal_fleet import TemporalFleetScreen
+    from tui.temporal import TemporalApp
+
+    app = TemporalApp(Target(address), prompts=False)
+    async with app.run_test(size=(180, 40)) as pilot:
+
+        async def until_true(what: str, check: Callable[[], bool], timeout: float = 20) -> None:
+            deadline = time.monotonic() + timeout
+            while not check():
+                assert time.monotonic() < deadline, f"timed out waiting for {what}"
+                await pilot.pause(0.1)
+
+        def row() -> list[str]:
+            screen = app.screen
+            if not isinstance(screen, TemporalFleetScreen):
+                return []
+            table = screen.query_one(DataTable)
+            if wf not in table.rows:
+                return []
+            return [str(cell) for cell in table.get_row(wf)]
+
+        await until_true(
+            "the loop in the fleet, paused, with its workers", lambda: "paused" in " ".join(row())
+        )
+        cells = row()
+        assert cells[0] == wf and "pause" in cells[4]
+        assert f"{asking} (5, question)" in cells[5]  # its workers, each with its task and status
+        await pilot.press("enter")
+        await until_true(
+            "the loop's monitor", lambda: app.snapshot is not None and app.snapshot.loop is not None
+        )
+        assert app.snapshot is not None and app.snapshot.loop is not None
+        assert app.snapshot.loop.status == "paused" and app.snapshot.parallel is not None
+        await pilot.press("r")
+        await until_true(
+            "the resume applied",
+            lambda: (
+                app.snapshot is not None
+                and app.snapshot.loop is not None
+                and app.snapshot.loop.status == "running"
+            ),
+        )
+
+
+def test_a_loop_of_workers_on_temporal_survives_a_lost_worker_and_a_lost_server(
+    server: Server, tmp_path: Path
+) -> None:
+    proj = project(tmp_path, tasks=6, agent_args="--sleep 0.8 0.8 --ask-on 5")
+    workers = Workers(server, proj, queue="e2e")
+    try:
+        first = workers.start("w1")
+        workers.start("w2")
+        ran = verb(
+            *["run", "Build the demo service", "--workers", "2", "--engine", "temporal"],
+            *["--address", server.address, "--task-queue", "e2e", "--graph", "tasks"],
+            *["--agent", proj.agent, "--heartbeat-timeout", "3", "--idle", "0.5", "--detach"],
+            cwd=proj.ws,
+        )
+        assert ran.returncode == 0, ran.stderr
+        record = json.loads((proj.ws / ".claude" / "loopdeck" / "temporal.json").read_text())
+        wf = record["workflow_id"]
+        assert record["address"] == server.address and wf in ran.stdout
+
+        # a worker SIGKILLed in the middle of a turn: its turn goes to another worker
+        killed = until("an agent running under the first worker", lambda: agent_of(psutil.Process(first.pid)))
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        workers.start("w3")  # a new machine joins
+
+        # task 5's worker asks a question; a pause from the CLI: no turn starts while paused
+        asking = until(
+            "a worker's question",
+            lambda: [w for w in board(query(server.address, wf))["workers"] if w["status"] == "question"],
+        )
+        paused = verb(
+            *["pause", "--reason", "a look", "--temporal", server.address, "--workflow", wf, "--wait", "20"],
+            cwd=tmp_path,
+        )
+        assert paused.returncode == 0, paused.stderr
+        quiet = until(
+            "the turns under way to end after the pause",
+            lambda: (
+                (s := query(server.address, wf))
+                and not [w for w in board(s)["workers"] if w["status"] in ("running", "auditing")]
+                and s
+            ),
+        )
+        assert quiet["state"]["values"]["status"] == "paused"
+        started = len(kinds(quiet, "worker-started")) + len(kinds(quiet, "worker-turn"))
+        done = {e["data"]["task"] for e in kinds(quiet, "task-completed")}
+        assert len(done) < 6, "the pause came too late to show anything"
+        status = verb("status", "--json", cwd=proj.ws)  # the workspace's record names the loop
+        assert status.returncode == 0, status.stderr
+        shown = json.loads(status.stdout)
+        assert shown["loop"]["status"] == "paused" and shown["temporal"]["workflow_id"] == wf
+        still = query(server.address, wf)  # idle cycles went by: none started a turn
+        assert started == len(kinds(still, "worker-started")) + len(kinds(still, "worker-turn"))
+
+        # the fleet view on the server: the loop and its (asking) worker; Enter opens its monitor,
+        # whose keys go to the workflow as signals (`r` resumes it)
+        asyncio.run(fleet_then_resume(server.address, wf, asking[0]["name"]))
+        again = query(server.address, wf)
+        assert again["state"]["values"]["status"] == "running"
+
+        # the answer from the CLI reaches the asking worker, whose next turn has it
+        answered = verb("answer", "keep", "the", "old", "format", "--wait", "20", cwd=proj.ws)
+        assert answered.returncode == 0, answered.stderr
+        assert "answer applied" in answered.stdout
+        snap = query(server.address, wf)
+        said = kinds(snap, "answered")
+        assert said and said[-1]["data"]["worker"] == asking[0]["name"]
+        assert said[-1]["data"]["answer"] == "keep the old format"
+
+        # the server SIGKILLed mid-run and started again on its file: the loop goes on
+        until(
+            "a turn under way",
+            lambda: any(w["status"] == "running" for w in board(query(server.address, wf))["workers"]),
+        )
+        server.kill()
+        server.start()
+        end = until("the loop's end", lambda: query(server.address, wf).get("ended"), timeout=90)
+        assert end["outcome"] == "completed", end
+    finally:
+        workers.stop()
+
+    # every task done once: one merge per task on the loop's branch, one line per task
+    log = git(proj.remote, "log", "--format=%s", "main")
+    for task in range(1, 7):
+        assert log.count(f"merge task {task} (") == 1, log
+    tree = {}
+    for path in git(proj.remote, "ls-tree", "-r", "--name-only", "main").split():
+        tree[path] = git(proj.remote, "show", f"main:{path}")
+    lines = [
+        line for text in tree.values() for line in text.splitlines() if line.startswith(f"task {killed}:")
+    ]
+    assert len(lines) == len({line for line in lines}) >= 1, lines  # its work is there, never twice
+    # the killed turn was retried by Temporal (a second attempt, on another worker)
+    found = history(server.address, wf)
+    assert '"attempt": 2' in found or '"attempt":2' in found
+    # nothing of the workers' secrets in the history: not the API key, the token, nor a value
+    # only the worker knows is secret (its agent printed it)
+    for secret in (SECRET, TOKEN, PLAIN_SECRET):
+        assert secret not in found
+    assert "my key is [REDACTED]" in found  # the agent did say it: the worker took it out
+    # the whole history replays through the workflow's code to the same decisions
+    replay(server.address, wf)

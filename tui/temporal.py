@@ -1,0 +1,128 @@
+"""The monitor on a Temporal server's loops (`loopdeck tui --temporal ADDRESS`): the fleet of
+its loops first, then any one of them on the same monitor as a loop in a folder.
+
+Only the reading and the sending differ: a loop's snapshot comes from its workflow's query
+(`loop.temporal.view.snapshot`, the same `Snapshot` the panels are bound to), polled once a
+second instead of watched on disk, and the keys' commands go to the workflow as signals instead
+of the control queue. Every panel, key and prompt is `LoopdeckApp`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from textual import work
+from textual.binding import Binding
+
+from loop.core.errors import LoopdeckError
+from loop.core.timeutil import utcnow
+from loop.store.paths import Workspace
+from loop.temporal.client import Remote, Target, command
+from loop.views.snapshot import Snapshot
+from tui.app import LoopdeckApp
+from tui.screens.temporal_fleet import TemporalFleetScreen
+from tui.watch import SnapshotReady
+
+FLEET = "temporal-fleet"
+POLL_S = 1.0
+
+
+class TemporalApp(LoopdeckApp):
+    BINDINGS = [Binding("f", "fleet", "Fleet", id="view.fleet")]
+
+    def __init__(
+        self,
+        target: Target,
+        workflow_id: str | None = None,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        poll: bool = True,
+        prompts: bool = True,
+    ) -> None:
+        super().__init__(Workspace(Path.cwd()), clock=clock, watch=False, git=False, prompts=prompts)
+        self.target = target
+        self.remote = Remote(target)
+        self.workflow_id = workflow_id
+        self.polling = poll
+
+    def on_mount(self) -> None:
+        # LoopdeckApp's on_mount runs too: the keymap, the first read.
+        self.install_screen(TemporalFleetScreen(self.remote, clock=self.clock, poll=self.polling), FLEET)
+        if self.workflow_id is None:
+            self.push_screen(FLEET)
+        if self.polling:
+            self.set_interval(POLL_S, self.load_snapshot)
+
+    def on_unmount(self) -> None:
+        self.remote.close()
+
+    # --- reading and sending -------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="snapshot", exit_on_error=False)
+    def load_snapshot(self) -> None:
+        from loop.temporal import view
+
+        wf = self.workflow_id
+        if wf is None:
+            return
+        try:
+            answer = self.remote.read(wf)
+        except (LoopdeckError, TimeoutError):
+            return  # the server away for a moment: the next poll tries again
+        if wf == self.workflow_id:
+            self.post_message(SnapshotReady(view.snapshot(answer, wf, self.target)))
+
+    def send(self, kind: str, *, value: int | None = None, reason: str | None = None) -> None:
+        self.send_remote(kind, value=value, reason=reason)
+
+    def send_remote(
+        self, kind: str, *, value: int | None = None, reason: str | None = None, target: str | None = None
+    ) -> None:
+        """A key's command as a signal to the loop's workflow (a worker's, with `target`)."""
+        wf = self.workflow_id
+        if wf is None:
+            return
+        signal = command(kind, "tui", reason, value, target)
+        try:
+            self.remote.send(wf, signal)
+        except (LoopdeckError, TimeoutError) as exc:
+            self.notify(f"{kind} not sent: {exc}", severity="error")
+            return
+        self.awaiting[signal.id] = kind
+        self.notify(f"{kind} sent to {target or wf}", title="loopdeck")
+        self.load_snapshot()
+
+    def ensure_runner(self) -> None:
+        """No runner to start: the workflow is always there while the loop lives."""
+
+    def interrupted(self, snapshot: Snapshot) -> Any:
+        return None  # a loop on Temporal is never a crashed runner to resume
+
+    # --- the fleet ---------------------------------------------------------------------------
+
+    def on_temporal_fleet_screen_open(self, message: TemporalFleetScreen.Open) -> None:
+        self.pop_screen()
+        if message.workflow_id != self.workflow_id:
+            self.workflow_id = message.workflow_id
+            self.snapshot = None
+            self.awaiting.clear()
+            self.asked_resume = False
+        self.load_snapshot()
+
+    def action_fleet(self) -> None:
+        if not isinstance(self.screen, TemporalFleetScreen):
+            self.push_screen(FLEET)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "fleet":
+            return True
+        if action == "restore_backup":
+            return False
+        return super().check_action(action, parameters)
+
+
+def target_from(obj: dict[str, Any]) -> Target:
+    return Target.from_json(obj)
