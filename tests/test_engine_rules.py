@@ -353,6 +353,27 @@ def test_a_usage_limit_waits_until_it_resets_without_counting_anything() -> None
     assert "limit-lifted" in kinds(later)
 
 
+def test_the_engine_picks_the_agent_while_limits_hold_some() -> None:
+    """The first choice whenever it is free, the fallback while the first is held, none (wait)
+    when every one is held; the drivers only carry the choice out."""
+    from datetime import timedelta
+
+    from loop.core.engine import agent_for_turn, limit_until
+
+    later = NOW + timedelta(hours=1)
+    assert agent_for_turn([None, None], 0, NOW) == 0
+    assert agent_for_turn([later, None], 0, NOW) == 1  # the first limited: to the fallback
+    assert agent_for_turn([later, None], 1, NOW) == 1
+    assert agent_for_turn([later, None], 1, later) == 0  # its reset passed: back to the first
+    assert agent_for_turn([later, later], 1, NOW) is None
+    assert agent_for_turn([later, None, None], 2, NOW) == 2  # the one in use stays while free
+    # a reset the agent said; else a back-off growing with the limits in a row that did not say
+    assert limit_until(later.isoformat(), 3, NOW) == (later, 3)
+    assert limit_until(None, 0, NOW) == (NOW + timedelta(seconds=60), 1)
+    assert limit_until(NOW.isoformat(), 1, NOW) == (NOW + timedelta(seconds=300), 2)
+    assert limit_until("", 99, NOW)[0] == NOW + timedelta(seconds=3600)
+
+
 def test_a_limit_without_a_reset_time_backs_off_longer_each_time() -> None:
     srcs = sources(task_file=2)
     first = turn_end(working(), srcs, None, turn=Turn(limited="429"))

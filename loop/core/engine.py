@@ -31,7 +31,7 @@ The flow at each Stop:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 from loop.core.model import (
@@ -995,13 +995,34 @@ LIMIT_BACKOFF_S = (60, 300, 900, 1800, 3600)
 """How long to wait for a usage limit that did not say when it resets: longer each time."""
 
 
+def limit_until(resets_at: str | None, waits: int, now: datetime) -> tuple[datetime, int]:
+    """Until when a usage limit holds an agent, and how many limits in a row have now not said
+    when they reset (each such wait is longer than the one before)."""
+    until = parse_iso(resets_at or "")
+    if until is not None and until > now:
+        return until, waits
+    return now + timedelta(seconds=LIMIT_BACKOFF_S[min(waits, len(LIMIT_BACKOFF_S) - 1)]), waits + 1
+
+
+def agent_for_turn(held: Sequence[datetime | None], current: int, now: datetime) -> int | None:
+    """Which agent takes the next turn, of the first choice and its fallbacks (in that order,
+    each with the end of the limit that holds it, or None): the first choice whenever it is
+    free, else the one in use while it is free, else the first free one; None when a limit
+    holds every one (the loop then waits for the earliest reset)."""
+    free = [i for i, until in enumerate(held) if until is None or now >= until]
+    if not free:
+        return None
+    if 0 in free:
+        return 0
+    return current if current in free else free[0]
+
+
 def _limited(result: Result, state: LoopState, turn: Turn, now: datetime) -> Result:
     """A usage or rate limit: not a failure, not stuck, no retry spent: wait until it resets."""
-    until = parse_iso(turn.resets_at or "")
-    if until is None or until <= now:
-        waits = int(state.stuck.get("limit_waits", 0))
-        state.stuck["limit_waits"] = waits + 1
-        until = now + timedelta(seconds=LIMIT_BACKOFF_S[min(waits, len(LIMIT_BACKOFF_S) - 1)])
+    waits = int(state.stuck.get("limit_waits", 0))
+    until, after = limit_until(turn.resets_at, waits, now)
+    if after != waits:
+        state.stuck["limit_waits"] = after
     reason = turn.limited or "usage limit reached"
     state.waiting_for = {"kind": "usage-limit", "reason": reason, "since": iso_s(now), "until": iso_s(until)}
     result.events.append(("usage-limit", {"reason": reason, "until": iso_s(until)}))

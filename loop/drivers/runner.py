@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -490,27 +490,28 @@ class Runner:
     # --- which agent: the first choice, or the fallback while a usage limit holds it -----------
 
     def backend_for_turn(self, n: int) -> Backend:
-        """The first agent again once its limit has reset; else the one in use."""
-        first = self.backends[0]
-        if self.current is not first and first.free(self.now()):
-            self.switch(first, n, f"the usage limit of {first.name} reset")
+        """The agent the engine picks for this turn: the first choice again once its limit has
+        reset, else the one in use."""
+        now = self.now()
+        chosen = engine.agent_for_turn(
+            [b.until for b in self.backends], self.backends.index(self.current), now
+        )
+        if chosen is not None and self.backends[chosen] is not self.current:
+            to = self.backends[chosen]
+            why = f"the usage limit of {to.name} reset" if chosen == 0 else f"{self.current.name} is held"
+            self.switch(to, n, why)
         return self.current
 
     def on_limit(self, backend: Backend, judged: Judgement, n: int) -> Backend | None:
-        """Note until when `backend` is held; the free backend to turn to now, if any."""
-        from loop.core.timeutil import parse_iso
-
+        """Note until when `backend` is held; the free agent the engine turns to now, if any."""
         now = self.now()
-        until = parse_iso(judged.resets_at or "")
-        if until is None or until <= now:
-            seconds = engine.LIMIT_BACKOFF_S[min(backend.waits, len(engine.LIMIT_BACKOFF_S) - 1)]
-            backend.waits += 1
-            until = now + timedelta(seconds=seconds)
-        backend.until = until
-        other = next((b for b in self.backends if b is not backend and b.free(now)), None)
-        if other is not None:
-            why = f"{backend.name} hit a usage limit ({judged.limited}); back after {until.isoformat()}"
-            self.switch(other, n, why, until)
+        backend.until, backend.waits = engine.limit_until(judged.resets_at, backend.waits, now)
+        chosen = engine.agent_for_turn([b.until for b in self.backends], self.backends.index(backend), now)
+        if chosen is None:
+            return None
+        other = self.backends[chosen]
+        why = f"{backend.name} hit a usage limit ({judged.limited}); back after {backend.until.isoformat()}"
+        self.switch(other, n, why, backend.until)
         return other
 
     def earliest_reset(self) -> str | None:
