@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from loop.cli.options import add_limit_options, limits_from
+from loop.cli.options import LOOP_KEYS, add_limit_options, limits_from
 from loop.cli.steer import steer
 from loop.core.errors import LoopdeckError, os_problem
 from loop.store.paths import Workspace, find_workspace
@@ -67,28 +67,16 @@ def cmd_start(args: argparse.Namespace) -> int:
     return 0
 
 
-START_KEYS = (
-    "notify",
-    "verify",
-    "verify_allow",
-    "max_iterations",
-    "max_cost",
-    "stuck_after",
-    "same_error_after",
-)
-"""The saved defaults a new loop started with `start` takes."""
-
-
 def _start_defaults(args: argparse.Namespace, ws: Workspace) -> None:
     """Fill the options `start` was not given from the saved defaults (the command line wins);
     a workspace file's values are confirmed at the terminal first."""
     from loop.cli.long import _ask_config, _fill
     from loop.drivers import defaults
 
-    wanted = [k for k in START_KEYS if getattr(args, k) is None]
+    wanted = [k for k in LOOP_KEYS if getattr(args, k) is None]
     confirm = _ask_config if sys.stdin.isatty() else None
     saved = defaults.settle(ws, wanted, confirm=confirm, by="start")
-    _fill(args, saved, START_KEYS)
+    _fill(args, saved, LOOP_KEYS)
 
 
 # --- status --------------------------------------------------------------------------------
@@ -290,22 +278,9 @@ def cmd_trust(args: argparse.Namespace) -> int:
         "Confirming lets loopdeck run these commands, send its prompt to the agent, notify these "
         "targets and write these paths, in this folder, from now on (a change asks again)."
     )
-    if not args.yes:
-        if not sys.stdin.isatty():
-            raise LoopdeckError("not confirmed: confirm at a terminal, or give --yes")
-        try:
-            answer = input("Confirm? [y/N] ").strip().lower()
-        except EOFError:
-            answer = ""
-        if answer not in ("y", "yes"):
-            raise LoopdeckError("not confirmed; nothing changed")
-    try:
-        trust.record(ws, state, "trust")
-    except OSError as exc:
-        raise LoopdeckError(
-            f"could not record the confirmation in {trust.home(ws.root)}: {exc.strerror or exc}"
-        ) from None
-    print("loopdeck: confirmed on this machine")
+    from loop.cli.confirm import confirm_and_record
+
+    confirm_and_record(ws, args.yes, lambda: trust.record(ws, state, "trust"))
     waiting = state.waiting_for or {}
     if state.active and waiting.get("escalation") == "unconfirmed":
         from loop.store import control

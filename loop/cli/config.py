@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
-from loop.core.errors import LoopdeckError
 from loop.store.config import KEYS, Config, ConfigFile
 from loop.store.paths import Workspace
 
@@ -133,20 +131,7 @@ def _confirm(
         "Confirming lets `run`, `start` and /orchestrator-loop in this folder use them (agents and "
         "commands it names will run, targets will be told); a change asks again."
     )
-    if not yes:
-        if not sys.stdin.isatty():
-            raise LoopdeckError("not confirmed: confirm at a terminal, or give --yes")
-        try:
-            answer = input("Confirm? [y/N] ").strip().lower()
-        except EOFError:
-            answer = ""
-        if answer not in ("y", "yes"):
-            raise LoopdeckError("not confirmed; nothing changed")
-    try:
-        trust.record_config(ws, contributed, "config --trust")
-    except OSError as exc:
-        raise LoopdeckError(
-            f"could not record the confirmation in {trust.home(ws.root)}: {exc.strerror or exc}"
-        ) from None
-    print("loopdeck: confirmed on this machine")
+    from loop.cli.confirm import confirm_and_record
+
+    confirm_and_record(ws, yes, lambda: trust.record_config(ws, contributed, "config --trust"))
     return 0

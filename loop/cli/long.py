@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from loop.cli.options import LOOP_KEYS
 from loop.core.errors import LoopdeckError
 from loop.store.paths import Workspace, find_workspace
 
@@ -167,16 +168,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 RUNNER_KEYS = ("agent", "fallback_agent", "iteration_timeout", "retries")
 """Saved defaults that are the runner's options (recorded with the loop once it ran)."""
-LOOP_KEYS = (
-    "notify",
-    "verify",
-    "verify_allow",
-    "max_iterations",
-    "max_cost",
-    "stuck_after",
-    "same_error_after",
-)
-"""Saved defaults that are a new loop's settings (an existing loop keeps its own)."""
 
 
 def _saved_defaults(args: argparse.Namespace, ws: Workspace, recorded: dict[str, Any], new_loop: bool) -> Any:

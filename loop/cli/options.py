@@ -7,6 +7,18 @@ import argparse
 
 from loop.core.errors import LoopdeckError
 
+LOOP_KEYS = (
+    "notify",
+    "verify",
+    "verify_allow",
+    "max_iterations",
+    "max_cost",
+    "stuck_after",
+    "same_error_after",
+)
+"""Saved defaults that are a new loop's settings, for `start` and `run` alike (an existing loop
+keeps its own)."""
+
 
 def add_limit_options(verb: argparse.ArgumentParser) -> None:
     """The options `start` and `run` share for a loop left alone: budget, stuck thresholds,

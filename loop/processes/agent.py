@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from loop.agents.base import json_lines
 from loop.agents.claude import DEFAULT_COMMAND, DEFAULT_ENV
 from loop.core.model import RUNNER_ENV
 from loop.core.redact import LineRedactor, redact
@@ -150,15 +151,8 @@ def final_text(tail: bytes) -> str:
         if said is not None:
             return said
     lines = [line for line in text.splitlines() if line.strip()]
-    for line in reversed(lines[-200:]):
-        stripped = line.strip()
-        if not stripped.startswith("{"):
-            continue
-        try:
-            obj = json.loads(stripped)
-        except ValueError:
-            continue
-        if isinstance(obj, dict) and obj.get("type") == "result" and isinstance(obj.get("result"), str):
+    for obj in reversed(list(json_lines("\n".join(lines[-200:])))):
+        if obj.get("type") == "result" and isinstance(obj.get("result"), str):
             return str(obj["result"])
     whole = text.strip()
     if whole.startswith("{"):

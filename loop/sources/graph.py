@@ -10,9 +10,11 @@ where a person looks (the top panel, the progress bar, `status`, the ending's "d
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from loop.core.errors import LoopdeckError
+from loop.core.scheduler import Task
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
 
 NAME = "graph"
@@ -26,6 +28,11 @@ def check(path: Path, now: str) -> SourceReport:
         tasks = graph.read(path)
     except (LoopdeckError, OSError) as exc:
         return unavailable(NAME, str(exc), now, detail=str(path), path=str(path))
+    return of_tasks(tasks, now, str(path), path=str(path))
+
+
+def of_tasks(tasks: Iterable[Task], now: str, detail: str, path: str | None = None) -> SourceReport:
+    """The tasks counted as a source (what a loop of workers on a server counts too)."""
     counts = {"pending": 0, "in_progress": 0, "done": 0}
     items: list[TaskItem] = []
     for task in tasks:
@@ -51,6 +58,6 @@ def check(path: Path, now: str) -> SourceReport:
         done=counts["done"],
         items=tuple(items),
         checked_at=now,
-        detail=str(path),
-        path=str(path),
+        detail=detail,
+        path=path,
     )

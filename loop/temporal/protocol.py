@@ -14,8 +14,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from loop.core.model import KNOWN_KEYS, MAX_ITEMS, Aggregate, LoopState, SourceReport, TaskItem, combine
+from loop.core.model import KNOWN_KEYS, Aggregate, LoopState, combine
 from loop.core.scheduler import Task, Update
+from loop.sources import graph
 
 WORKFLOW_NAME = "loopdeck.loop"
 TURNS_SUFFIX = "-turns"
@@ -264,37 +265,8 @@ class CommandSignal:
 
 # --- the graph as a task source -------------------------------------------------------------
 
-_STATUS = {"pending": "pending", "in_progress": "in_progress", "completed": "done"}
-
 
 def graph_sources(tasks: list[Task], where: str, now: str) -> Aggregate:
     """The graph counted as a task source, the way `loop.sources.graph` counts the file: what
     the summary, `status` and the monitor show for a loop of workers."""
-    counts = {"pending": 0, "in_progress": 0, "done": 0}
-    items: list[TaskItem] = []
-    for task in tasks:
-        status = _STATUS.get(task.status, "pending")
-        counts[status] += 1
-        if len(items) < MAX_ITEMS:
-            items.append(
-                TaskItem(
-                    title=task.subject,
-                    status=status,
-                    id=task.id,
-                    owner=task.owner,
-                    blocked_by=task.blocked_by,
-                    target_files=task.target_files,
-                )
-            )
-    report = SourceReport(
-        "graph",
-        enabled=True,
-        available=True,
-        pending=counts["pending"],
-        in_progress=counts["in_progress"],
-        done=counts["done"],
-        items=tuple(items),
-        checked_at=now,
-        detail=where,
-    )
-    return combine([report], now)
+    return combine([graph.of_tasks(tasks, now, where)], now)

@@ -61,6 +61,17 @@ SHORT = timedelta(minutes=10)
 """How long a merge, an audit or a read of the graph may take."""
 
 
+def _short(spec: LoopSpec) -> dict[str, Any]:
+    """How an audit or a merge runs: on the loop's queue, short, its worker's liveness watched,
+    retried (on another worker) only when that worker is lost."""
+    return {
+        "task_queue": spec.task_queue,
+        "start_to_close_timeout": SHORT,
+        "heartbeat_timeout": timedelta(seconds=max(spec.heartbeat_timeout_s, 30)),
+        "retry_policy": RetryPolicy(maximum_attempts=spec.max_attempts),
+    }
+
+
 @workflow.defn(name=protocol.WORKFLOW_NAME)
 class LoopWorkflow:
     def __init__(self) -> None:
@@ -403,10 +414,7 @@ class LoopWorkflow:
                 "loopdeck.audit",
                 audit,
                 result_type=AuditOutput,
-                task_queue=spec.task_queue,
-                start_to_close_timeout=SHORT,
-                heartbeat_timeout=timedelta(seconds=max(spec.heartbeat_timeout_s, 30)),
-                retry_policy=RetryPolicy(maximum_attempts=spec.max_attempts),
+                **_short(spec),
             )
         except ActivityError as exc:
             if _cancelled(exc):
@@ -464,10 +472,7 @@ class LoopWorkflow:
                 "loopdeck.merge",
                 merge,
                 result_type=MergeOutput,
-                task_queue=spec.task_queue,
-                start_to_close_timeout=SHORT,
-                heartbeat_timeout=timedelta(seconds=max(spec.heartbeat_timeout_s, 30)),
-                retry_policy=RetryPolicy(maximum_attempts=spec.max_attempts),
+                **_short(spec),
             )
         except ActivityError as exc:
             result = MergeOutput(False, problem=f"the merge could not be done: {exc.cause or exc}")
