@@ -187,6 +187,16 @@ def test_a_forced_completion_with_open_tasks_says_which() -> None:
     assert not any(line.startswith("Remaining:   0") for line in unknown)
 
 
+def test_an_agent_that_reports_no_usage_gets_one_line_not_one_per_iteration() -> None:
+    silent = Tally(turns=[{"iteration": n, "agent": "text", "tokens": {}} for n in range(1, 14)])
+    lines = summary_lines("completed", "done", silent, None, None, state())
+    assert "Usage:       not reported by the agent (text) in 13 turn(s)" in lines
+    assert not any("tokens not reported" in line or line.startswith("Per iteration") for line in lines)
+    spoke = Tally(turns=[{"iteration": 1, "agent": "codex", "tokens": {"input_tokens": 10}}])
+    shown = summary_lines("completed", "done", spoke, None, None, state())
+    assert "Per iteration:" in shown and "  #1 codex: 10 tokens, cost unknown" in shown
+
+
 def test_every_next_step_names_a_verb_that_works() -> None:
     for how in ("escalated", "limit", "interrupted", "question"):
         lines = summary_lines(how, "r", Tally(), None, None, state())

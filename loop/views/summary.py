@@ -72,6 +72,15 @@ def turn_line(record: dict[str, Any]) -> str:
     return f"#{record.get('iteration', '?')} {agent}: {', '.join(parts)}"
 
 
+def _reported(record: dict[str, Any]) -> bool:
+    """Whether an iteration's agent said anything of its tokens or cost (a plain-text agent
+    never does: ten lines saying so would only hide the rest of the summary)."""
+    tokens = record.get("tokens")
+    counted = isinstance(tokens, dict) and any(isinstance(v, int) and v for v in tokens.values())
+    cost = record.get("cost_usd")
+    return counted or (isinstance(cost, int | float) and not isinstance(cost, bool))
+
+
 def progress_line(done: int, total: int, width: int = 10) -> str:
     """`Progress: [3 of 8] ▰▰▰▱▱▱▱▱▱▱ 37%`."""
     ratio = done / total if total else 1.0
@@ -168,7 +177,10 @@ def summary_lines(
         lines.append(f"Commits:     {len(tally.commits)} ({tally.commits[-1][:8]} last)")
     if state is not None and (state.usage or state.limits.get("max_cost_micro_usd")):
         lines.append(f"Cost:        {cost_line(state.usage, state.limits)}")
-    if tally.turns:
+    if tally.turns and not any(_reported(record) for record in tally.turns):
+        agents = ", ".join(sorted({str(record.get("agent") or "?") for record in tally.turns}))
+        lines.append(f"Usage:       not reported by the agent ({agents}) in {len(tally.turns)} turn(s)")
+    elif tally.turns:
         shown = tally.turns[-TURNS_SHOWN:]
         more = f" (the last {len(shown)} of {len(tally.turns)})" if len(tally.turns) > len(shown) else ""
         lines.append(f"Per iteration{more}:")
