@@ -121,8 +121,36 @@ def _changed_paths(porcelain_v2_z: str) -> list[str]:
     return paths
 
 
+OWN_PATHS = (
+    ".claude/orchestrator-loop",
+    ".claude/loopdeck/",
+    ".claude/loops/",
+    ".loopdeck/",
+    # what `loopdeck install` writes: personal settings (machine paths) and their backups, and
+    # the slash commands, which a person commits on purpose if at all
+    ".claude/settings.local.json",
+    ".claude/settings.json.bak-",
+    ".claude/commands/orchestrator-loop.md",
+    ".claude/commands/loop-status.md",
+    ".claude/commands/loop-pause.md",
+    ".claude/commands/loop-cancel.md",
+)
+"""The starts of the paths (from the workspace) that are loopdeck's own files, not the work."""
+
+
 def _ours(path: str) -> bool:
-    return path.startswith((".claude/orchestrator-loop", ".claude/loopdeck/", ".claude/loops/", ".loopdeck/"))
+    """Is `path` (as git names it, from the top of the repository) one of loopdeck's files, in
+    the workspace or in a loop's folder below it (`service/.claude/…`)?"""
+    path = path.strip('"')
+    if path.startswith(OWN_PATHS):
+        return True
+    for folder in ("/.claude/", "/.loopdeck/"):
+        at = path.find(folder)
+        while at != -1:
+            if path[at + 1 :].startswith(OWN_PATHS):
+                return True
+            at = path.find(folder, at + 1)
+    return False
 
 
 def commit(root: Path, message: str) -> str | None:
@@ -151,7 +179,39 @@ def commit(root: Path, message: str) -> str | None:
     repo.git.add("-A", "--", *paths)
     if repo.head.is_valid() and not repo.index.diff("HEAD"):
         return None
+    if missing_identity(root):
+        # Git would make one up from the login and host name (GitPython), or refuse (git):
+        # loopdeck's commits say who made them instead; the runner tells the person once.
+        actor = git.Actor(*STAND_IN)
+        return str(repo.index.commit(message, author=actor, committer=actor).hexsha)
     return str(repo.index.commit(message).hexsha)
+
+
+STAND_IN = ("loopdeck", "loopdeck@localhost")
+"""Who loopdeck's commits are made as in a repository where git has no identity."""
+
+IDENTITY_HELP = 'git config --global user.name "Your Name" && git config --global user.email you@example.com'
+"""How a person gives git an identity (a repository's own: the same without --global)."""
+
+
+def missing_identity(root: Path) -> bool:
+    """Does git have no author name or e-mail for commits in `root` (no `user.name` /
+    `user.email` in any of its config files, none in the environment)? A fresh machine or a
+    container."""
+    import os
+
+    import git
+
+    try:
+        repo = git.Repo(root, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return False
+    with repo.config_reader() as config:
+        name = config.get_value("user", "name", default="")
+        email = config.get_value("user", "email", default="")
+    name = os.environ.get("GIT_AUTHOR_NAME") or name
+    email = os.environ.get("GIT_AUTHOR_EMAIL") or os.environ.get("EMAIL") or email
+    return not (str(name).strip() and str(email).strip())
 
 
 def stash(root: Path, message: str) -> str | None:
