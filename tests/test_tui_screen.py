@@ -376,6 +376,10 @@ def test_a_summary_without_its_commits_counts_them_in_the_journal() -> None:
     tail_only = Snapshot(workspace="/w", loop=None, events=events[4:])
     assert "3+ commits" in finished_text({"outcome": "completed"}, tail_only, 80)
     assert "1 commit " in finished_text({"outcome": "completed", "commits": ["abc"]}, tail_only, 80)
+    # A loop of workers lands each task with a merge on its branch: those are its commits.
+    workers = (at("loop-started"), at("worker-turn"), at("task-merged"), at("task-merged"), at("completed"))
+    merged = Snapshot(workspace="/w", loop=None, events=workers)
+    assert "2 commits" in finished_text({"outcome": "completed"}, merged, 80)
 
 
 # --- one registry, every screen ---------------------------------------------------------------------------

@@ -103,16 +103,22 @@ def finished_text(archive: dict[str, Any], snapshot: Snapshot, width: int = 80) 
     return "\n".join(lines)
 
 
+COMMIT_EVENTS = frozenset({"commit", "task-merged"})
+"""The journal's events that each leave one commit on the loop's branch."""
+
+
 def commits_made(archive: dict[str, Any], snapshot: Snapshot) -> str:
     """`8 commits`: as the summary lists them, else counted in the journal since the loop
-    started (`8+ commits` when its start is older than the journal's tail)."""
+    started (`8+ commits` when its start is older than the journal's tail). A loop of workers
+    commits on each task's branch and lands every task with a merge commit: its merges are
+    the commits a person finds on the loop's branch."""
     commits = archive.get("commits")
     if isinstance(commits, list):
         count, more = len(commits), ""
     else:
         events = snapshot.events
         start = next((i for i in range(len(events) - 1, -1, -1) if events[i].kind == "loop-started"), None)
-        count = sum(1 for e in events[(start or 0) :] if e.kind == "commit")
+        count = sum(1 for e in events[(start or 0) :] if e.kind in COMMIT_EVENTS)
         more = "+" if start is None and count else ""
     return f"{count}{more} commit{'' if count == 1 and not more else 's'}"
 
