@@ -432,6 +432,12 @@ def test_every_key_of_every_screen_and_widget_is_in_the_registry() -> None:
         assert f"`{key_id}`" in help_text
 
 
+def test_the_readme_names_every_id_a_keymap_may_rebind() -> None:
+    """The README's list of ids is what a person writes a keymap from: none of them missing."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert [i for i in sorted(actions.IDS) if f"`{i}`" not in readme] == []
+
+
 def test_a_keymap_may_name_every_id_and_is_told_of_the_unknown(tmp_path: Path) -> None:
     keymap = tmp_path / "keymap.toml"
     keymap.write_text(
