@@ -122,7 +122,8 @@ def test_a_runner_killed_mid_turn_leaves_no_agent_nor_child(demo: Workspace) -> 
     root = demo.root.resolve()
     runner = start_runner(demo, *run_args(agent_cmd=agent("--spawn-child", "--hang")))
     pids = Path(root / ".claude" / "loopdeck" / "hung-agent.pids")
-    wait_for(pids.exists, timeout=30)
+    # The agent creates the file, then writes both pids: wait for the line, not the file.
+    wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2, timeout=30)
     agent_pid, child_pid = (int(p) for p in pids.read_text().split())
     os.kill(runner.pid, signal.SIGKILL)
     runner.wait(10)

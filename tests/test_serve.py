@@ -242,12 +242,43 @@ async def _screen(socket_: Any, text: bytes, timeout: float = 30) -> None:
     assert text in seen, f"the monitor never showed {text!r}"
 
 
+def _whole_lines(ws: Workspace) -> str:
+    """The control queue's complete lines so far ("" while none): the sender creates the file
+    and writes its line in two calls, so a file that exists may still be empty."""
+    try:
+        text = ws.control.read_text()
+    except FileNotFoundError:
+        return ""
+    return text[: text.rfind("\n") + 1]
+
+
 async def _control_queue(ws: Workspace, timeout: float = 20) -> list[dict[str, Any]]:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not ws.control.exists():
+    while time.monotonic() < deadline and not _whole_lines(ws):
         await asyncio.sleep(0.05)
-    assert ws.control.exists(), "the key press never reached the control queue"
-    return [json.loads(line) for line in ws.control.read_text().splitlines()]
+    text = _whole_lines(ws)
+    assert text, "the key press never reached the control queue"
+    return [json.loads(line) for line in text.splitlines()]
+
+
+async def test_the_control_queue_is_read_once_its_line_is_whole(tmp_path: Path) -> None:
+    """A file that exists but holds no whole line yet (created, not yet written) is waited for,
+    not read as an empty queue."""
+    ws = Workspace(tmp_path)
+    ws.control.parent.mkdir(parents=True, exist_ok=True)
+    ws.control.write_text("")
+    line = json.dumps({"kind": "pause", "source": "tui"})
+
+    async def write_later() -> None:
+        await asyncio.sleep(0.2)
+        ws.control.write_text(line[:10])
+        await asyncio.sleep(0.2)
+        ws.control.write_text(line + "\n")
+
+    writer = asyncio.create_task(write_later())
+    [command] = await _control_queue(ws, timeout=10)
+    await writer
+    assert command["kind"] == "pause"
 
 
 async def test_a_default_run_prints_an_address_with_a_token(
@@ -470,7 +501,7 @@ async def test_the_monitor_in_a_real_browser(tmp_path: Path, monkeypatch: pytest
                     await page.call("Input.dispatchKeyEvent", type="keyDown", key="p", text="p", code="KeyP")
                     await page.call("Input.dispatchKeyEvent", type="keyUp", key="p", code="KeyP")
                     deadline = time.monotonic() + 20
-                    while time.monotonic() < deadline and not served.ws.control.exists():
+                    while time.monotonic() < deadline and not _whole_lines(served.ws):
                         with contextlib.suppress(TimeoutError):
                             await page.pump(timeout=0.2)
                     [command] = await _control_queue(served.ws, timeout=1)

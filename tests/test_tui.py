@@ -538,7 +538,7 @@ async def test_snapshots_that_change_no_key_neither_refresh_the_footer_nor_grow_
             await pilot.pause()
         assert len(refreshed) == 1
         keys = {b.binding.action for b in monitor.screen.active_bindings.values() if b.enabled}
-        assert "resume" in keys and "pause" not in keys
+        assert "app.resume" in keys and "app.pause" not in keys  # the main screen's keys run the app's
 
 
 async def test_journal_panel_writes_only_new_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -106,7 +106,7 @@ async def test_the_git_panel_follows_the_apps_git_status(tmp_path: Path) -> None
         panel = monitor.query_one(GitPanel)
         monitor.git_status = GitStatus(branch="feature/x", head="abc1234", modified=3)
         await until(pilot, lambda: "feature/x @ abc1234" in str(panel.render()))
-        assert "changed 3" in str(panel.render())
+        assert "3 changed" in str(panel.render())
         long = "a commit message far longer than the panel is wide, however wide"
         commits = (Commit("abc1234", long, ""), Commit("def5678", "short", ""))
         monitor.git_status = GitStatus(branch="feature/x", head="abc1234", commits=commits)

@@ -141,11 +141,13 @@ def test_render_line_reads_the_iterations_cli_first() -> None:
 
 
 def test_bindings_help_and_palette_come_from_the_registry() -> None:
-    ids = {b.id for b in LoopdeckApp.BINDINGS if not isinstance(b, tuple) and b.id}
-    assert ids == {a.id for a in actions.ACTIONS}
+    from tui.screens.main import MAIN_SCOPES, MainScreen
+
+    ids = {b.id for b in MainScreen.BINDINGS if not isinstance(b, tuple) and b.id}
+    assert ids == {k.id for k in actions.KEYS if k.scope in MAIN_SCOPES}
     text = actions.help_markdown({})
-    for action in actions.ACTIONS:
-        assert action.help in text
+    for key in actions.KEYS:
+        assert key.help in text
 
 
 async def test_a_keymap_file_rebinds_a_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -199,8 +201,8 @@ async def test_the_finished_screen_shows_the_summary_and_the_verification_histor
         await screenshots.settle(monitor)
         facts = text_of(monitor, "#iteration-facts")
         assert "ended: completed" in facts and "21 iterations in" in facts
-        assert "21 commit(s)" in facts and "$4.87" in facts
-        assert "21 runs: 20 passed, 1 failed" in text_of(monitor, "#verification-mode")
+        assert "21 commits" in facts and "$4.87" in facts
+        assert "runs: 20 passed, 1 failed" in text_of(monitor, "#verification-mode")
         assert "loopdeck run" in screen_text(monitor)
         assert not monitor.query_one(OutputPanel).display
 
@@ -272,6 +274,26 @@ def test_output_full_screen_snapshot(snap_compare: Any, tmp_path: Path) -> None:
     assert snap_compare(screenshots.app_for(ws), terminal_size=SIZE, run_before=run_before)
 
 
+@pytest.mark.parametrize("name", ["resume", "unconfirmed"])
+def test_prompt_snapshot_at_80x24(snap_compare: Any, tmp_path: Path, name: str) -> None:
+    """Every prompt fits 80x24 with all its buttons, and its own footer says its keys."""
+    ws = make(tmp_path, name)
+    assert snap_compare(screenshots.app_for(ws), terminal_size=(80, 24), run_before=_settled())
+
+
+def test_journal_full_screen_snapshot_at_80x24(snap_compare: Any, tmp_path: Path) -> None:
+    """The journal alone, the top bar kept, and the footer saying Escape goes back."""
+    ws = make(tmp_path, "running")
+
+    async def run_before(pilot: Pilot[None]) -> None:
+        await screenshots.settle(pilot.app)
+        await pilot.press("l")
+        await screenshots.settle(pilot.app)
+        await pilot.pause()
+
+    assert snap_compare(screenshots.app_for(ws), terminal_size=(80, 24), run_before=run_before)
+
+
 async def test_at_80x24_every_panel_keeps_its_essentials_and_quit_shows(tmp_path: Path) -> None:
     ws = make(tmp_path, "running")
     monitor = app(ws, git=False)
@@ -309,7 +331,7 @@ async def test_git_is_followed_live_when_the_tree_changes(tmp_path: Path) -> Non
     monitor = app(ws, watch=True, git=True)
     async with monitor.run_test(size=SIZE) as pilot:
         await screenshots.settle(monitor)
-        assert "new 2" in text_of(monitor, "#git")
+        assert "2 new" in text_of(monitor, "#git")
         await pilot.pause(0.3)  # the watcher is up
         (ws.root / "fresh.py").write_text("print('hi')\n")
-        await until(pilot, lambda: "new 3" in text_of(monitor, "#git"))
+        await until(pilot, lambda: "3 new" in text_of(monitor, "#git"))

@@ -9,16 +9,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
-from textual import events, on, work
-from textual.app import App, ComposeResult, SystemCommand
+from textual import on, work
+from textual.app import App, SystemCommand
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.reactive import var
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker, WorkerState
 
 from loop.core.errors import LoopdeckError
@@ -29,11 +28,12 @@ from loop.store import control
 from loop.store.paths import Workspace
 from loop.views.snapshot import Snapshot
 from tui import actions
+from tui.prompts import Prompts
 from tui.screens.confirm import ConfirmScreen
-from tui.screens.escalation import EscalationScreen
+from tui.screens.main import MainScreen
 from tui.screens.number import NumberScreen
 from tui.screens.resume import ResumeScreen
-from tui.screens.text import NoteScreen, QuestionScreen, TextScreen
+from tui.screens.text import NoteScreen, TextScreen
 from tui.watch import (
     DEBOUNCE_MS,
     GIT_DEBOUNCE_MS,
@@ -45,15 +45,6 @@ from tui.watch import (
     tree_filter,
     watch_paths,
 )
-from tui.widgets.common import relative
-from tui.widgets.git import GitPanel
-from tui.widgets.iteration import IterationPanel
-from tui.widgets.journal import JournalPanel
-from tui.widgets.output import OutputPanel
-from tui.widgets.sources import SourcesPanel
-from tui.widgets.status_bar import StatusBar
-from tui.widgets.verification import VerificationPanel
-from tui.widgets.workers import WorkersPanel
 
 GIT_EVERY_S = 2.0
 WATCH_STEP_MS = 20
@@ -61,38 +52,6 @@ WATCH_STEP_MS = 20
 screen 20 to 40 ms later; a shorter step costs an idle monitor half a per cent of a core."""
 GIT_WATCH_STEP_MS = 100
 """The working tree's watcher wakes less often: git is read 300 ms after a burst anyway."""
-RAISE_BY = 20
-
-
-class ErrorPanel(Static):
-    """A corrupt state file: where, what, and how to get the loop back."""
-
-    DEFAULT_CSS = """
-    ErrorPanel { display: none; border: thick $error; background: $error 15%; padding: 1 2; height: auto; }
-    ErrorPanel.-shown { display: block; }
-    """
-
-    snapshot: var[Snapshot | None] = var(None, init=False)
-    """The workspace as last read (bound to the app's)."""
-    problem: var[str] = var("", init=False)
-    """What the panel says ("" when the state file reads fine: the panel is hidden)."""
-
-    def watch_snapshot(self, snapshot: Snapshot | None) -> None:
-        error = snapshot.error if snapshot is not None else None
-        if snapshot is None or error is None:
-            self.problem = ""
-            return
-        restore = "  Press b to restore the backup." if snapshot.backup_exists else ""
-        self.problem = (
-            f"The loop's state file is corrupt and was left as it is.\n\n"
-            f"file: {relative(error.path, snapshot.workspace)}\n"
-            f"line: {error.line or '-'}\n"
-            f"problem: {error.problem}\n\n{restore}"
-        )
-
-    def watch_problem(self, problem: str) -> None:
-        self.update(problem)
-        self.set_class(bool(problem), "-shown")
 
 
 class Restored(Message):
@@ -112,15 +71,18 @@ class LoopdeckApp(App[None]):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
     ESCAPE_TO_MINIMIZE = False
-    """Escape clears a search; `o` and `l` leave full screen (the keys that entered it)."""
-    BINDINGS = actions.bindings()
-    """Made from the one registry (`tui.actions`), like the help and the palette."""
+    """Escape is a key of the registry's (`app.back`): it clears a search first, then leaves
+    full screen, then goes back to the screen behind; the footer says when it does."""
+    NOTIFICATION_TIMEOUT = 3
+    """Notices are short, and shown top right over the least needed panels (`app.tcss`)."""
 
     snapshot: var[Snapshot | None] = var(None, init=False)
-    """The workspace as last read. The app sets it when a read arrives; every panel is bound
-    to it and works out, and redraws, only the part it shows."""
+    """The workspace as last read. The app sets it when a read arrives; the main screen's
+    panels follow it (`MainScreen.snapshot`)."""
     git_status: var[GitStatus | None] = var(None, init=False)
     """The repository as last read (by its own worker, on its own clock)."""
+    can_go_back = False
+    """Whether there is a screen behind the main one for Escape to go back to (the fleet's)."""
 
     def __init__(
         self,
@@ -143,11 +105,8 @@ class LoopdeckApp(App[None]):
         self.git_dirty = True
         self.awaiting: dict[str, str] = {}
         """Commands sent and not yet applied: id → kind, so the app can say when they land."""
-        self.seen_escalations: set[str] = set()
-        self.seen_questions: set[str] = set()
-        self.seen_unconfirmed: set[tuple[str, ...]] = set()
-        """What the monitor already asked a person to confirm (asked once per distinct list)."""
-        self.asked_resume = False
+        self.asking = Prompts(self)
+        """What the monitor asks a person (`tui.prompts`)."""
         self.watched: tuple[frozenset[Path], frozenset[Path]] | None = None
         self.snapshots_shown = 0
         self.binding_answers: tuple[bool | None, ...] | None = None
@@ -155,39 +114,31 @@ class LoopdeckApp(App[None]):
         self.found_for: Snapshot | None = None
         self.found: resume.Interrupted | None = None
         """`resume.find` for the snapshot `found_for`."""
-        self.moot_prompts: list[str] = []
-        """Why each prompt closed itself (the notification says the same)."""
         self.keymap: dict[str, str] = {}
         """The keymap file's rebindings (binding id → keys), as applied."""
 
-    # --- layout --------------------------------------------------------------------------------
-
-    def compose(self) -> ComposeResult:
-        snapshot = LoopdeckApp.snapshot
-        yield StatusBar(id="status-bar").data_bind(snapshot)
-        yield ErrorPanel(id="error-panel").data_bind(snapshot)
-        with Horizontal(id="panels"):
-            with Vertical(id="left"):
-                yield SourcesPanel(id="sources").data_bind(snapshot)
-                yield IterationPanel(id="iteration").data_bind(snapshot)
-            with Vertical(id="right"):
-                yield VerificationPanel(id="verification").data_bind(snapshot)
-                yield GitPanel(id="git").data_bind(status=LoopdeckApp.git_status)
-        yield WorkersPanel(id="workers").data_bind(snapshot)
-        with Horizontal(id="logs"):
-            yield JournalPanel(id="journal").data_bind(snapshot)
-            yield OutputPanel(id="output").data_bind(snapshot)
-        yield Footer(compact=True)
-
-    def on_resize(self, event: events.Resize) -> None:
-        """On a narrow terminal the footer's palette hint gives its room to the keys (quit
-        last among them); ctrl+p still opens the palette, and the help says so."""
-        self.query_one(Footer).show_command_palette = event.size.width >= 100
+    def get_default_screen(self) -> Screen[None]:
+        return MainScreen(id="main")
 
     @property
-    def main(self) -> Screen[object]:
+    def moot_prompts(self) -> list[str]:
+        """Why each prompt closed itself (the notification says the same)."""
+        return self.asking.moot
+
+    @property
+    def main(self) -> MainScreen:
         """The screen with the panels: queries go here, not to whatever modal is on top."""
-        return self.screen_stack[0]
+        screen = self.screen_stack[0]
+        assert isinstance(screen, MainScreen)
+        return screen
+
+    def watch_snapshot(self, snapshot: Snapshot | None) -> None:
+        if self.screen_stack:
+            self.main.snapshot = snapshot
+
+    def watch_git_status(self, status: GitStatus | None) -> None:
+        if self.screen_stack:
+            self.main.git_status = status
 
     def on_mount(self) -> None:
         keymap, problem = actions.load_keymap()
@@ -289,7 +240,7 @@ class LoopdeckApp(App[None]):
         on offer, the files to watch."""
         previous = self.snapshot
         self.snapshot = snapshot
-        self.close_modal_if_moot(snapshot)
+        self.asking.close_if_moot(snapshot)
         self.report_applied(snapshot)
         self.refresh_bindings_if_changed()
         self.snapshots_shown += 1
@@ -300,7 +251,7 @@ class LoopdeckApp(App[None]):
                 self.watched = wanted
                 self.watch_files(*wanted)
         if self.prompts:
-            self.prompt_if_needed(snapshot, first=previous is None)
+            self.asking.ask(snapshot, first=previous is None)
 
     def interrupted(self, snapshot: Snapshot) -> resume.Interrupted | None:
         """Whether the snapshot's loop waits to be resumed, asked once per snapshot: the answer
@@ -313,13 +264,14 @@ class LoopdeckApp(App[None]):
         """Refresh the footer only when `check_action`'s answers change: a refresh recomposes
         the footer, and one per snapshot (several a second while a loop runs) grew the monitor
         by thousands of widgets an hour."""
-        actions = {
-            binding.action
-            for cls in type(self).__mro__
-            for binding in getattr(cls, "BINDINGS", ())
-            if isinstance(binding, Binding)
-        }  # a subclass's own keys count too
-        answers = tuple(self.check_action(action, ()) for action in sorted(actions))
+        main = self.main
+        answers = tuple(
+            self.check_action(b.action.removeprefix("app."), ())
+            if b.action.startswith("app.")
+            else main.check_action(b.action, ())
+            for b in main.BINDINGS
+            if isinstance(b, Binding)
+        )
         if answers != self.binding_answers:
             self.binding_answers = answers
             self.refresh_bindings()
@@ -331,124 +283,6 @@ class LoopdeckApp(App[None]):
                 if kind is not None:
                     outcome = event.data.get("outcome") or "done"
                     self.notify(f"{kind} applied: {outcome}", title="loopdeck")
-
-    # --- prompts --------------------------------------------------------------------------------
-
-    def prompt_if_needed(self, snapshot: Snapshot, first: bool) -> None:
-        if len(self.screen_stack) > 1:
-            return
-        if first and not self.asked_resume:
-            self.asked_resume = True
-            found = self.interrupted(snapshot) if snapshot.escalation is None else None
-            if found is not None:
-                # Git is read by its worker, never here: the prompt fills in when it arrives.
-                changes = self.git_status.changes if self.git_status is not None else None
-                if not self.use_git:
-                    changes = None
-                self.push_screen(ResumeScreen(found.question, changes, found.kind), self.resume_answer)
-                return
-        loop = snapshot.loop
-        if loop is not None and snapshot.unconfirmed and snapshot.unconfirmed not in self.seen_unconfirmed:
-            self.seen_unconfirmed.add(snapshot.unconfirmed)
-            listed = "\n".join(f"  {line}" for line in snapshot.unconfirmed)
-            detail = (
-                f"{listed}\n\nConfirmed, loopdeck runs its commands, sends its prompt to the agent and "
-                "notifies its targets, in this folder. Nothing of it runs until then."
-            )
-            title = "This loop names what nobody on this machine confirmed"
-            self.push_screen(ConfirmScreen(title, detail, yes="Confirm", no="Not now"), self.trust_answer)
-            return
-        escalation = snapshot.escalation
-        if escalation is not None and escalation.data.get("kind") == "unconfirmed" and snapshot.confirmed:
-            self.seen_escalations.add(escalation.ts)  # confirmed meanwhile: nothing to ask
-        if escalation is not None and escalation.ts not in self.seen_escalations and snapshot.loop:
-            self.seen_escalations.add(escalation.ts)
-            loop = snapshot.loop
-            pending = snapshot.sources.pending_total if snapshot.sources else 0
-            numbers = (
-                f"iteration {loop.iteration} of {loop.max_iterations or '∞'} · {pending} task(s) pending"
-                f" · status {loop.status} · driver {loop.driver or '-'}"
-            )
-            reason = str(escalation.data.get("reason", "escalated"))
-            kind = escalation.data.get("kind")
-            if kind:
-                reason = f"{kind}: {reason}"
-            self.push_screen(EscalationScreen(reason, numbers, RAISE_BY), self.escalation_answer)
-            return
-        question = snapshot.question
-        if question is not None and question.ts not in self.seen_questions:
-            self.seen_questions.add(question.ts)
-            self.push_screen(QuestionScreen(str(question.data.get("question", ""))), self.question_answer)
-
-    def trust_answer(self, yes: bool | None) -> None:
-        """A person at the monitor confirms the loop (never from inside an agent's session)."""
-        if not yes:
-            return
-        from loop import trust
-        from loop.store.state import StateError, StateStore
-        from loop.trust.person import agent_session
-
-        why = agent_session()
-        if why is not None:
-            self.notify(f"not confirmed: this monitor runs inside {why}", severity="error")
-            return
-        try:
-            state = StateStore(self.workspace).read()
-            if state is None:
-                return
-            trust.record(self.workspace, state, "monitor")
-        except (OSError, StateError) as exc:
-            self.notify(f"not confirmed: {exc}", severity="error")
-            return
-        self.notify("confirmed on this machine", title="loopdeck")
-        if (state.waiting_for or {}).get("escalation") == "unconfirmed":
-            self.send("resume", reason="confirmed in the monitor")
-            self.ensure_runner()
-        else:
-            self.load_snapshot()
-
-    def resume_answer(self, answer: str | None) -> None:
-        """The answer: `no`, or the git choice for yes (used only when there is uncommitted work)."""
-        if self.snapshot is None:
-            return
-        yes = answer not in (None, "no")
-        dirty = self.use_git and self.git_status is not None and bool(self.git_status.changes)
-        done = (
-            resume.resume(self.workspace, self.snapshot, git=answer if dirty else None)
-            if yes
-            else resume.pause(self.workspace, self.snapshot)
-        )
-        self.notify(done, title="loopdeck")
-
-    def escalation_answer(self, choice: str | None) -> None:
-        loop = self.snapshot.loop if self.snapshot else None
-        if loop is None or choice in (None, "dismiss"):
-            return
-        if choice == "continue":
-            if loop.max_iterations and loop.iteration >= loop.max_iterations:
-                self.send(
-                    "set-max-iterations", value=loop.iteration + RAISE_BY, reason="continue after escalation"
-                )
-            self.send("resume", reason="continue after escalation")
-            self.ensure_runner()
-        elif choice == "pause":
-            if loop.status != "paused":  # a runner's escalation has paused it already
-                self.send("pause", reason="escalation")
-        elif choice == "skip":
-            self.send("skip", reason="escalation")
-            if loop.status == "paused":
-                self.send("resume", reason="after skipping the task")
-            self.ensure_runner()
-        elif choice == "complete":
-            self.send("complete", reason="forced after escalation")
-            self.ensure_runner()
-        elif choice == "log":
-            self.action_toggle_journal()
-
-    def question_answer(self, answer: str | None) -> None:
-        if answer:
-            self.send("answer", reason=answer)
-            self.ensure_runner()
 
     def ensure_runner(self) -> None:
         if self.snapshot is not None and resume.runner_needed(self.snapshot):
@@ -481,6 +315,8 @@ class LoopdeckApp(App[None]):
         self.load_snapshot()  # the command shows as pending now, not at the next file event
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("next_loop", "fleet"):
+            return False  # this app watches one loop; `MonitorApp` knows others
         if self.disabled_reason(action) is not None:
             return None  # shown greyed out: it would contradict a command still on its way
         snapshot = self.snapshot
@@ -498,8 +334,6 @@ class LoopdeckApp(App[None]):
             )
         if action in ("skip", "complete", "stop", "set_max", "say"):
             return loop is not None and loop.status in ("running", "paused", "initializing", "stopping")
-        if action == "toggle_output":
-            return loop is not None  # a finished loop has no output panel
         if action == "restore_backup":
             return snapshot is not None and snapshot.error is not None and snapshot.backup_exists
         return True
@@ -522,26 +356,6 @@ class LoopdeckApp(App[None]):
         if action == "skip" and "skip" in pending:
             return "a skip is pending"
         return None
-
-    def close_modal_if_moot(self, snapshot: Snapshot) -> None:
-        """A modal about a loop that has moved on says so and goes: answering it would steer a
-        loop that is no longer in the state the question described."""
-        screen = self.screen
-        loop = snapshot.loop
-        ended = loop is None or loop.status in ("completed", "failed", "stopped")
-        why = None
-        if isinstance(screen, EscalationScreen) and (ended or snapshot.escalation is None):
-            why = "the loop ended" if ended else "the loop was resumed"
-            screen.dismiss("dismiss")
-        elif isinstance(screen, QuestionScreen) and (ended or snapshot.question is None):
-            why = "the loop ended" if ended else "the question was answered"
-            screen.dismiss(None)
-        elif isinstance(screen, ConfirmScreen | NumberScreen) and ended:
-            why = "the loop ended"
-            screen.dismiss(None)
-        if why is not None:
-            self.moot_prompts.append(why)
-            self.notify(f"That prompt no longer applies: {why}.", title="loopdeck", severity="warning")
 
     def action_pause(self) -> None:
         self.send("pause", reason="from the monitor")
@@ -630,57 +444,33 @@ class LoopdeckApp(App[None]):
         self.notify(message.line, title="loopdeck")
         self.load_snapshot()
 
-    def action_toggle_journal(self) -> None:
-        screen = self.screen
-        if screen.maximized is not None:
-            screen.minimize()
-        else:
-            screen.maximize(self.main.query_one(JournalPanel), container=False)
-
-    def action_search(self) -> None:
-        if self.screen.maximized is self.main.query_one(OutputPanel):
-            self.main.query_one(OutputPanel).start_search()
-        else:
-            self.main.query_one(JournalPanel).start_search()
-
-    def action_clear_search(self) -> None:
-        self.main.query_one(JournalPanel).clear_search()
-        self.main.query_one(OutputPanel).clear_search()
-
     def action_help(self) -> None:
         self.push_screen(TextScreen("Help", actions.help_markdown(self.bound_keys()), markdown=True))
 
     def bound_keys(self) -> dict[str, str]:
         """Binding id → keys, as bound now: the registry's, overridden by the keymap file."""
-        return {a.id: self.keymap.get(a.id, a.key) for a in actions.ACTIONS}
+        return {**actions.DEFAULTS, **{k: v for k, v in self.keymap.items() if k in actions.IDS}}
 
-    def action_toggle_output(self) -> None:
-        screen = self.screen
-        if screen.maximized is not None:
-            screen.minimize()
-        else:
-            screen.maximize(self.main.query_one(OutputPanel), container=False)
-
-    @on(DataTable.RowSelected, "#verification-table")
-    def show_verification_output(self, event: DataTable.RowSelected) -> None:
-        panel = self.main.query_one(VerificationPanel)
-        if 0 <= event.cursor_row < len(panel.results):
-            result = panel.results[event.cursor_row]
-            verdict = "PASSED" if result.passed else "FAILED"
-            body = result.tail or "(no output)"
-            self.push_screen(TextScreen(f"$ {result.command} · {verdict} (exit {result.exit_code})", body))
+    def action_go_back(self) -> None:
+        """Escape on the main screen with nothing open: the screen behind it (none here)."""
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        """The palette: Textual's own commands, then every key of the screen in front that
+        applies now (the same registry as the footer and the help)."""
         yield from super().get_system_commands(screen)
-        for action in actions.ACTIONS:
-            if action.palette and self.check_action(action.name, ()):
-                yield SystemCommand(action.title, action.help, getattr(self, f"action_{action.name}"))
+        seen: set[tuple[str, str]] = set()
+        for active in screen.active_bindings.values():
+            binding = active.binding
+            if not active.enabled or binding.id is None or (binding.id, binding.action) in seen:
+                continue
+            seen.add((binding.id, binding.action))
+            key = next((k for k in actions.KEYS if k.id == binding.id and k.action == binding.action), None)
+            if key is None or not key.palette:
+                continue
+            node = active.node
+            yield SystemCommand(key.title, key.help, partial(self.run_action, binding.action, node))
 
     async def action_quit(self) -> None:
         if self.on_quit is not None:
             await asyncio.to_thread(self.on_quit)
         self.exit()
-
-
-BINDING_ACTIONS = tuple(binding.action for binding in LoopdeckApp.BINDINGS if isinstance(binding, Binding))
-"""The actions the footer shows keys for: the ones whose `check_action` answer it reflects."""

@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 
-from textual.binding import Binding
 from textual.css.query import NoMatches
 
 from loop import formats
@@ -27,16 +26,13 @@ from loop.views.snapshot import Snapshot
 from tui.app import LoopdeckApp
 from tui.screens.fleet import FleetScreen
 from tui.screens.neighbour import NeighbourScreen
-from tui.widgets.journal import JournalPanel
 
 FLEET = "fleet"
 
 
 class MonitorApp(LoopdeckApp):
-    BINDINGS = [
-        Binding("n", "next_loop", "Next loop", id="loop.next"),
-        Binding("f", "fleet", "Fleet", id="view.fleet"),
-    ]
+    """The main screen holds its keys (`n`, `f`: the registry's "monitor" scope); the app says
+    when they apply."""
 
     def __init__(
         self,
@@ -123,13 +119,14 @@ class MonitorApp(LoopdeckApp):
         if self.fleet_mode and not isinstance(self.screen, FleetScreen):
             self.push_screen(FLEET)
 
-    def action_clear_search(self) -> None:
-        """Escape: clears a journal search first; with none, goes back to the fleet."""
-        journal = self.main.query_one(JournalPanel)
-        if journal.query_text or journal.has_class("-searching"):
-            super().action_clear_search()
-        else:
-            self.action_fleet()
+    @property
+    def can_go_back(self) -> bool:  # type: ignore[override]
+        """Escape on the main screen, with no search or full screen to leave, goes back to the
+        fleet, when there is one."""
+        return self.fleet_mode
+
+    def action_go_back(self) -> None:
+        self.action_fleet()
 
     def on_fleet_screen_open(self, message: FleetScreen.Open) -> None:
         self.pop_screen()  # the fleet stays installed, and keeps watching
@@ -147,7 +144,7 @@ class MonitorApp(LoopdeckApp):
         self.snapshot = None
         self.git_status = None
         self.awaiting.clear()
-        self.asked_resume = False
+        self.asking.asked_resume = False
         self.watched = None
         self.opened_neighbour = False
         self.neighbours = formats.detect(workspace.root)

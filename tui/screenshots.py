@@ -33,6 +33,8 @@ TODO = """# Todo API
 - [ ] Expose the create endpoint
 - [ ] Validate input
 """
+DONE = [line[6:] for line in TODO.splitlines() if line.startswith("- [")]
+"""The task file's titles, in its order: what the completed loop's summary names as done."""
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "loopdeck",
     "GIT_AUTHOR_EMAIL": "demo@loopdeck.invalid",
@@ -287,6 +289,7 @@ def completed(root: Path) -> Workspace:
             "iterations": 21,
             "commits": commits,
             "pending_at_end": 0,
+            "tasks": {"done": DONE, "skipped": [], "remaining": []},
             "usage": {"cost_micro_usd": 4_870_000, "input_tokens": 1_204_332, "output_tokens": 88_410},
             "duration_s": (NOW - _started(21)).total_seconds(),
         },
@@ -599,20 +602,21 @@ async def laid_out(app: object) -> None:
     from textual.app import App
 
     assert isinstance(app, App)
-    drawn = asyncio.Event()
-    for widget in app.screen.walk_children():  # every container's arrangement, not only the screen's
-        widget.refresh(layout=True)
-    app.screen.refresh(layout=True)
-    app.screen.call_after_refresh(drawn.set)
-    await asyncio.wait_for(drawn.wait(), 10)
+    for screen in app.screen_stack:  # the screen under a prompt too: it shows, dimmed
+        drawn = asyncio.Event()
+        for widget in screen.walk_children():  # every container's arrangement, not only the screen's
+            widget.refresh(layout=True)
+        screen.refresh(layout=True)
+        screen.call_after_refresh(drawn.set)
+        await asyncio.wait_for(drawn.wait(), 10)
 
 
 async def _shoot(name: str, root: Path, out: Path, keys: tuple[str, ...] = ()) -> Path:
-    scenario = PICTURES.get(name, (name, ()))[0]
-    keys = keys or PICTURES.get(name, (name, ()))[1]
+    scenario, default_keys, size = PICTURES.get(name, (name, (), SIZE))
+    keys = keys or default_keys
     ws = SCENARIOS[scenario](root)
     app = app_for(ws)
-    async with app.run_test(size=SIZE) as pilot:  # type: ignore[attr-defined]
+    async with app.run_test(size=size) as pilot:  # type: ignore[attr-defined]
         await settle(app)
         if keys:
             await pilot.press(*keys)
@@ -622,10 +626,14 @@ async def _shoot(name: str, root: Path, out: Path, keys: tuple[str, ...] = ()) -
     return out / f"{name}.svg"
 
 
-PICTURES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "output": ("running", ("o",)),
+PICTURES: dict[str, tuple[str, tuple[str, ...], tuple[int, int]]] = {
+    "output": ("running", ("o",), SIZE),
+    "running-80x24": ("running", (), (80, 24)),
+    "workers-80x24": ("workers", (), (80, 24)),
+    "escalation-80x24": ("escalation", (), (80, 24)),
 }
-"""Pictures beyond the scenarios: a scenario and the keys pressed before the shot."""
+"""Pictures beyond the scenarios: a scenario, the keys pressed before the shot, the terminal's
+size (the scenarios are shot at `SIZE`; an 80x24 terminal is the smallest the monitor fits)."""
 
 
 def main() -> None:
@@ -638,7 +646,8 @@ def main() -> None:
         records.mkdir(mode=0o700)
         os.environ["LOOPDECK_TRUST_HOME"] = str(records)
         for name in [*SCENARIOS, *PICTURES]:
-            path = asyncio.run(_shoot(name, Path(tmp) / name, out))
+            scenario = PICTURES.get(name, (name, (), SIZE))[0]
+            path = asyncio.run(_shoot(name, Path(tmp) / name / scenario, out))  # the folder: the scenario's
             print(f"wrote {path}")
 
 

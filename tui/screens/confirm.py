@@ -3,29 +3,17 @@
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Label
+from textual.widgets import Button, Footer, Label, Static
 
-MODAL_CSS = """
-{name} {{ align: center middle; }}
-{name} > Vertical {{
-    width: 70; height: auto; max-height: 90%; border: thick $primary; background: $surface; padding: 1 2;
-}}
-{name} .title {{ text-style: bold; margin-bottom: 1; width: 100%; }}
-{name} Horizontal {{ height: auto; margin-top: 1; align-horizontal: right; }}
-{name} Button {{ margin-left: 1; }}
-"""
+from tui import actions
+from tui.screens.modal import MODAL_CSS
 
 
 class ConfirmScreen(ModalScreen[bool]):
-    DEFAULT_CSS = MODAL_CSS.format(name="ConfirmScreen") + "ConfirmScreen Label { width: 100%; }"
-    BINDINGS = [
-        Binding("y", "answer(True)", "Yes", id="confirm.yes"),
-        Binding("n", "answer(False)", "No", id="confirm.no"),
-        Binding("escape", "answer(False)", "Cancel", show=False),
-    ]
+    DEFAULT_CSS = MODAL_CSS.format(name="ConfirmScreen")
+    BINDINGS = actions.bindings("confirm")
 
     def __init__(self, question: str, detail: str = "", yes: str = "Yes", no: str = "No") -> None:
         super().__init__()
@@ -34,13 +22,17 @@ class ConfirmScreen(ModalScreen[bool]):
         self.yes, self.no = yes, no
 
     def compose(self) -> ComposeResult:
+        yield Footer(compact=True)  # the prompt's keys, Escape among them
         with Vertical():
             yield Label(self.question, classes="title")
             if self.detail:
-                yield Label(self.detail)
-            with Horizontal():
-                yield Button(f"{self.no} \\[n]", id="no")
-                yield Button(f"{self.yes} \\[y]", id="yes", variant="primary")
+                with VerticalScroll(classes="body"):
+                    yield Static(self.detail, markup=False)
+            with Horizontal(classes="buttons"):
+                yield Button(f"{self.no} {actions.key_label(self.app, 'confirm.no')}", id="no")
+                yield Button(
+                    f"{self.yes} {actions.key_label(self.app, 'confirm.yes')}", id="yes", variant="primary"
+                )
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id == "yes")

@@ -5,13 +5,15 @@ person never has to learn two meanings for one key."""
 
 from __future__ import annotations
 
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Button, Label
+from functools import partial
 
-from tui.screens.confirm import MODAL_CSS
+from textual.app import ComposeResult
+from textual.containers import Grid, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Footer, Label, Static
+
+from tui import actions
+from tui.screens.modal import MODAL_CSS
 
 CHOICES = ("continue", "pause", "skip", "complete", "log")
 
@@ -21,18 +23,15 @@ class EscalationScreen(ModalScreen[str]):
         MODAL_CSS.format(name="EscalationScreen")
         + """
     EscalationScreen > Vertical { border: thick $error; width: 100; }
-    EscalationScreen Button { min-width: 12; }
     EscalationScreen .title { color: $error; }
+    EscalationScreen #choices {
+        layout: grid; grid-size: 5; grid-rows: 3; grid-gutter: 0 1; height: auto; margin-top: 1;
+    }
+    EscalationScreen.-narrow #choices { grid-size: 3; }
+    EscalationScreen #choices Button { width: 100%; min-width: 0; margin: 0; }
     """
     )
-    BINDINGS = [
-        Binding("r", "choose('continue')", "Continue", id="escalation.continue"),
-        Binding("p", "choose('pause')", "Pause", id="escalation.pause"),
-        Binding("s", "choose('skip')", "Skip task", id="escalation.skip"),
-        Binding("c", "choose('complete')", "Force completion", id="escalation.complete"),
-        Binding("l", "choose('log')", "Open log", id="escalation.log"),
-        Binding("escape", "choose('dismiss')", "Later", show=False),
-    ]
+    BINDINGS = actions.bindings("escalation")
 
     def __init__(self, reason: str, numbers: str, raise_by: int) -> None:
         super().__init__()
@@ -41,16 +40,21 @@ class EscalationScreen(ModalScreen[str]):
         self.raise_by = raise_by
 
     def compose(self) -> ComposeResult:
+        yield Footer(compact=True)  # the prompt's keys, Escape among them
         with Vertical():
             yield Label("ESCALATION: the loop needs a person", classes="title")
-            yield Label(self.reason, id="escalation-reason")
-            yield Label(self.numbers, id="escalation-numbers")
-            with Horizontal():
-                yield Button(f"Continue +{self.raise_by} \\[r]", id="continue", variant="primary")
-                yield Button("Pause \\[p]", id="pause")
-                yield Button("Skip task \\[s]", id="skip")
-                yield Button("Complete \\[c]", id="complete", variant="error")
-                yield Button("Log \\[l]", id="log")
+            with VerticalScroll(classes="body"):
+                yield Static(self.reason, id="escalation-reason", markup=False)
+                yield Static(self.numbers, id="escalation-numbers", markup=False)
+            with Grid(id="choices"):
+                key = partial(actions.key_label, self.app)
+                yield Button(
+                    f"Continue +{self.raise_by} {key('loop.resume')}", id="continue", variant="primary"
+                )
+                yield Button(f"Pause {key('loop.pause')}", id="pause")
+                yield Button(f"Skip task {key('loop.skip')}", id="skip")
+                yield Button(f"Complete {key('loop.complete')}", id="complete", variant="error")
+                yield Button(f"Log {key('view.journal')}", id="log")
 
     def on_mount(self) -> None:
         self.app.bell()

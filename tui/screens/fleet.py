@@ -18,7 +18,6 @@ from pathlib import Path
 
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static
@@ -26,6 +25,7 @@ from textual.widgets import DataTable, Footer, Static
 from loop.core.timeutil import utcnow
 from loop.views import fleet
 from loop.views.fleet import FleetRow
+from tui import actions
 from tui.widgets.common import ago
 
 POLL_S = 1.0
@@ -49,7 +49,7 @@ COLUMNS = (
 class FleetTable(DataTable[str]):
     """The fleet's rows; Enter (shown in the footer) opens the loop under the cursor."""
 
-    BINDINGS = [Binding("enter", "select_cursor", "Open", id="fleet.open")]
+    BINDINGS = actions.bindings("fleet", only={"select_cursor"})
 
 
 class FleetScreen(ModalScreen[None]):
@@ -59,9 +59,7 @@ class FleetScreen(ModalScreen[None]):
     FleetScreen #fleet-bar.-attention { background: $warning 50%; }
     FleetScreen DataTable { height: 1fr; }
     """
-    BINDINGS = [
-        Binding("q", "app.quit", "Quit", id="app.quit"),
-    ]
+    BINDINGS = actions.bindings("fleet", skip={"select_cursor"})
 
     class Open(Message):
         """A person chose a loop: the app shows its monitor."""

@@ -16,7 +16,6 @@ from datetime import datetime
 from pathlib import Path
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
@@ -25,13 +24,13 @@ from loop import formats
 from loop.core.errors import FileProblem, LoopdeckError
 from loop.core.timeutil import utcnow
 from loop.formats import Found
+from tui import actions
 from tui.screens.confirm import ConfirmScreen
 from tui.widgets.common import ago, relative
 
 POLL_S = 0.5
 """How often the file's time and size are checked: a `stat`, so a neighbour loop's progress
 shows within half a second at no cost."""
-TOOLTIP = "read-only: this loop is run by its own tool, not by loopdeck"
 READ_ONLY = "read-only: a {kind} is run by its own tool, not by loopdeck"
 
 
@@ -47,17 +46,7 @@ class NeighbourScreen(ModalScreen[str | None]):
     NeighbourScreen #neighbour-note { height: auto; padding: 0 1; color: $text-muted; }
     NeighbourScreen #neighbour-body { height: 1fr; padding: 0 1; border: round $primary; }
     """
-    BINDINGS = [
-        Binding("p", "steer('pause')", "Pause", id="loop.pause", tooltip=TOOLTIP),
-        Binding("r", "steer('resume')", "Resume", id="loop.resume", tooltip=TOOLTIP),
-        Binding("s", "steer('skip')", "Skip", id="loop.skip", tooltip=TOOLTIP),
-        Binding("x", "steer('stop')", "Stop", id="loop.stop", tooltip=TOOLTIP),
-        Binding("m", "steer('set_max')", "Max iter.", id="loop.set_max", tooltip=TOOLTIP),
-        Binding("c", "cancel_loop", "Cancel loop", id="loop.cancel"),
-        Binding("n", "leave('next')", "Next loop", id="loop.next"),
-        Binding("escape", "leave('back')", "Back", id="app.back"),
-        Binding("q", "app.quit", "Quit", id="app.quit"),
-    ]
+    BINDINGS = actions.bindings("neighbour")
 
     def __init__(
         self, root: Path, found: Found, *, clock: Callable[[], datetime] = utcnow, back: bool = True

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label
+from textual.widgets import Footer, Input, Label
 
-from tui.screens.confirm import MODAL_CSS
+from tui import actions
+from tui.screens.modal import MODAL_CSS
 
 
 class NumberScreen(ModalScreen[int | None]):
     DEFAULT_CSS = MODAL_CSS.format(name="NumberScreen")
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = actions.bindings("number")
 
     def __init__(self, question: str, value: int) -> None:
         super().__init__()
@@ -21,6 +21,7 @@ class NumberScreen(ModalScreen[int | None]):
         self.value = value
 
     def compose(self) -> ComposeResult:
+        yield Footer(compact=True)  # the prompt's keys, Escape among them
         with Vertical():
             yield Label(self.question, classes="title")
             yield Input(str(self.value), type="integer", id="number")

@@ -4,12 +4,12 @@ what to do with them (continue with them, commit them, or stash them: never disc
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Label, Static
+from textual.widgets import Button, Footer, Label, Static
 
-from tui.screens.confirm import MODAL_CSS
+from tui import actions
+from tui.screens.modal import MODAL_CSS
 
 GIT_WORDS = {
     "continue": "continue with them as they are",
@@ -18,20 +18,24 @@ GIT_WORDS = {
 }
 
 
-def _describe(changes: tuple[str, ...] | None, choice: str) -> str:
+def _describe(changes: tuple[str, ...] | None) -> str:
+    """What is uncommitted, a line per file (the prompt's body, scrolled when long)."""
     if changes is None:
         return "reading git…"
     if not changes:
         return "No uncommitted changes."
     untracked = sum(1 for line in changes if line.startswith("??"))
-    text = (
+    return (
         f"{len(changes)} uncommitted change(s): {len(changes) - untracked} modified, {untracked} untracked\n"
-        + "\n".join(changes[:12])
+        + "\n".join(changes)
     )
-    if len(changes) > 12:
-        text += f"\n… and {len(changes) - 12} more"
-    text += f"\n\nOn resume: {GIT_WORDS[choice]}  ([c] continue · [m] commit · [s] stash)"
-    return text
+
+
+def _choice(changes: tuple[str, ...] | None, choice: str) -> str:
+    """What resuming does with them (nothing to say without uncommitted changes)."""
+    if not changes:
+        return ""
+    return f"On resume: {GIT_WORDS[choice]}\n(c continue · m commit · s stash)"
 
 
 class ResumeScreen(ModalScreen[str]):
@@ -40,17 +44,11 @@ class ResumeScreen(ModalScreen[str]):
     DEFAULT_CSS = (
         MODAL_CSS.format(name="ResumeScreen")
         + """
-    ResumeScreen #resume-changes { max-height: 16; color: $text-muted; margin-top: 1; }
+    ResumeScreen #resume-changes { color: $text-muted; }
+    ResumeScreen #resume-choice { margin-top: 1; height: auto; }
     """
     )
-    BINDINGS = [
-        Binding("y,enter", "answer(True)", "Resume", id="resume.yes"),
-        Binding("n", "answer(False)", "Leave paused", id="resume.no"),
-        Binding("escape", "answer(False)", "Leave paused", show=False),
-        Binding("c", "git('continue')", "Keep changes", show=False),
-        Binding("m", "git('commit')", "Commit changes", show=False),
-        Binding("s", "git('stash')", "Stash changes", show=False),
-    ]
+    BINDINGS = actions.bindings("resume")
 
     def __init__(self, question: str, changes: tuple[str, ...] | None, kind: str = "paused") -> None:
         super().__init__()
@@ -60,23 +58,38 @@ class ResumeScreen(ModalScreen[str]):
         self.git_choice = "continue"
 
     def compose(self) -> ComposeResult:
-        yes = "Mark complete \\[Y]" if self.kind == "stopping" else "Resume \\[Y]"
+        word = "Mark complete" if self.kind == "stopping" else "Resume"
+        yes = f"{word} {actions.key_label(self.app, 'resume.yes')}"
+        yield Footer(compact=True)  # the prompt's keys, Escape among them
         with Vertical():
             yield Label(self.question, classes="title")
-            yield Static(_describe(self.changes, self.git_choice), id="resume-changes")
-            with Horizontal():
-                yield Button("Leave paused \\[n]", id="no")
+            with VerticalScroll(classes="body"):
+                yield Static(_describe(self.changes), id="resume-changes", markup=False)
+            yield Static(id="resume-choice", markup=False)
+            with Horizontal(classes="buttons"):
+                yield Button(f"Leave paused {actions.key_label(self.app, 'resume.no')}", id="no")
                 yield Button(yes, id="yes", variant="primary")
 
     def show_changes(self, changes: tuple[str, ...]) -> None:
         """Git arrived after the prompt went up: show what is uncommitted."""
         self.changes = changes
-        self.query_one("#resume-changes", Static).update(_describe(changes, self.git_choice))
+        self.query_one("#resume-changes", Static).update(_describe(changes))
+        self.show_choice()
 
     def action_git(self, choice: str) -> None:
         if self.changes:
             self.git_choice = choice
-            self.query_one("#resume-changes", Static).update(_describe(self.changes, choice))
+            self.show_choice()
+
+    def on_mount(self) -> None:
+        self.show_choice()
+
+    def show_choice(self) -> None:
+        """What resuming does with uncommitted work; hidden while there is none."""
+        text = _choice(self.changes, self.git_choice)
+        choice = self.query_one("#resume-choice", Static)
+        choice.update(text)
+        choice.display = bool(text)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.action_answer(event.button.id == "yes")

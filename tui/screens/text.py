@@ -3,35 +3,12 @@
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label, Markdown, Static
+from textual.widgets import Footer, Input, Label, Markdown, Static
 
-from tui.screens.confirm import MODAL_CSS
-
-HELP = """\
-# loopdeck
-
-Watches the loop in this workspace and steers it. Keys send commands to the loop's control
-queue; the driver (the Stop hook, or the runner) applies them: the runner within a second, the
-hook at the agent's next Stop. Quitting never stops the loop.
-
-| key | does |
-| --- | --- |
-| `p` | pause (the iteration in progress finishes) |
-| `r` | resume |
-| `s` | skip the current task (or the current verification loop) |
-| `c` | force completion (asks first) |
-| `x` | stop the loop (asks first) |
-| `m` | set max iterations |
-| `l` | the journal, full screen (again to go back) |
-| `/` | search the journal |
-| `b` | restore the backup of a corrupt state file |
-| `ctrl+p` | every action, by name |
-| `?` | this help |
-| `q` | quit (the loop keeps going) |
-"""
+from tui import actions
+from tui.screens.modal import MODAL_CSS
 
 
 class TextScreen(ModalScreen[None]):
@@ -42,7 +19,7 @@ class TextScreen(ModalScreen[None]):
     TextScreen VerticalScroll { height: 1fr; }
     """
     )
-    BINDINGS = [Binding("escape,q,enter", "close", "Close")]
+    BINDINGS = actions.bindings("text")
 
     def __init__(self, title: str, body: str, markdown: bool = False) -> None:
         super().__init__()
@@ -51,6 +28,7 @@ class TextScreen(ModalScreen[None]):
         self.markdown = markdown
 
     def compose(self) -> ComposeResult:
+        yield Footer(compact=True)  # the prompt's keys, Escape among them
         with Vertical():
             yield Label(self.title_text, classes="title")
             with VerticalScroll():
@@ -60,17 +38,14 @@ class TextScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
-def help_screen() -> TextScreen:
-    return TextScreen("Help", HELP, markdown=True)
-
-
 class NoteScreen(ModalScreen[str | None]):
     """A note for the agent: it goes into the next prompt, once (`loopdeck say`)."""
 
     DEFAULT_CSS = MODAL_CSS.format(name="NoteScreen")
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = actions.bindings("note")
 
     def compose(self) -> ComposeResult:
+        yield Footer(compact=True)  # the prompt's keys, Escape among them
         with Vertical():
             yield Label("A note for the agent", classes="title")
             yield Input(placeholder="what it should know (Enter sends it; it reaches the next prompt once)")
@@ -88,16 +63,18 @@ class NoteScreen(ModalScreen[str | None]):
 
 class QuestionScreen(ModalScreen[str | None]):
     DEFAULT_CSS = MODAL_CSS.format(name="QuestionScreen")
-    BINDINGS = [Binding("escape", "later", "Later")]
+    BINDINGS = actions.bindings("question")
 
     def __init__(self, question: str) -> None:
         super().__init__()
         self.question = question
 
     def compose(self) -> ComposeResult:
+        yield Footer(compact=True)  # the prompt's keys, Escape among them
         with Vertical():
             yield Label("The agent asks:", classes="title")
-            yield Static(self.question, markup=False)
+            with VerticalScroll(classes="body"):
+                yield Static(self.question, markup=False)
             yield Input(placeholder="your answer (Enter sends it; it goes into the next prompt)")
 
     def on_mount(self) -> None:

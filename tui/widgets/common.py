@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any, Self
 from weakref import WeakKeyDictionary
 
+from rich.cells import cell_len
 from rich.console import RenderableType
 from textual.cache import LRUCache
 from textual.geometry import Size
@@ -64,6 +65,49 @@ def relative(path: str, root: str) -> str:
 def clip(text: str, width: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+def wrap_words(text: str, first: int, rest: int) -> list[str]:
+    """`text` in lines of at most `first` cells, then `rest`, broken between words (a word longer
+    than a line is broken where the line ends)."""
+    lines: list[str] = []
+    line = ""
+    for word in text.split():
+        room = first if not lines else rest
+        candidate = f"{line} {word}" if line else word
+        if cell_len(candidate) <= room:
+            line = candidate
+            continue
+        if line:
+            lines.append(line)
+            line = ""
+            room = rest
+        while cell_len(word) > room:
+            cut = _fit(word, room)
+            lines.append(word[:cut])
+            word = word[cut:]
+            room = rest
+        line = word
+    if line or not lines:
+        lines.append(line)
+    return lines
+
+
+def _fit(word: str, room: int) -> int:
+    """How many characters of `word` fill at most `room` cells (at least one)."""
+    used = 0
+    for index, char in enumerate(word):
+        used += cell_len(char)
+        if used > room:
+            return max(1, index)
+    return len(word)
+
+
+def hanging(text: str, width: int, indent: int = 2) -> list[str]:
+    """`text` wrapped at `width`, its next lines indented by `indent`: a fact of a panel whose
+    continuation reads as part of it."""
+    words = wrap_words(text, max(1, width), max(1, width - indent))
+    return [words[0], *(" " * indent + line for line in words[1:])]
 
 
 def clock_of(widget: Widget) -> datetime:

@@ -37,9 +37,16 @@ class GitPanel(Static):
             tracking = f" · ahead {status.ahead}, behind {status.behind}"
         lines = [
             f"{status.branch or '(detached)'} @ {status.head or 'no commits'}{tracking}",
-            f"staged {status.staged} · changed {status.modified} · new {status.untracked}",
+            changes(status),
         ]
         lines += [f"{c.sha} {clip(c.summary, 72)}" for c in status.commits]
         # A line per fact or commit, cut at the panel's width when drawn (…, the panel's style),
         # whatever the width is when git answers.
         update_static(self, Text("\n".join(lines)))
+
+
+def changes(status: GitStatus) -> str:
+    """`uncommitted: 3 changed, 2 new`: the counts that are not zero."""
+    counts = ((status.staged, "staged"), (status.modified, "changed"), (status.untracked, "new"))
+    parts = ", ".join(f"{n} {word}" for n, word in counts if n)
+    return f"uncommitted: {parts}" if parts else "no uncommitted changes"

@@ -14,15 +14,19 @@ from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.reactive import var
-from textual.widgets import Input, RichLog
+from textual.widgets import RichLog
 
 from loop.core.timeutil import log_stamp
 from loop.store.journal import Event, message
 from loop.views.snapshot import JOURNAL_TAIL, Snapshot
 from tui.widgets.common import TailLog, set_border
+from tui.widgets.search import SearchInput
 
 HANGING_MIN = 24
-"""Columns a message needs beside the time and kind before it is wrapped under itself."""
+"""Columns a message needs beside the time and kind before it is wrapped under itself; a
+narrower journal drops the kind column (the message and its colour say what happened) and
+wraps the message under itself beside the time."""
+KIND_WIDTH = 20
 
 KIND_CLASS = {
     "error": "journal--error",
@@ -83,7 +87,9 @@ class JournalPanel(Vertical):
         self.width = 0
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="search the journal (Enter keeps it, Escape clears)", id="journal-search")
+        yield SearchInput(
+            placeholder="search the journal (Enter keeps it, Escape clears)", id="journal-search"
+        )
         yield TailLog(id="journal-lines", wrap=True, max_lines=JOURNAL_TAIL, auto_scroll=True)
 
     def on_mount(self) -> None:
@@ -118,21 +124,26 @@ class JournalPanel(Vertical):
         self.show_count()
 
     def write_event(self, log: RichLog, event: Event) -> None:
-        head = f"{log_stamp(event.ts)[11:19]} {event.kind:<20} "
+        stamp = f"{log_stamp(event.ts)[11:19]} "
+        kind = f"{event.kind:<{KIND_WIDTH}} "
         body = message(event)
         wanted = self.query_text.lower()
-        match = not wanted or wanted in (head + body).lower()
+        match = not wanted or wanted in (stamp + kind + body).lower()
         self.matches.append(match)
         if match:
             style = self.get_component_rich_style(KIND_CLASS[event.kind]) if event.kind in KIND_CLASS else ""
-            log.write(self.hanging(head, body, log.scrollable_content_region.width, style))
+            width = log.scrollable_content_region.width
+            head = stamp + kind if width - len(stamp + kind) >= HANGING_MIN else stamp
+            # Written at the log's width: left to measure itself, a line is cut to the console's
+            # width, which can be narrower than the log (a headless console is 80 wide).
+            log.write(self.hanging(head, body, width, style), width=width if width > 0 else None)
             self.lines_written += 1
 
     def hanging(self, head: str, body: str, width: int, style: Style | str) -> Text:
-        """An event's line with its message wrapped under itself, clear of the time and kind
-        columns, when the log is wide enough for that to read well; plain otherwise."""
+        """An event's line with its message wrapped under itself, clear of the time (and kind)
+        columns; plain when even that leaves the message too little room."""
         room = width - len(head)
-        if room < HANGING_MIN or len(head) + cell_len(body) <= width:
+        if room < HANGING_MIN // 2 or len(head) + cell_len(body) <= width:
             return Text(head + body, style=style)
         lines = Text(body).wrap(self.app.console, room)
         return Text(head + ("\n" + " " * len(head)).join(line.plain.rstrip() for line in lines), style=style)
@@ -158,22 +169,45 @@ class JournalPanel(Vertical):
 
     def start_search(self) -> None:
         self.add_class("-searching")
-        self.query_one(Input).focus()
+        self.query_one(SearchInput).focus()
 
-    def on_input_changed(self, event: Input.Changed) -> None:
+    def on_input_changed(self, event: SearchInput.Changed) -> None:
         self.query_text = event.value.strip()
         self.redraw()
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.remove_class("-searching") if not self.query_text else None
+    def on_search_input_kept(self, event: SearchInput.Kept) -> None:
+        self.keep_search()
+
+    def on_input_submitted(self, event: SearchInput.Submitted) -> None:
+        self.keep_search()
+
+    def on_search_input_cleared(self, event: SearchInput.Cleared) -> None:
+        self.clear_search()
+
+    def keep_search(self) -> None:
+        """The filter stays (shown in the border); the box goes when it is empty, and the keys
+        go back to the screen."""
+        if not self.query_text:
+            self.remove_class("-searching")
         self.screen.set_focus(None)
+        self.screen.refresh_bindings()
+
+    @property
+    def searching(self) -> bool:
+        """A search is open or filters the journal: Escape clears it before anything else."""
+        return bool(self.query_text) or self.has_class("-searching")
 
     def clear_search(self) -> None:
-        search = self.query_one(Input)
+        search = self.query_one(SearchInput)
+        was = self.query_text
         search.value = ""
         self.query_text = ""
         self.remove_class("-searching")
-        self.redraw()
+        if search.has_focus:
+            self.screen.set_focus(None)
+        if was:
+            self.redraw()
+        self.screen.refresh_bindings()
 
 
 def appended(old: tuple[Event, ...], new: tuple[Event, ...]) -> tuple[Event, ...] | None:

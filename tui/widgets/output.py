@@ -24,16 +24,16 @@ from typing import Any
 from rich.text import Text
 from textual import events, on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.reactive import var
 from textual.timer import Timer
-from textual.widgets import Input, RichLog
+from textual.widgets import RichLog
 from textual.worker import Worker
 
 from loop.store.paths import Workspace
 from loop.views.snapshot import Snapshot
 from tui.widgets.common import TailLog
+from tui.widgets.search import SearchInput
 
 TICK_S = 0.1
 """How often the panel looks for new output: well under the 100 ms a person notices."""
@@ -165,8 +165,6 @@ class OutputPanel(Vertical):
     OutputPanel > RichLog { height: 1fr; background: transparent; }
     """
     ALLOW_MAXIMIZE = True
-    BINDINGS = [Binding("escape", "clear_search", "Clear search", show=False)]
-    """Escape in the search clears it here, before the screen takes it to leave full screen."""
 
     snapshot: var[Snapshot | None] = var(None, init=False)
     """The workspace as last read (bound to the app's): which loop, which iteration."""
@@ -192,7 +190,7 @@ class OutputPanel(Vertical):
         only when the loop moves to another iteration or session, not on every snapshot."""
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="search the output (Enter keeps it, Escape clears)", id="output-search")
+        yield SearchInput(placeholder="search the output (Enter keeps it, Escape clears)", id="output-search")
         yield TailLog(id="output-lines", wrap=True, max_lines=KEEP_LINES, auto_scroll=True)
 
     def on_mount(self) -> None:
@@ -297,17 +295,35 @@ class OutputPanel(Vertical):
 
     def start_search(self) -> None:
         self.add_class("-searching")
-        self.query_one("#output-search", Input).focus()
+        self.query_one(SearchInput).focus()
 
-    def action_clear_search(self) -> None:
-        self.clear_search()
+    @property
+    def searching(self) -> bool:
+        """A search is open or filters the output: Escape clears it before anything else."""
+        return bool(self.query_text) or self.has_class("-searching")
 
     def clear_search(self) -> None:
-        search = self.query_one("#output-search", Input)
+        search = self.query_one(SearchInput)
         search.value = ""
         self.query_text = ""
         self.remove_class("-searching")
+        if search.has_focus:
+            self.screen.set_focus(None)
+        self.screen.refresh_bindings()
 
-    @on(Input.Changed, "#output-search")
-    def search_changed(self, event: Input.Changed) -> None:
+    @on(SearchInput.Changed, "#output-search")
+    def search_changed(self, event: SearchInput.Changed) -> None:
         self.query_text = event.value
+
+    @on(SearchInput.Kept)
+    @on(SearchInput.Submitted)
+    def keep_search(self) -> None:
+        """The filter stays; the box goes when it is empty, and the keys go back to the screen."""
+        if not self.query_text:
+            self.remove_class("-searching")
+        self.screen.set_focus(None)
+        self.screen.refresh_bindings()
+
+    @on(SearchInput.Cleared)
+    def search_cleared(self) -> None:
+        self.clear_search()

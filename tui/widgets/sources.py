@@ -4,16 +4,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
+from textual.geometry import Size
 from textual.reactive import var
-from textual.widgets import Static
+from textual.widget import Widget
 
 from loop.core.model import SOURCE_LABELS
 from loop.views.snapshot import Snapshot
-from tui.widgets.common import clip, clock_of, relative, roughly_ago, set_border, update_static
+from tui.widgets.common import clock_of, relative, roughly_ago, set_border, wrap_words
+
+START_AGAIN = (
+    ("in Claude Code:", "/orchestrator-loop what to do"),
+    ("in a terminal: ", 'loopdeck run "what to do"'),
+)
+"""The two ways to start a loop, as the README gives them."""
 
 
 def next_steps(snapshot: Snapshot) -> str:
@@ -22,8 +30,8 @@ def next_steps(snapshot: Snapshot) -> str:
     return "\n".join(
         [
             ended,
-            'start one:   loopdeck run "what to do"',
-            "in Claude:   loopdeck start",
+            "Start one:",
+            *(f"  {where} {how}" for where, how in START_AGAIN),
             "This monitor follows the new loop by itself.",
         ]
     )
@@ -34,44 +42,64 @@ Cell = tuple[str, str]
 
 
 @dataclass(frozen=True)
+class Row:
+    """A line of the table: a source with its counts and where it reads from (or why it is
+    off), or one of its pending items (no counts)."""
+
+    counts: tuple[Cell, ...]
+    """The source's name and its three counts; () for an item."""
+    detail: Cell
+    """Where it reads from, why it is off, or the item's `[~] 5: title`."""
+    hang: int = 0
+    """An item's mark and line number (`[~] 5: `): its title wraps under itself past them."""
+    spans: bool = False
+    """The counts say nothing (an off source): a detail that does not fit after them starts
+    right after the name."""
+
+
+@dataclass(frozen=True)
 class SourcesView:
     """What the panel shows: equal views draw nothing."""
 
-    rows: tuple[tuple[Cell, ...], ...] | None
-    """The table's rows; None when there is no loop (then `text` says what to do)."""
+    rows: tuple[Row, ...] | None
+    """The table's rows, the header first; None when there is no loop (then `text` says what
+    to do)."""
     text: str = ""
 
 
+HEADER = Row(tuple((h, "bold") for h in ("source", "pending", "doing", "done")), ("", ""))
+
+
 def sources_view(snapshot: Snapshot, items: int) -> SourcesView:
-    """The table for a snapshot, with at most `items` pending items under each source."""
+    """The table for a snapshot, with at most `items` pending items under each source. Nothing
+    is cut here: the panel wraps what its width cannot hold."""
     aggregate = snapshot.sources
     if aggregate is None:
         return SourcesView(None, next_steps(snapshot))
-    rows: list[tuple[Cell, ...]] = [tuple((h, "bold") for h in ("source", "pending", "doing", "done", ""))]
+    rows: list[Row] = [HEADER]
     for report in aggregate.sources:
         label = SOURCE_LABELS.get(report.name, report.name)
         if not report.enabled:
-            why = clip(f"off: {report.error}", 60)
-            rows.append(((label, "off"), ("-", ""), ("-", ""), ("-", ""), (why, "off")))
+            none = (("-", ""),) * 3
+            rows.append(Row(((label, "off"), *none), (f"off: {report.error}", "off"), spans=True))
             continue
         if not report.available:
-            problem = clip(f"UNAVAILABLE: {report.error}", 60)
-            rows.append(((label, "error"), ("?", ""), ("?", ""), ("?", ""), (problem, "error")))
+            unknown = (("?", ""),) * 3
+            problem = (f"UNAVAILABLE: {report.error}", "error")
+            rows.append(Row(((label, "error"), *unknown), problem, spans=True))
             continue
         style = "pending" if report.open_count else ""
-        rows.append(
-            (
-                (label, style),
-                (str(report.pending), style),
-                (str(report.in_progress), ""),
-                (str(report.done), ""),
-                (clip(relative(report.detail or "", snapshot.workspace), 60), "off"),
-            )
+        counts = (
+            (label, style),
+            (str(report.pending), style),
+            (str(report.in_progress), ""),
+            (str(report.done), ""),
         )
+        rows.append(Row(counts, (relative(report.detail or "", snapshot.workspace), "off")))
         for item in report.pending_items()[:items]:
             mark = "~" if item.status == "in_progress" else " "
-            at = f"{item.line}: " if item.line else ""
-            rows.append((("", ""),) * 4 + ((f"[{mark}] {at}{clip(item.title, 50)}", "item"),))
+            head = f"[{mark}] " + (f"{item.line}: " if item.line else "")
+            rows.append(Row((), (head + " ".join(item.title.split()), "item"), hang=cell_len(head)))
     return SourcesView(tuple(rows))
 
 
@@ -86,7 +114,11 @@ def sources_subtitle(snapshot: Snapshot | None, now: datetime) -> str:
     )
 
 
-class SourcesPanel(Static):
+class SourcesPanel(Widget):
+    """The table, laid out by hand at the panel's width: `render` draws it, and
+    `get_content_height` tells the layout how many lines it takes at a width, so one layout
+    places it right, even on a screen laid out under a prompt."""
+
     DEFAULT_CSS = """
     SourcesPanel { border: round $primary 50%; border-title-color: $text; padding: 0 1; height: auto; }
     """
@@ -99,11 +131,15 @@ class SourcesPanel(Static):
     """
 
     snapshot: var[Snapshot | None] = var(None, init=False)
-    """The workspace as last read (bound to the app's)."""
+    """The workspace as last read (bound to the screen's)."""
     view: var[SourcesView | None] = var(None, init=False)
     """The table on screen: redrawn only when it changes."""
-    drawn_width = 0
-    """The width the table was last drawn at: a new width draws it again."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.drawn: tuple[SourcesView | None, int, Text] | None = None
+        """The last table drawn: its view, its width, its text (a draw at the same width of
+        the same view is this text again)."""
 
     def on_mount(self) -> None:
         self.border_title = "Task sources"
@@ -112,65 +148,110 @@ class SourcesPanel(Static):
     def _tick(self) -> None:
         """Ages "checked 12s ago": the subtitle alone, the table stays as drawn."""
         set_border(self, subtitle=sources_subtitle(self.snapshot, clock_of(self)))
-        self.draw_at_width()
 
     def on_resize(self) -> None:
         self.watch_snapshot(self.snapshot)  # how many items fit depends on the terminal's height
-        self.draw_at_width()
-
-    def draw_at_width(self) -> None:
-        """The table again if it was drawn at another width (or before the panel had one)."""
-        if (
-            self.view is not None
-            and self.view.rows is not None
-            and self.content_size.width != self.drawn_width
-        ):
-            self.draw(self.view)
 
     def watch_snapshot(self, snapshot: Snapshot | None) -> None:
         if snapshot is None:
             return
-        # On a short terminal one pending item per source: the panels below keep their lines.
-        self.view = sources_view(snapshot, 3 if self.app.size.height >= 30 else 1)
+        # On a short terminal, or with workers (their table lists the tasks under way), one
+        # pending item per source: the panels below keep their lines.
+        few = self.app.size.height < 30 or snapshot.parallel is not None
+        self.view = sources_view(snapshot, 1 if few else 3)
         self._tick()
 
     def watch_view(self, view: SourcesView | None) -> None:
-        if view is not None:
-            self.draw(view)
-
-    def draw(self, view: SourcesView) -> None:
-        if view.rows is None:
-            update_static(self, Text(view.text, style=self.get_component_rich_style("sources--off")))
-            return
+        """Drawn again; laid out again only when the table's height changes at this width."""
         width = self.content_size.width
-        if width <= 0:  # not laid out yet: drawn at its width on resize
-            return
-        names = ("off", "error", "pending", "item")
-        styles = {name: self.get_component_rich_style(f"sources--{name}") for name in names}
-        styles["bold"] = Style(bold=True)
-        self.drawn_width = width
-        update_static(self, table_text(view.rows, width, styles))
+        before = self.drawn[2].plain.count("\n") if self.drawn is not None else -1
+        after = self.text_at(width).plain.count("\n") if width > 0 else -2
+        self.refresh(layout=before != after)
+
+    def text_at(self, width: int) -> Text:
+        view = self.view
+        if self.drawn is not None and self.drawn[0] is view and self.drawn[1] == width:
+            return self.drawn[2]
+        if view is None:
+            text = Text("")
+        elif view.rows is None:
+            look = self.get_component_rich_style("sources--off")
+            lines = [
+                line for part in view.text.splitlines() for line in _wrapped(Text(), part, look, width, 2)
+            ]
+            text = Text("\n", no_wrap=True).join(lines)
+        else:
+            names = ("off", "error", "pending", "item")
+            styles = {name: self.get_component_rich_style(f"sources--{name}") for name in names}
+            styles["bold"] = Style(bold=True)
+            text = table_text(view.rows, width, styles)
+        self.drawn = (view, width, text)
+        return text
+
+    def render(self) -> Text:
+        return self.text_at(self.content_size.width)
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self.text_at(width).plain.splitlines()) if self.view is not None else 0
 
 
-def table_text(rows: tuple[tuple[Cell, ...], ...], width: int, styles: dict[str, Style]) -> Text:
-    """The table laid out by hand, a line per row: the source's name, three counts right-aligned,
-    then where it reads from (or an item), cut at the panel's width.
+NAME_WIDTH = 14
+"""The name column's least width: "GitHub project" whole."""
+INDENT = 2
+"""Where a detail or an item that does not fit beside the counts starts, on its own line."""
+BESIDE_MIN = 16
+"""Columns a detail needs beside the counts (or the name) before it goes on lines of its own."""
+
+
+def table_text(rows: tuple[Row, ...], width: int, styles: dict[str, Style]) -> Text:
+    """The table laid out by hand: the source's name, three counts right-aligned, then where
+    it reads from (or why it is off, or an item), wrapped, never cut: beside the counts when it
+    fits, else right after the name for an off source (its counts say nothing), else wrapped
+    under them, or on lines of its own below.
 
     The panel is redrawn whenever a count changes, every iteration of a running loop; a Rich
     table measured and drew the same five columns in milliseconds, most of what a new snapshot
     cost the monitor."""
-    widths = [max(cell_len(row[column][0]) for row in rows) for column in range(4)]
-    widths[0] = max(widths[0], 14)  # "GitHub project" whole
-    lines = []
+    counted = [row.counts for row in rows if row.counts]
+    widths = [max(cell_len(counts[column][0]) for counts in counted) for column in range(4)]
+    widths[0] = max(widths[0], NAME_WIDTH)
+    beside = sum(widths) + 4  # the detail's column, after the counts and a space each
+    lines: list[Text] = []
     for row in rows:
-        line = Text(no_wrap=True, overflow="ellipsis", end="")
-        for column, (text, style) in enumerate(row[:4]):
-            gap = " " * (widths[column] - cell_len(text))
-            line.append_text(Text(text + gap if column == 0 else gap + text, style=styles.get(style, "")))
+        text, style = row.detail
+        look = styles.get(style, "")
+        if not row.counts:  # an item: beside the counts, or on lines of its own
+            start = beside if beside + cell_len(text) <= width else INDENT
+            lines += _wrapped(Text(" " * start), text, look, width, start + row.hang)
+            continue
+        line = Text(no_wrap=True, end="")
+        for column, (cell, cell_style) in enumerate(row.counts):
+            gap = " " * (widths[column] - cell_len(cell))
+            line.append_text(
+                Text(cell + gap if column == 0 else gap + cell, style=styles.get(cell_style, ""))
+            )
             line.append(" ")
-        text, style = row[4]
-        line.append(text, styles.get(style, ""))
-        line.rstrip()
-        line.truncate(width, overflow="ellipsis")
-        lines.append(line)
+        if not text:
+            line.rstrip()
+            lines.append(line)
+            continue
+        if row.spans and beside + cell_len(text) > width and widths[0] + 1 + cell_len(text) <= width:
+            line = line[: widths[0] + 1]  # the counts give their room to the reason
+        if cell_len(line.plain) + cell_len(text) <= width or width - cell_len(line.plain) >= BESIDE_MIN:
+            lines += _wrapped(line, text, look, width, cell_len(line.plain))
+        else:
+            line.rstrip()
+            lines.append(line)
+            lines += _wrapped(Text(" " * INDENT), text, look, width, INDENT)
     return Text("\n", no_wrap=True, overflow="ellipsis").join(lines)
+
+
+def _wrapped(first: Text, text: str, style: Style | str, width: int, indent: int) -> list[Text]:
+    """`first` followed by `text` wrapped at `width`, its next lines starting at `indent`."""
+    room = max(1, width - cell_len(first.plain))
+    words = wrap_words(text, room, max(1, width - indent))
+    lines = [first + Text(words[0] if words else "", style=style)]
+    lines += [Text(" " * indent) + Text(part, style=style) for part in words[1:]]
+    for line in lines:
+        line.rstrip()
+    return lines

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.reactive import var
 from textual.widgets import DataTable, Static
@@ -24,6 +23,7 @@ from loop.core.timeutil import parse_iso
 from loop.store import control
 from loop.store.paths import Workspace
 from loop.views.snapshot import Snapshot
+from tui import actions
 from tui.widgets.common import clip, clock_of, duration, set_border
 
 
@@ -60,20 +60,23 @@ def workers_view(snapshot: Snapshot, now: datetime) -> WorkersView | None:
                 str(worker.get("status", "?")) + (f" · {worker['rework']}" if worker.get("rework") else ""),
             )
         )
+    # Most wanted first: a short terminal shows the first lines only (the table already says
+    # which files each worker holds).
     locks = section.get("locks") or {}
     held = sorted(locks.items()) if isinstance(locks, dict) else []
     lines = [f"{name} → {holder}" for name, holder in held]
     deferred = [str(d.get("line")) for d in section.get("deferred") or [] if isinstance(d, dict)]
-    text = "locks: " + (", ".join(lines) if lines else "none")
+    first: list[str] = []
+    later = ["locks: " + (", ".join(lines) if lines else "none")]
     if section.get("isolation") == "worktree":
         branch = next((str(w.get("branch")) for w in section.get("workers") or [] if w.get("branch")), "")
         pattern = branch.rsplit("/", 1)[0] + "/<task>" if branch else "loopdeck/…/<task>"
         tasks = {str(w.get("name")): str(w.get("task")) for w in section.get("workers") or []}
         queue = [f"task {tasks.get(str(q), '?')} ({q})" for q in section.get("queue") or []]
         into = f"{section.get('loop_branch') or '?'} ({section.get('strategy') or 'merge'})"
-        text = f"branches {pattern} → {into}\nmerge queue: {' → '.join(queue) if queue else 'empty'}\n{text}"
-    if deferred:
-        text += "\n" + "\n".join(deferred[:4])
+        first.append(f"merge queue: {' → '.join(queue) if queue else 'empty'}")
+        later.insert(0, f"branches {pattern} → {into}")
+    text = "\n".join([*first, *deferred[:4], *later])
     streak = section.get("defer_streak", 0)
     subtitle = f"{len(rows)}/{section.get('capacity', '?')} busy · defer streak {streak}"
     return WorkersView(tuple(names), tuple(rows), text, subtitle)
@@ -86,11 +89,7 @@ class WorkersPanel(Vertical):
     WorkersPanel DataTable { height: auto; max-height: 13; overflow-x: hidden; }
     """
 
-    BINDINGS = [
-        Binding("k", "skip_worker", "Skip its task", id="worker.skip"),
-        Binding("w", "stop_worker", "Stop worker", id="worker.stop"),
-        Binding("a", "answer_worker", "Answer worker", id="worker.answer"),
-    ]
+    BINDINGS = actions.bindings("workers")
 
     snapshot: var[Snapshot | None] = var(None, init=False)
     """The workspace as last read (bound to the app's)."""
