@@ -102,6 +102,8 @@ async def fleet_then_resume(address: str, wf: str, asking: str) -> None:
                 and app.snapshot.loop.status == "running"
             ),
         )
+        await pilot.press("f")  # back to the server's fleet, with the monitor's own key
+        await until_true("the fleet again", lambda: isinstance(app.screen, TemporalFleetScreen))
 
 
 def test_a_loop_of_workers_on_temporal_survives_a_lost_worker_and_a_lost_server(

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from textual import work
-from textual.binding import Binding
 
 from loop.core.errors import LoopdeckError
 from loop.core.timeutil import utcnow
@@ -31,7 +30,8 @@ POLL_S = 1.0
 
 
 class TemporalApp(LoopdeckApp):
-    BINDINGS = [Binding("f", "fleet", "Fleet", id="view.fleet")]
+    """The monitor of a Temporal server's loops: its keys are the registry's, as everywhere (the
+    main screen's `f` opens this fleet)."""
 
     def __init__(
         self,

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static
 
 from loop.core.timeutil import utcnow
 from loop.views.fleet import FleetRow, sort_rows
+from tui import actions
 from tui.widgets.common import ago
 
 if TYPE_CHECKING:
@@ -38,7 +38,9 @@ COLUMNS = (
 
 
 class TemporalFleetTable(DataTable[str]):
-    BINDINGS = [Binding("enter", "select_cursor", "Open", id="fleet.open")]
+    """The server's loops; Enter opens the one under the cursor (the folder fleet's keys)."""
+
+    BINDINGS = actions.bindings("fleet", only={"select_cursor"})
 
 
 class TemporalFleetScreen(ModalScreen[None]):
@@ -48,7 +50,7 @@ class TemporalFleetScreen(ModalScreen[None]):
     TemporalFleetScreen #fleet-bar.-attention { background: $warning 50%; }
     TemporalFleetScreen DataTable { height: 1fr; }
     """
-    BINDINGS = [Binding("q", "app.quit", "Quit", id="app.quit")]
+    BINDINGS = actions.bindings("fleet", skip={"select_cursor"})
 
     class Open(Message):
         def __init__(self, workflow_id: str) -> None:
