@@ -14,8 +14,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from loop.core.errors import LoopdeckError
-from loop.core.scheduler import Task
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the scheduler (dataclasses, typing) stays off the Stop hook's path
+    from loop.core.scheduler import Task
 
 NAME = "graph"
 _STATUS = {"pending": "pending", "in_progress": "in_progress", "completed": "done"}
