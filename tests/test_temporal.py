@@ -21,7 +21,7 @@ from temporalio.testing import ActivityEnvironment
 from loop.temporal import remote as git
 from loop.temporal.activities import Activities, Settings, secrets_of
 from loop.temporal.protocol import AuditInput, GraphInput, MergeInput, TurnInput, TurnOutput
-from tests.temporal_support import PLAIN_SECRET, REPO, SECRET, project, verb, worker_env
+from tests.temporal_support import PLAIN_SECRET, REPO, SECRET, loopdeck, project, verb, worker_env
 
 COUNTER = '''"""An agent that counts its runs (in a file outside the worktree) and works like the demo's."""
 import os, sys
@@ -127,6 +127,9 @@ def test_heartbeats_results_and_errors_carry_no_secret_of_the_worker(
     with pytest.raises(ApplicationError) as caught:
         acts.guard(lambda: (_ for _ in ()).throw(OSError(f"cannot open {PLAIN_SECRET}")))
     assert PLAIN_SECRET not in str(caught.value) and "[REDACTED]" in str(caught.value)
+    with pytest.raises(ApplicationError) as caught:  # any other error: scrubbed too, no stack
+        acts.guard(lambda: (_ for _ in ()).throw(ValueError(f"bad {PLAIN_SECRET}")))
+    assert PLAIN_SECRET not in str(caught.value) and caught.value.type == "ValueError"
 
 
 def test_a_worker_runs_only_the_agents_its_person_named(
@@ -144,6 +147,46 @@ def test_a_worker_runs_only_the_agents_its_person_named(
         is None
     )
     assert plain.accepts(agent) is not None
+
+
+def test_a_worker_runs_only_the_exact_commands_its_person_allowed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loop's own allowance of a command beyond the allowlist (a `sh:` one, say) is not
+    enough on a worker machine: whoever can start a workflow must not pick what it runs."""
+    proj = project(tmp_path)
+    agent, _count = counting_agent(tmp_path)
+    acts = acts_for(tmp_path, agent, monkeypatch)
+    env = ActivityEnvironment()
+    env.run(acts.turn, turn_for(proj.remote, agent, task="5"))
+    marker = tmp_path / "ran"
+    command = f"touch {marker} && true"  # a shell's syntax: only ever run as allowed exactly
+    entry = f"sh: {command}"
+    audit = AuditInput(str(proj.remote), "main", "loopdeck/test/5", command, [entry], "worker-1", "5")
+    refused = env.run(acts.audit, audit)
+    assert not refused.approved and not marker.exists()
+    assert "loopdeck worker --verify-allow" in refused.output
+    allowing = Activities(replace(acts.settings, allow=(entry,)))
+    assert env.run(allowing.audit, audit).approved and marker.exists()
+
+
+def test_a_loop_on_other_machines_is_never_started_from_an_agents_session(tmp_path: Path) -> None:
+    proj = project(tmp_path)
+    argv = [*loopdeck(), "run", "--workers", "2", "--engine", "temporal", "--address", "127.0.0.1:1"]
+    argv += ["--graph", "tasks"]
+    inside = subprocess.run(
+        argv,
+        cwd=proj.ws,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO), "CLAUDECODE": "1"},
+    )
+    assert inside.returncode == 1 and "is for a person" in inside.stderr, inside.stderr
+    refused = verb(*argv[len(loopdeck()) :], "--verify", "sh: rm -rf src", cwd=proj.ws)
+    assert refused.returncode == 1 and "refused" in refused.stderr and "Traceback" not in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    lazy = verb("worker", "--address", "127.0.0.1:1", "--heartbeat", "0", cwd=tmp_path)
+    assert lazy.returncode == 1 and "--heartbeat takes a number of seconds above 0" in lazy.stderr
 
 
 def test_a_task_branch_is_created_once_and_a_late_push_is_refused(tmp_path: Path) -> None:
@@ -260,6 +303,18 @@ def test_run_refuses_a_remote_with_credentials_in_its_url(tmp_path: Path) -> Non
     assert ran.stderr.startswith("loopdeck: error: the remote's URL holds a password or token")
     assert "ghp_" not in ran.stderr and "Traceback" not in ran.stderr
     assert len(ran.stderr.strip().splitlines()) == 1
+
+
+def test_a_token_anywhere_in_the_remotes_url_is_a_credential() -> None:
+    token = "ghp_" + "a" * 36
+    for url in (
+        f"https://{token}@github.com/o/r.git",
+        "https://u:p@h/r",
+        f"https://h/r?access_token={token}",
+    ):
+        assert git.has_credentials(url), url
+    for url in ("git@github.com:o/r.git", "ssh://git@host/r", "https://github.com/o/r.git", "/tmp/r.git"):
+        assert not git.has_credentials(url), url
 
 
 def test_a_server_nobody_runs_is_one_line(tmp_path: Path) -> None:

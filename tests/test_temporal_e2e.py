@@ -30,6 +30,7 @@ from tests.temporal_support import (
     git,
     history,
     kinds,
+    many,
     project,
     query,
     replay,
@@ -208,3 +209,44 @@ def test_a_loop_of_workers_on_temporal_survives_a_lost_worker_and_a_lost_server(
     assert "my key is [REDACTED]" in found  # the agent did say it: the worker took it out
     # the whole history replays through the workflow's code to the same decisions
     replay(server.address, wf)
+
+
+def test_a_new_run_after_an_ended_loop_is_a_new_loop_from_the_branch_as_it_is_here(
+    server: Server, tmp_path: Path
+) -> None:
+    """`run` pushes the loop's branch first (a commit made here, not pushed, is where the
+    workers start); a `run` after the recorded loop ended starts a new loop with names of its
+    own, never the ended one's id, branches or turn records (which would pass its tasks as done
+    without running the agent)."""
+    from loop.demo import graph
+
+    proj = project(tmp_path, tasks=2)
+    (proj.ws / "NOTES.md").write_text("made here, not pushed yet\n")
+    git(proj.ws, "add", "NOTES.md")
+    git(proj.ws, "commit", "-qm", "a local commit")
+    workers = Workers(server, proj, queue="again")
+    args = ["run", "Build it", "--workers", "1", "--engine", "temporal", "--address", server.address]
+    args += ["--task-queue", "again", "--graph", "tasks", "--agent", proj.agent, "--idle", "0.5"]
+    try:
+        workers.start("w1")
+        first = verb(*args, cwd=proj.ws, timeout=120)
+        assert first.returncode == 0 and "loop completed" in first.stdout, first.stdout + first.stderr
+        assert "NOTES.md" in git(proj.remote, "ls-tree", "--name-only", "main")
+        old = json.loads((proj.ws / ".claude" / "loopdeck" / "temporal.json").read_text())
+        behind = verb(*args, cwd=proj.ws, timeout=120)  # the merged work is on the remote only
+        assert behind.returncode == 1 and "git pull" in behind.stderr and "[rejected]" in behind.stderr
+        git(proj.ws, "pull", "-q", "--no-rebase", "origin", "main")
+        # the next loop's tasks have the same ids as the last one's, and other work
+        graph.create(proj.ws / "more", many(2))
+        git(proj.ws, "add", "more")
+        git(proj.ws, "commit", "-qm", "more tasks")
+        second = verb(*[a if a != "tasks" else "more" for a in args], cwd=proj.ws, timeout=120)
+        assert second.returncode == 0, second.stdout + second.stderr
+        new = json.loads((proj.ws / ".claude" / "loopdeck" / "temporal.json").read_text())
+        assert new["workflow_id"] != old["workflow_id"] and " started on " in second.stdout
+        branches = git(proj.remote, "branch", "--list", "loopdeck/*").split()
+        assert len({name.split("/")[1] for name in branches}) == 2, branches  # names of its own
+        merged = git(proj.remote, "ls-tree", "-r", "--name-only", "main").split()
+        assert {"src/part1.py", "src/part2.py"} <= set(merged)  # its agent ran: the work is there
+    finally:
+        workers.stop()

@@ -110,6 +110,13 @@ def extend(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="an agent this worker runs (a name or a command, repeatable; default: the four CLIs' "
         "default commands): a loop naming another gets a failed turn, not a run",
     )
+    worker.add_argument(
+        "--verify-allow",
+        action="append",
+        metavar="CMD",
+        help="an exact verification or audit command beyond the allowlist this worker runs when a "
+        "loop asks for it (repeatable); a loop's own allowances run only when named here too",
+    )
     worker.add_argument("--max-turns", type=int, metavar="N", help="leave after N turns")
     worker.add_argument("--concurrency", type=int, default=1, metavar="N", help="turns at once (default 1)")
     worker.add_argument(

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, CancelledError
 
 from loop import agents, verify
 from loop.agents.turn import judge, usage_of
@@ -75,6 +76,9 @@ class Settings:
     """The cache of clones and the turns' worktrees and logs."""
     agents: tuple[str, ...] = ()
     """Agent commands this worker runs; empty: the four CLIs' default commands only."""
+    allow: tuple[str, ...] = ()
+    """Exact verification and audit commands beyond the allowlist this worker's person allowed
+    (`loopdeck worker --verify-allow`): a loop's own allowances run only when named here too."""
     heartbeat_s: float = 2.0
     machine: str = ""
     secrets: tuple[str, ...] = ()
@@ -101,14 +105,32 @@ class Activities:
         """Any error leaves as one scrubbed line (its message goes into the history)."""
         try:
             return work()
-        except ApplicationError:
-            raise
+        except (ApplicationError, CancelledError):
+            raise  # ours, or Temporal's cancellation: as they are
         except LoopdeckError as exc:
             raise ApplicationError(self.scrub(str(exc))[-1000:], type="LoopdeckError") from None
-        except OSError as exc:
+        except Exception as exc:  # anything else: its scrubbed line, never its stack
             raise ApplicationError(
-                self.scrub(f"{type(exc).__name__}: {exc}")[-1000:], type="OSError"
+                self.scrub(f"{type(exc).__name__}: {exc}")[-1000:], type=type(exc).__name__
             ) from None
+
+    def allowed(self, asked: list[str]) -> list[str]:
+        """The loop's exact-command allowances this worker honours: those its own person named
+        too. Whoever can start a workflow on the namespace must not widen what a worker machine
+        runs (a `sh:` command would get its whole environment)."""
+        return [command for command in asked if command in self.settings.allow]
+
+    def refused(self, exc: Exception, command: str, asked: list[str]) -> str:
+        """Why a verification or audit command did not run, and, for one the loop allowed but
+        this worker did not, how its person allows it."""
+        mine = (command.strip(), f"{verify.SHELL_PREFIX} {command.strip()}")
+        missing = [entry for entry in asked if entry in mine and entry not in self.settings.allow]
+        if missing:
+            return (
+                f"{exc}. The loop allows it, this worker does not: its person allows it with "
+                f"`loopdeck worker --verify-allow {shlex.quote(missing[0])}`"
+            )
+        return str(exc)
 
     def accepts(self, command: str) -> str | None:
         """Why this worker does not run `command` (None: it does). A worker runs the agents its
@@ -261,9 +283,9 @@ class Activities:
         path = self.cache.worktree(repo, f"audit-{inp.worker}-{sha[:12]}", sha)
         try:
             try:
-                check = verify.check(inp.command, inp.allow, cwd=path)
+                check = verify.check(inp.command, self.allowed(inp.allow), cwd=path)
             except verify.CommandRefused as exc:
-                return AuditOutput(False, self.scrub(str(exc)))
+                return AuditOutput(False, self.scrub(self.refused(exc, inp.command, inp.allow)))
             env = {
                 **os.environ,
                 "LOOPDECK_WORKER": inp.worker,
@@ -307,10 +329,12 @@ class Activities:
                 return MergeOutput(False, conflicts=list(outcome.conflicts), hunks=self.scrub(outcome.hunks))
             for command in inp.verify:
                 try:
-                    check = verify.check(command, inp.verify_allow, cwd=path)
+                    check = verify.check(command, self.allowed(inp.verify_allow), cwd=path)
                 except verify.CommandRefused as exc:
                     worktrees.abandon(path)
-                    return MergeOutput(False, problem=self.scrub(str(exc)))
+                    return MergeOutput(
+                        False, problem=self.scrub(self.refused(exc, command, inp.verify_allow))
+                    )
                 result = verify.run(check, path, interrupted=_cancelled)
                 if not result.passed:
                     worktrees.abandon(path)

@@ -176,6 +176,7 @@ def workflow_id(root: Path, remote: str, graph: str, started_at: str) -> str:
 def run(args: argparse.Namespace, ws: Workspace, limits: dict[str, int] | None = None) -> int:
     """`loopdeck run --engine temporal`: start the loop's workflow (or attach to it), then
     follow its journal until it ends (`--detach`: return at once)."""
+    from loop import verify
     from loop.core.model import LoopState
     from loop.core.scheduler import MAX_WORKERS, WORKTREE, Board, keep
     from loop.core.timeutil import iso_s, utcnow
@@ -183,7 +184,10 @@ def run(args: argparse.Namespace, ws: Workspace, limits: dict[str, int] | None =
     from loop.repo import worktrees
     from loop.sources import taskgraph
     from loop.temporal import protocol
+    from loop.trust.person import refuse_inside_agent
 
+    # Other machines run what this loop names: starting one is a person's act, never an agent's.
+    refuse_inside_agent("`run --engine temporal` (a loop whose commands run on other machines)")
     if not args.workers or not 1 <= args.workers <= MAX_WORKERS:
         raise LoopdeckError(
             f"--engine temporal needs --workers N (1 to {MAX_WORKERS}): how many turns at once"
@@ -223,6 +227,8 @@ def run(args: argparse.Namespace, ws: Workspace, limits: dict[str, int] | None =
             check=False,
         )
         rel = candidate if tracked.returncode == 0 else ""
+    for command in [*(args.verify or []), *([args.audit] if args.audit else [])]:
+        verify.check(command, args.verify_allow or (), cwd=root)  # refused here, not on each worker
     agent_cmd = args.agent or agent.DEFAULT_AGENT
     from loop import agents
 
@@ -233,12 +239,23 @@ def run(args: argparse.Namespace, ws: Workspace, limits: dict[str, int] | None =
         raise LoopdeckError(str(exc)) from None
     rec = recorded(ws)
     target = target_of(args, None)
-    started_at = str(rec["started_at"]) if rec and rec.get("address") == target.address else iso_s(utcnow())
-    wf_id = (
-        str(rec["workflow_id"])
-        if rec and rec.get("address") == target.address
-        else workflow_id(root, remote, rel or str(graph), started_at)
-    )
+    attach = rec is not None and rec.get("address") == target.address and bool(rec.get("workflow_id"))
+    if attach and rec is not None:
+        recorded_id = str(rec["workflow_id"])
+
+        async def still_running() -> bool:
+            return await tc.running(await tc.connect(target), recorded_id)
+
+        attach = tc.call(still_running)
+    if attach and rec is not None:
+        started_at, wf_id = str(rec["started_at"]), str(rec["workflow_id"])
+    else:
+        # A new loop (none recorded, or the recorded one ended): its own start, id and branch
+        # names, so no task branch or turn record of an earlier loop is taken for its work; the
+        # loop's branch pushed first, where every worker starts from.
+        started_at = iso_s(utcnow())
+        wf_id = workflow_id(root, remote, rel or str(graph), started_at)
+        publish(root, remote, branch)
     prompt = " ".join(args.prompt).strip() or "Work through the task graph"
     state = LoopState.new(
         prompt,
@@ -311,15 +328,11 @@ def publish(root: Path, remote: str, branch: str) -> None:
         stdin=subprocess.DEVNULL,
     )
     if pushed.returncode != 0:
-        said = [
-            line
-            for line in (pushed.stderr or pushed.stdout).splitlines()
-            if line and not line.startswith("hint:")
-        ]
+        lines = [line.strip() for line in (pushed.stderr or pushed.stdout).splitlines()]
+        said = [line for line in lines if line.startswith(("!", "error:", "fatal:"))] or ["refused"]
         raise LoopdeckError(
-            f"the loop's branch {branch} could not be pushed to {remote} "
-            f"({(said or ['refused'])[0].strip()}); "
-            "pull it first"
+            f"the loop's branch {branch} could not be pushed to {remote} ({said[0]}); "
+            "the workers start from it: `git pull` (the remote has work this clone lacks), then run again"
         )
 
 
@@ -366,11 +379,14 @@ def worker(args: argparse.Namespace) -> int:
         raise LoopdeckError("--concurrency takes 1 or more")
     if args.max_turns is not None and args.max_turns < 1:
         raise LoopdeckError("--max-turns takes 1 or more")
+    if not args.heartbeat > 0:
+        raise LoopdeckError(f"--heartbeat takes a number of seconds above 0, not {args.heartbeat}")
     chosen = tuple(agents.resolve(a, None).command for a in args.agent or ())
     options = tworker.WorkerOptions(
         target=target_of(args),
         work_dir=Path(args.work_dir).expanduser().resolve() if args.work_dir else tworker.default_work_dir(),
         agents=chosen,
+        allow=tuple(args.verify_allow or ()),
         concurrency=args.concurrency,
         max_turns=args.max_turns,
         heartbeat_s=args.heartbeat,

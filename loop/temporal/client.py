@@ -109,6 +109,15 @@ def _short(exc: BaseException) -> str:
 # --- a loop --------------------------------------------------------------------------------
 
 
+async def running(client: Client, workflow_id: str) -> bool:
+    """Whether the loop `workflow_id` runs on the server now (an ended or unknown one: no)."""
+    try:
+        described = await client.get_workflow_handle(workflow_id).describe()
+    except RPCError:
+        return False
+    return bool(described.status == WorkflowExecutionStatus.RUNNING)
+
+
 async def start(client: Client, target: Target, spec: LoopSpec) -> tuple[WorkflowHandle[Any, Any], bool]:
     """Start the loop's workflow, or attach to it when it runs already (same id): (handle,
     started)."""

@@ -65,7 +65,13 @@ def git(
 def has_credentials(url: str) -> bool:
     """A remote URL with a user's password or token in it (`https://user:token@host/…`): it
     would travel in the workflow's history; credentials belong in each worker's git setup."""
-    return bool(re.match(r"^[a-z][a-z0-9+.-]*://[^/@]*:[^/@]*@", url, re.IGNORECASE))
+    from loop.core.redact import redact
+
+    if re.match(r"^[a-z][a-z0-9+.-]*://[^/@]*:[^/@]*@", url, re.IGNORECASE):
+        return True  # user:password
+    if re.match(r"^https?://[^/@]+@", url, re.IGNORECASE):
+        return True  # a token as the user name (`https://ghp_…@github.com/…`): http needs none
+    return redact(url) != url  # any other shape the redaction knows as a secret
 
 
 class Cache:

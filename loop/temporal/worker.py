@@ -32,6 +32,7 @@ class WorkerOptions:
     target: tclient.Target
     work_dir: Path
     agents: tuple[str, ...] = ()
+    allow: tuple[str, ...] = ()
     concurrency: int = 1
     max_turns: int | None = None
     heartbeat_s: float = 2.0
@@ -67,6 +68,7 @@ async def _run(options: WorkerOptions, said: list[str], stop: asyncio.Event | No
         Settings(
             work_dir=options.work_dir,
             agents=options.agents,
+            allow=options.allow,
             heartbeat_s=options.heartbeat_s,
             machine=identity,
             secrets=tuple(secrets_of(os.environ)),

@@ -29,6 +29,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
+from temporalio.exceptions import TimeoutError as TimedOut
 
 with workflow.unsafe.imports_passed_through():
     from loop.core import scheduler
@@ -328,12 +329,17 @@ class LoopWorkflow:
             if _cancelled(exc):
                 return  # its worker was stopped, skipped or replaced: nothing to hear
             cause = str(exc.cause) if exc.cause is not None else str(exc)
+            lost = isinstance(exc.cause, TimedOut)  # no heartbeat, or out of time: the worker
             result = TurnOutput(
                 turn.worker,
                 turn.task,
                 turn.turn,
-                failure=f"the turn was lost on {spec.max_attempts} workers: {cause}"[-400:],
-                error="worker lost",
+                failure=(
+                    f"the turn was lost on {spec.max_attempts} workers: {cause}"
+                    if lost
+                    else f"the turn could not be done on its worker: {cause}"
+                )[-400:],
+                error="worker lost" if lost else "turn failed",
             )
         except asyncio.CancelledError:
             return
