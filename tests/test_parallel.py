@@ -307,7 +307,10 @@ def test_an_audit_agent_and_a_task_a_worker_adds_to_the_list(repo: Workspace, tm
     assert_locks_exclusive(evs)
 
 
-def test_a_question_pauses_that_worker_only_until_a_person_answers(repo: Workspace) -> None:
+@pytest.mark.parametrize("how", ["resume --worker", "answer"])
+def test_a_question_pauses_that_worker_only_until_a_person_answers(repo: Workspace, how: str) -> None:
+    """By name (`resume --worker W`), or with a plain `answer`, as to the question shown: it
+    goes to the worker that asks."""
     graph = demo_graph.create(
         repo.root / "graph",
         (("1", "Ask", (), ("a.py",)), ("2", "Other", (), ("b.py",)), ("3", "Next", ("2",), ("c.py",))),
@@ -333,8 +336,13 @@ def test_a_question_pauses_that_worker_only_until_a_person_answers(repo: Workspa
         asked = next(e for e in evs if e.kind == "worker-question")
         assert asked.data["task"] == "1" and "keep the old format" in asked.data["question"]
         assert sorted(e.data["task"] for e in evs if e.kind == "task-completed") == ["2", "3"]
+        verb = (
+            ["resume", "--worker", asked.data["worker"], "--reason", "yes, keep it"]
+            if how == "resume --worker"
+            else ["answer", "yes,", "keep", "it"]
+        )
         answer = subprocess.run(
-            [*base, "resume", "--worker", asked.data["worker"], "--reason", "yes, keep it", "--wait", "20"],
+            [*base, *verb, "--wait", "20"],
             env=env,
             capture_output=True,
             text=True,

@@ -317,6 +317,14 @@ def test_a_token_anywhere_in_the_remotes_url_is_a_credential() -> None:
         assert not git.has_credentials(url), url
 
 
+def test_a_persons_text_is_redacted_before_it_becomes_a_signal() -> None:
+    from loop.temporal.client import command
+
+    token = "ghp_" + "b" * 36
+    said = command("say", "cli", f"use the token {token} for the API")
+    assert token not in (said.reason or "") and "[REDACTED]" in (said.reason or "")
+
+
 def test_a_server_nobody_runs_is_one_line(tmp_path: Path) -> None:
     from loop.temporal.dev import free_port
 

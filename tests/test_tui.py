@@ -314,7 +314,21 @@ async def test_question_modal_sends_the_answer(tmp_path: Path) -> None:
         assert isinstance(monitor.screen, QuestionScreen)
         await pilot.press(*"SQLite", "enter")
     (sent,) = commands(ws)
-    assert sent["kind"] == "answer" and sent["reason"] == "SQLite"
+    assert sent["kind"] == "answer" and sent["reason"] == "SQLite" and "target" not in sent
+
+
+async def test_a_workers_question_is_answered_to_that_worker(tmp_path: Path) -> None:
+    ws = make(tmp_path, "running")
+    Journal(ws.journal).append(
+        "question", 12, {"question": "Keep the format?", "worker": "worker-2", "task": "4"}
+    )
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        assert isinstance(monitor.screen, QuestionScreen)
+        await pilot.press(*"yes", "enter")
+    (sent,) = commands(ws)
+    assert sent["kind"] == "answer" and sent["reason"] == "yes" and sent["target"] == "worker-2"
 
 
 async def test_no_loop_and_completed(tmp_path: Path) -> None:

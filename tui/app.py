@@ -291,7 +291,10 @@ class LoopdeckApp(App[None]):
 
     # --- commands -------------------------------------------------------------------------------
 
-    def send(self, kind: str, *, value: int | None = None, reason: str | None = None) -> None:
+    def send(
+        self, kind: str, *, value: int | None = None, reason: str | None = None, target: str | None = None
+    ) -> None:
+        """A key's or a prompt's command to the loop (to one worker with `target`)."""
         loop = self.snapshot.loop if self.snapshot else None
         try:
             command = control.queue(
@@ -300,6 +303,7 @@ class LoopdeckApp(App[None]):
                 source="tui",
                 value=value,
                 reason=reason,
+                target=target,
                 iteration=loop.iteration if loop else None,
             )
         except (LoopdeckError, OSError) as exc:

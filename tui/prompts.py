@@ -86,7 +86,11 @@ class Prompts:
         question = snapshot.question
         if question is not None and question.ts not in self.seen_questions:
             self.seen_questions.add(question.ts)
-            app.push_screen(QuestionScreen(str(question.data.get("question", ""))), self.question_answer)
+            asker = question.data.get("worker")
+            app.push_screen(
+                QuestionScreen(str(question.data.get("question", ""))),
+                lambda answer: self.question_answer(answer, asker if isinstance(asker, str) else None),
+            )
 
     def trust_answer(self, yes: bool | None) -> None:
         """A person at the monitor confirms the loop (never from inside an agent's session)."""
@@ -156,10 +160,11 @@ class Prompts:
         elif choice == "log" and app.main.maximized is None:
             app.main.action_toggle_journal()
 
-    def question_answer(self, answer: str | None) -> None:
+    def question_answer(self, answer: str | None, worker: str | None = None) -> None:
+        """The answer goes to whoever asked: the loop, or the worker whose question was shown."""
         app = self.app
         if answer:
-            app.send("answer", reason=answer)
+            app.send("answer", reason=answer, target=worker)
             app.ensure_runner()
 
     def close_if_moot(self, snapshot: Snapshot) -> None:

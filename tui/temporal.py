@@ -75,8 +75,10 @@ class TemporalApp(LoopdeckApp):
         if wf == self.workflow_id:
             self.post_message(SnapshotReady(view.snapshot(answer, wf, self.target)))
 
-    def send(self, kind: str, *, value: int | None = None, reason: str | None = None) -> None:
-        self.send_remote(kind, value=value, reason=reason)
+    def send(
+        self, kind: str, *, value: int | None = None, reason: str | None = None, target: str | None = None
+    ) -> None:
+        self.send_remote(kind, value=value, reason=reason, target=target)
 
     def send_remote(
         self, kind: str, *, value: int | None = None, reason: str | None = None, target: str | None = None

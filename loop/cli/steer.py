@@ -10,6 +10,10 @@ import time
 from loop.core.errors import LoopdeckError
 from loop.store.paths import Workspace, find_workspace
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the quick verbs (and the hook through them) skip typing
+    from loop.core.model import LoopState
+
 
 def workspace_of(args: argparse.Namespace) -> Workspace:
     from pathlib import Path
@@ -44,7 +48,7 @@ def steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int:
     if not state.active:
         raise LoopdeckError(f"the loop in {ws.root} is {state.status}: nothing to {kind}")
     target = getattr(args, "worker", None)
-    if kind == "answer" and state.waiting_kind in (None, "pause", "usage-limit"):
+    if kind == "answer" and state.waiting_kind in (None, "pause", "usage-limit") and not _asking(state):
         held = "; the loop stays paused (`loopdeck resume` resumes it)" if state.status == "paused" else ""
         print(
             f"loopdeck: no question is pending: the answer goes into the agent's next prompt{held}",
@@ -81,3 +85,12 @@ def steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int:
             time.sleep(0.1)
         raise LoopdeckError(f"{kind} was not applied within {args.wait:g} s; it stays queued")
     return 0
+
+
+def _asking(state: LoopState) -> bool:
+    """Whether a worker of the loop asks a question (an answer naming no worker goes to it)."""
+    if "parallel" not in state.extra:
+        return False
+    from loop.core import scheduler
+
+    return any(w.status == scheduler.QUESTION for w in scheduler.board_of(state).workers)

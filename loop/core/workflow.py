@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from loop.core import engine, scheduler
+from loop.core import engine, model, scheduler
 from loop.core.model import Aggregate, Command, LoopState, Turn
 from loop.core.scheduler import Step, Task, TurnEnd
 
@@ -77,7 +77,13 @@ def merge_failed(
 
 def command(state: LoopState, cmd: Command, sources: Aggregate | None, now: datetime) -> Step:
     """A person's command: to one worker, the scheduler's; to the whole loop, the engine's,
-    then what it means for the workers."""
+    then what it means for the workers. An answer that names no worker, while a worker asks
+    and the loop itself does not, is that worker's (the first asking): a person answers the
+    question they were shown, from wherever they are."""
+    if not cmd.target and cmd.kind == "answer" and state.waiting_kind != "question":
+        asking = [w.name for w in scheduler.board_of(state).workers if w.status == scheduler.QUESTION]
+        if asking:
+            cmd = model.replace(cmd, target=asking[0])
     if cmd.target:
         return scheduler.command(scheduler.step_of(state), cmd)
     step = scheduler.step_of(state).absorb(engine.commands(state, [cmd], sources, now))

@@ -142,12 +142,16 @@ async def start(client: Client, target: Target, spec: LoopSpec) -> tuple[Workflo
 def command(
     kind: str, source: str, reason: str | None = None, value: int | None = None, target: str | None = None
 ) -> CommandSignal:
+    """A person's command as a signal. Its text is redacted first, as the control queue's is:
+    a signal stays in the workflow's history, and a token a person pastes belongs elsewhere."""
+    from loop.core.redact import redact
+
     return CommandSignal(
         id=uuid.uuid4().hex[:12],
         ts=iso_s(utcnow()),
         kind=kind,
         source=source,
-        reason=reason,
+        reason=redact(reason) if reason else reason,
         value=value,
         target=target,
     )

@@ -180,7 +180,7 @@ class LoopWorkflow:
         changed = False
         while self.inbox:
             signal = self.inbox.pop(0)
-            self.apply_command(_command(self.route(signal)))
+            self.apply_command(_command(signal))
             changed = True
             if self.over():
                 return True
@@ -201,16 +201,6 @@ class LoopWorkflow:
             if self.over():
                 return True
         return changed
-
-    def route(self, signal: CommandSignal) -> CommandSignal:
-        """An answer to the loop while a worker (not the loop) asks: that worker's answer. On one
-        machine the monitor's key names the worker; from a terminal on another machine a person
-        answers the question they were shown."""
-        state = self.state
-        if signal.kind != "answer" or signal.target or state is None or state.waiting_kind == "question":
-            return signal
-        asking = [w for w in scheduler.board_of(state).workers if w.status == scheduler.QUESTION]
-        return replace(signal, target=asking[0].name) if asking else signal
 
     def apply_command(self, cmd: Command) -> None:
         state = self.state
