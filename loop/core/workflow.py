@@ -61,6 +61,45 @@ def turn(
     return settle(scheduler.turn_ended(step, replace(end, verdict=verdict, asked=asked)), now)
 
 
+def worker_turn_ended(
+    state: LoopState,
+    facts: Turn,
+    *,
+    worker: scheduler.Worker,
+    output: str,
+    touched: Sequence[str],
+    changed: bool,
+    note: str,
+    asked: str | None,
+    exit_code: int | None,
+    duration_s: float,
+    now: datetime,
+) -> Step:
+    """A worker's turn ended, as any driver saw it (`touched`: the files the task's branch or
+    its files' marks changed; `note`: why its work cannot be taken, if the driver found a
+    reason): the files it touched beyond its own journaled, the feedback it reads next (its
+    failure, else the note), then the engine's judgement (`turn`)."""
+    feedback = f"YOUR LAST TURN FAILED: {facts.failure}" if facts.failure else note
+    end = TurnEnd(
+        worker.name,
+        "",
+        output,
+        feedback=feedback,
+        exit_code=exit_code,
+        duration_s=duration_s,
+        changed=tuple(touched) if changed else (),
+        asked=asked,
+    )
+    step = turn(
+        state, facts, worker=worker.name, task=worker.task, changed=changed, asked=asked, end=end, now=now
+    )
+    outside = sorted(set(touched) - {scheduler._norm(f) for f in worker.files})
+    if outside and worker.files:
+        strayed = {"worker": worker.name, "task": worker.task, "files": outside[:50]}
+        step.events.insert(0, ("worker-strayed", strayed))
+    return step
+
+
 def audited(state: LoopState, worker: str, approved: bool, feedback: str, now: datetime) -> Step:
     return settle(scheduler.audited(scheduler.step_of(state), worker, approved, feedback), now)
 
@@ -73,6 +112,35 @@ def merge_failed(
     state: LoopState, worker: str, why: str, feedback: str, conflict: bool, now: datetime
 ) -> Step:
     return settle(scheduler.merge_failed(scheduler.step_of(state), worker, why, feedback, conflict), now)
+
+
+def merge_ended(
+    state: LoopState,
+    worker: str,
+    *,
+    sha: str | None,
+    problem: str | None = None,
+    conflicts: Sequence[str] = (),
+    hunks: str = "",
+    failure: str | None = None,
+    now: datetime,
+) -> Step:
+    """A merge of a worker's branch into the loop's, as any driver saw it: a problem with the
+    merge itself (the workspace, the remote) needs a person; a conflict goes back to the worker
+    with its hunks; a verification that failed on the merged tree goes back with its output;
+    else the task is merged."""
+    if problem is not None:
+        return escalate(state, "merge-failed", problem, now)
+    if conflicts:
+        feedback = scheduler.conflict_feedback(conflicts, hunks)
+        return merge_failed(state, worker, "conflict in " + ", ".join(conflicts), feedback, True, now)
+    if failure is not None:
+        feedback = (
+            "VERIFICATION FAILED ON THE LOOP'S BRANCH WITH YOUR WORK MERGED (the merge was undone):\n"
+            f"{failure}"
+        )
+        return merge_failed(state, worker, "verification failed", feedback, False, now)
+    return merged(state, worker, sha)
 
 
 def command(state: LoopState, cmd: Command, sources: Aggregate | None, now: datetime) -> Step:

@@ -32,7 +32,7 @@ from loop.agents.turn import judge
 from loop.core import engine, scheduler, workflow
 from loop.core.errors import LoopdeckError
 from loop.core.model import Aggregate, LoopState, Result
-from loop.core.scheduler import LOCKS, WORKTREE, Step, Task, TurnEnd, Worker
+from loop.core.scheduler import LOCKS, WORKTREE, Step, Task, Worker
 from loop.core.timeutil import utcnow
 from loop.drivers import writer
 from loop.drivers.runner import EXIT_SIGINT, EXIT_SIGTERM, Options, Runner, spent_data
@@ -474,32 +474,18 @@ class ParallelRunner:
             {"iteration": worker.name, **spent_data(backend.name, judged, judged.usage)}
         )
         changed, touched, note = self.what_changed(worker)
-        outside = sorted(set(touched) - {scheduler._norm(f) for f in worker.files})
-        if outside and worker.files:
-            self.base.event(
-                "worker-strayed", None, {"worker": worker.name, "task": worker.task, "files": outside[:50]}
-            )
-        feedback = f"YOUR LAST TURN FAILED: {judged.failure}" if judged.failure else note
-
-        end = TurnEnd(
-            worker.name,
-            "",
-            text,
-            feedback=feedback,
-            exit_code=ended.exit_code,
-            duration_s=ended.duration_s,
-            changed=tuple(touched) if changed else (),
-            asked=asked,
-        )
         step = self.apply(
-            lambda s: workflow.turn(
+            lambda s: workflow.worker_turn_ended(
                 s,
                 facts,
-                worker=worker.name,
-                task=worker.task,
+                worker=worker,
+                output=text,
+                touched=touched,
                 changed=changed,
+                note=note,
                 asked=asked,
-                end=end,
+                exit_code=ended.exit_code,
+                duration_s=ended.duration_s,
                 now=now,
             )
         )
@@ -599,27 +585,25 @@ class ParallelRunner:
                 sha, failure, clash = self._merged(worker, message)
         except LoopdeckError as exc:
             why = str(exc)
-            self.apply(lambda s: workflow.escalate(s, "merge-failed", why, self.now()))
+            self.apply(lambda s: workflow.merge_ended(s, worker.name, sha=None, problem=why, now=self.now()))
             return True
-        if clash is not None:
-            feedback = scheduler.conflict_feedback(clash.conflicts, clash.hunks)
-            why = "conflict in " + ", ".join(clash.conflicts)
-            self.apply(lambda s: workflow.merge_failed(s, worker.name, why, feedback, True, self.now()))
-            return True
-        if failure is not None:
-            feedback = (
-                "VERIFICATION FAILED ON THE LOOP'S BRANCH WITH YOUR WORK MERGED (the merge was undone):\n"
-                f"{failure}"
-            )
+        if clash is not None or failure is not None:
+            conflicts, hunks = (clash.conflicts, clash.hunks) if clash is not None else ((), "")
             self.apply(
-                lambda s: workflow.merge_failed(
-                    s, worker.name, "verification failed", feedback, False, self.now()
+                lambda s: workflow.merge_ended(
+                    s,
+                    worker.name,
+                    sha=None,
+                    conflicts=conflicts,
+                    hunks=hunks,
+                    failure=failure,
+                    now=self.now(),
                 )
             )
             return True
         assert sha is not None
         self.base.tally.commits.append(sha)
-        self.apply(lambda s: workflow.merged(s, worker.name, sha))
+        self.apply(lambda s: workflow.merge_ended(s, worker.name, sha=sha, now=self.now()))
         if worker.worktree:
             worktrees.remove(root, Path(worker.worktree), worker.branch)
         return True

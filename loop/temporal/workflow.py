@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from loop.core import workflow as rules
     from loop.core.model import Command, LoopState, Turn
     from loop.core.redact import redact_obj
-    from loop.core.scheduler import Step, Task, TurnEnd, Update, Worker
+    from loop.core.scheduler import Step, Task, Update, Worker
     from loop.core.timeutil import iso_ms
     from loop.repo.worktrees import branch_for
     from loop.temporal import protocol
@@ -351,30 +351,18 @@ class LoopWorkflow:
             denied=tuple(out.denied),
             denied_hint=out.denied_hint,
         )
-        outside = sorted(set(out.changed) - {scheduler._norm(f) for f in worker.files})
-        if outside and worker.files:
-            self.record([("worker-strayed", {"worker": name, "task": worker.task, "files": outside[:50]})])
-        feedback = f"YOUR LAST TURN FAILED: {out.failure}" if out.failure else out.note
-        changed = bool(out.changed) and not out.note
-        end = TurnEnd(
-            name,
-            "",
-            out.text,
-            feedback=feedback,
-            exit_code=out.exit_code,
-            duration_s=out.duration_s,
-            changed=tuple(out.changed) if changed else (),
-            asked=out.question,
-        )
         step = self.apply(
-            rules.turn(
+            rules.worker_turn_ended(
                 state,
                 facts,
-                worker=name,
-                task=worker.task,
-                changed=changed,
+                worker=worker,
+                output=out.text,
+                touched=out.changed,
+                changed=bool(out.changed) and not out.note,
+                note=out.note,
                 asked=out.question,
-                end=end,
+                exit_code=out.exit_code,
+                duration_s=out.duration_s,
                 now=self.now(),
             )
         )
@@ -481,24 +469,21 @@ class LoopWorkflow:
         worker = scheduler.board_of(state).worker(name)
         if worker is None or worker.status != scheduler.QUEUED:
             return
-        now = self.now()
-        if out.problem is not None:
-            why = out.problem
-            self.apply(rules.escalate(state, "merge-failed", why, now))
-        elif out.conflicts:
-            feedback = scheduler.conflict_feedback(out.conflicts, out.hunks)
-            why = "conflict in " + ", ".join(out.conflicts)
-            self.apply(rules.merge_failed(state, name, why, feedback, True, now))
-        elif out.failure is not None:
-            feedback = (
-                "VERIFICATION FAILED ON THE LOOP'S BRANCH WITH YOUR WORK MERGED (the merge was undone):\n"
-                f"{out.failure}"
+        self.apply(
+            rules.merge_ended(
+                state,
+                name,
+                sha=out.sha,
+                problem=out.problem,
+                conflicts=out.conflicts,
+                hunks=out.hunks,
+                failure=out.failure,
+                now=self.now(),
             )
-            self.apply(rules.merge_failed(state, name, "verification failed", feedback, False, now))
-        else:
-            self.apply(rules.merged(state, name, out.sha))
-            if out.graph_changed:  # a worker added or changed tasks: the graph is read again
-                self.refresh_graph()
+        )
+        merged = out.problem is None and not out.conflicts and out.failure is None
+        if merged and out.graph_changed:  # a worker added or changed tasks: the graph is read again
+            self.refresh_graph()
 
     # --- the graph --------------------------------------------------------------------------
 
