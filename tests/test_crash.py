@@ -14,6 +14,8 @@ import signal
 import sys
 from pathlib import Path
 
+import pytest
+
 from loop.demo import workspace
 from loop.store.archive import latest
 from loop.store.paths import Workspace
@@ -367,3 +369,42 @@ def test_a_daemon_that_clears_its_environment_is_found_as_an_orphan_of_the_subre
     finally:
         supervisor.close()
     assert sweep.subreaper(False) is False  # this process is no subreaper again
+
+
+SETSID_CHILD = """\
+import os, subprocess, sys
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+"""
+
+
+def test_a_turns_end_looks_only_below_the_subreaper(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A subreaper's children keep everything they start below it, so the end of a turn looks
+    for its marked processes there, not in every process of the machine (hundreds of
+    `/proc/*/environ` reads a turn), and lists children without psutil's whole-machine scan."""
+    import subprocess
+
+    import psutil
+
+    from loop.processes import sweep
+    from loop.processes.supervisor import Supervisor
+
+    if sweep.subreaper(False) is None or not os.path.exists("/proc/self/task"):
+        pytest.skip("no child subreaper (or no /proc) on this system")
+    supervisor = Supervisor()
+    try:
+        env = supervisor.env()
+        subprocess.run([sys.executable, "-c", SETSID_CHILD], env=env, check=True, timeout=30)
+        left = [p.pid for p in psutil.Process().children() if p.pid != supervisor.proc.pid]
+        assert len(left) == 1 and sweep.children(os.getpid()) >= {left[0], supervisor.proc.pid}
+
+        def whole_machine() -> list[int]:
+            raise AssertionError("the whole machine was scanned")
+
+        monkeypatch.setattr(sweep, "_own_pids", whole_machine)
+        monkeypatch.setattr(psutil.Process, "children", lambda self, recursive=False: whole_machine())
+        supervisor.release()
+        assert gone(left[0])
+    finally:
+        monkeypatch.undo()
+        supervisor.close()

@@ -7,6 +7,7 @@ sends commands (`loop.store.control`); the driver applies them. Quitting never s
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
@@ -27,12 +28,13 @@ from loop.drivers import resume
 from loop.repo.gitstate import GitStatus
 from loop.store import control
 from loop.store.paths import Workspace
-from loop.views.snapshot import Snapshot
+from loop.views.snapshot import Reader, Snapshot
 from tui import actions
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.escalation import EscalationScreen
 from tui.screens.number import NumberScreen
 from tui.screens.resume import ResumeScreen
+from tui.pace import SummaryPace
 from tui.screens.text import NoteScreen, QuestionScreen, TextScreen
 from tui.watch import (
     DEBOUNCE_MS,
@@ -59,8 +61,9 @@ GIT_EVERY_S = 2.0
 WATCH_STEP_MS = 20
 """How often the file watcher's thread wakes to hand over what it saw: a change reaches the
 screen 20 to 40 ms later; a shorter step costs an idle monitor half a per cent of a core."""
-GIT_WATCH_STEP_MS = 100
-"""The working tree's watcher wakes less often: git is read 300 ms after a burst anyway."""
+GIT_WATCH_STEP_MS = 300
+"""The working tree's watcher wakes less often: git is read 300 ms after a burst anyway (a
+step of 100 ms was a third of what an idle monitor cost)."""
 RAISE_BY = 20
 
 
@@ -121,6 +124,9 @@ class LoopdeckApp(App[None]):
     to it and works out, and redraws, only the part it shows."""
     git_status: var[GitStatus | None] = var(None, init=False)
     """The repository as last read (by its own worker, on its own clock)."""
+    summary: var[Snapshot | None] = var(None, init=False)
+    """`snapshot` as the summary panels see it: every change, paced while a loop races
+    (`tui.pace`); the journal and the output follow `snapshot` itself."""
 
     def __init__(
         self,
@@ -159,21 +165,26 @@ class LoopdeckApp(App[None]):
         """Why each prompt closed itself (the notification says the same)."""
         self.keymap: dict[str, str] = {}
         """The keymap file's rebindings (binding id → keys), as applied."""
+        self.reader: Reader | None = None
+        """Reads the workspace's snapshots, each only what changed since the last."""
+        self.pace = SummaryPace(self._show_summary, self.set_timer, time.monotonic)
+        """When a snapshot reaches the summary panels."""
 
     # --- layout --------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         snapshot = LoopdeckApp.snapshot
-        yield StatusBar(id="status-bar").data_bind(snapshot)
+        summary = {"snapshot": LoopdeckApp.summary}
+        yield StatusBar(id="status-bar").data_bind(**summary)
         yield ErrorPanel(id="error-panel").data_bind(snapshot)
         with Horizontal(id="panels"):
             with Vertical(id="left"):
-                yield SourcesPanel(id="sources").data_bind(snapshot)
-                yield IterationPanel(id="iteration").data_bind(snapshot)
+                yield SourcesPanel(id="sources").data_bind(**summary)
+                yield IterationPanel(id="iteration").data_bind(**summary)
             with Vertical(id="right"):
-                yield VerificationPanel(id="verification").data_bind(snapshot)
+                yield VerificationPanel(id="verification").data_bind(**summary)
                 yield GitPanel(id="git").data_bind(status=LoopdeckApp.git_status)
-        yield WorkersPanel(id="workers").data_bind(snapshot)
+        yield WorkersPanel(id="workers").data_bind(**summary)
         with Horizontal(id="logs"):
             yield JournalPanel(id="journal").data_bind(snapshot)
             yield OutputPanel(id="output").data_bind(snapshot)
@@ -204,13 +215,22 @@ class LoopdeckApp(App[None]):
             if self.watching:
                 self.watch_tree()
 
+    def watch_snapshot(self, snapshot: Snapshot | None) -> None:
+        self.pace.offer(snapshot)
+
+    def _show_summary(self, snapshot: Snapshot | None) -> None:
+        self.summary = snapshot
+
     # --- reading ------------------------------------------------------------------------------
 
     @work(thread=True, exclusive=True, group="snapshot", exit_on_error=False)
     def load_snapshot(self) -> None:
-        from loop.views.snapshot import read
+        from loop.views.snapshot import Reader
 
-        self.post_message(SnapshotReady(read(self.workspace)))
+        reader = self.reader
+        if reader is None or reader.workspace != self.workspace:  # another folder: start afresh
+            reader = self.reader = Reader(self.workspace)
+        self.post_message(SnapshotReady(reader.read()))
 
     @work(thread=True, exclusive=True, group="git", exit_on_error=False)
     def load_git(self) -> None:
@@ -220,14 +240,28 @@ class LoopdeckApp(App[None]):
 
     @work(exclusive=True, group="watch", exit_on_error=False)
     async def watch_files(self, folders: frozenset[Path], files: frozenset[Path]) -> None:
-        from watchfiles import awatch
+        from tui import inotify
 
-        existing = [str(f) for f in folders if f.is_dir()]
+        existing = [f for f in folders if f.is_dir()]
         if not existing:
             return
+        accept = interesting(set(folders), set(files))
+        if inotify.available():  # the kernel's events on the event loop: nothing runs idle
+            try:
+                watch = inotify.Watch(existing)
+            except OSError:
+                pass  # no watches left: watchfiles can poll
+            else:
+                async with watch:
+                    async for paths in watch.changes():
+                        if any(accept(None, path) for path in paths):
+                            self.post_message(FilesChanged())
+                return
+        from watchfiles import awatch
+
         async for _changes in awatch(
-            *existing,
-            watch_filter=interesting(set(folders), set(files)),  # type: ignore[arg-type]
+            *(str(f) for f in existing),
+            watch_filter=accept,
             debounce=DEBOUNCE_MS,
             step=WATCH_STEP_MS,
             recursive=False,
