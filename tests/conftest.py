@@ -51,6 +51,17 @@ def own_state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def git_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test that commits does so as this identity, not the one (if any) of whoever runs
+    the suite: a machine whose git has no identity runs the suite too. A test of the absence
+    of one takes these away."""
+    for key in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"):
+        monkeypatch.setenv(key, "loopdeck tests")
+    for key in ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.setenv(key, "tests@loopdeck.invalid")
+
+
 def another_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """From here on the test runs as if on a machine where nobody confirmed anything (a clone):
     a fresh, empty folder of trust records."""
@@ -113,3 +124,12 @@ def run_loopdeck(
         text=True,
         timeout=timeout,
     )
+
+
+def iteration_logs(root: Path) -> list[Path]:
+    """Every iteration log of the loops in `root`: the live loop's (under
+    `.claude/loopdeck/iterations/<loop>/`) and the ended loops' (in their archive folders), by
+    iteration."""
+    claude = root / ".claude"
+    found = [*claude.glob("loopdeck/iterations/*/*.log"), *claude.glob("loops/*/iterations/*.log")]
+    return sorted(found, key=lambda p: (p.name.split(".", 1)[0], p.name, str(p)))

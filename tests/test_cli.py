@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -155,6 +156,11 @@ def test_log_renders_and_json(cli) -> None:
         "demo",
         "install",
         "hook",
+        "doctor",
+        "config",
+        "restore",
+        "trust",
+        "serve",
     ],
 )
 def test_help_everywhere(cli, verb: str) -> None:
@@ -177,7 +183,12 @@ def test_real_process_finds_workspace_from_a_subfolder(ws: Workspace) -> None:
     assert run_loopdeck(cwd=sub).returncode == 0  # no verb: status
 
 
-def test_limits_and_targets_are_kept_and_shown(cli, ws: Workspace) -> None:
+def test_limits_and_targets_are_kept_and_shown(cli, ws: Workspace, monkeypatch, tmp_path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "notify-send").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "notify-send").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")  # `desktop` needs it here
     ran = cli(
         "start",
         "x",

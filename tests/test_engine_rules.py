@@ -8,7 +8,7 @@ import pytest
 
 from loop.core.engine import configure, decide, interrupt, needs_sources, restore, wants_verification
 from loop.core.model import Aggregate, Command, LoopState, Result, Settings, StopInput, Turn, combine, replace
-from tests.test_engine import EMPTY, NOW, cmd, kinds, sources, state
+from tests.test_engine import EMPTY, NOW, cmd, kinds, report, sources, state
 
 
 def runner_stop(text: str | None = None, **kw: object) -> StopInput:
@@ -517,3 +517,83 @@ def test_ordinary_progress_is_not_a_cut() -> None:
     assert s is not None
     ticked = decide(s, StopInput("x"), [], combine([report("task_file", 2, 0, 2)]), NOW)
     assert (ticked.reason or "").startswith("ORCHESTRATOR CONTINUATION")
+
+
+# --- an answer is not a resume -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "waiting",
+    [
+        {"kind": "pause", "reason": "reviewing", "since": "t"},
+        {"kind": "usage-limit", "reason": "limit", "since": "t", "until": "2026-01-09T12:00:00+00:00"},
+    ],
+)
+def test_an_answer_with_no_question_pending_keeps_a_paused_loop_paused(waiting: dict[str, str]) -> None:
+    paused = state(session_id="s1", status="paused", waiting_for=waiting)
+    result = decide(
+        paused, StopInput(None, session_id="s1"), [cmd("answer", reason="SQLite")], sources(task_file=1), NOW
+    )
+    assert result.state is not None and result.state.status == "paused"
+    assert result.state.waiting_for == waiting and not result.blocked
+    assert "resumed" not in kinds(result)
+    assert result.state.extra["answer"] == "SQLite"  # kept for the next prompt, once it goes on
+    assert "stays paused" in result.applied[0][1]
+    resumed = decide(
+        result.state, StopInput(None, session_id="s1"), [cmd("resume")], sources(task_file=1), NOW
+    )
+    assert resumed.blocked and (resumed.reason or "").startswith("A PERSON ANSWERED YOUR QUESTION:\nSQLite")
+
+
+# --- a claim nobody can check ---------------------------------------------------------------------
+
+
+def _unreadable() -> Aggregate:
+    return combine([report("task_file", available=False, error="TODO.md is a folder")])
+
+
+def test_a_completion_claim_with_an_unreadable_source_goes_to_a_person_after_the_conservative_block() -> None:
+    s = state(session_id="s1")
+    first = decide(s, StopInput("ALL_TASKS_COMPLETE", session_id="s1"), [], _unreadable(), NOW)
+    # The first time, the agent is asked to check the source itself (it may not have seen why).
+    assert first.blocked and (first.reason or "").startswith("TASK CHECK FAILED")
+    assert first.state is not None
+    claimed = decide(first.state, StopInput("ALL_TASKS_COMPLETE", session_id="s1"), [], _unreadable(), NOW)
+    assert not claimed.blocked and claimed.state is not None
+    assert claimed.state.status == "paused"
+    assert claimed.state.waiting_for is not None
+    assert claimed.state.waiting_for["escalation"] == "uncertain-sources"
+    assert "says every task is done" in claimed.state.waiting_for["reason"]
+    assert "Task file" in claimed.state.waiting_for["reason"]
+    assert [d["kind"] for k, d in claimed.events if k == "escalation"] == ["uncertain-sources"]
+    # A person forces completion: the loop ends (the only way out before, and still one).
+    done = decide(claimed.state, StopInput(None, session_id="s1"), [cmd("complete")], _unreadable(), NOW)
+    assert done.effects.archive is not None
+
+
+def test_work_with_an_unreadable_source_still_blocks_conservatively() -> None:
+    first = decide(
+        state(session_id="s1"), StopInput("working on it", session_id="s1"), [], _unreadable(), NOW
+    )
+    assert first.state is not None
+    again = decide(first.state, StopInput("still working", session_id="s1"), [], _unreadable(), NOW)
+    assert again.blocked and (again.reason or "").startswith("TASK CHECK FAILED")
+
+
+def test_the_runner_asks_a_person_when_its_agent_claims_completion_it_cannot_check() -> None:
+    s = working(extra={"uncertain_escalated": True}, stuck={"mode": "uncertain", "mark": "m"})
+    result = decide(s, runner_stop("ALL_TASKS_COMPLETE", turn=Turn(mark="m")), [], _unreadable(), NOW)
+    assert not result.blocked and result.state is not None and result.state.status == "paused"
+    assert result.state.waiting_for is not None
+    assert result.state.waiting_for["escalation"] == "uncertain-sources"
+
+
+def test_an_answer_to_an_escalation_goes_on_with_it() -> None:
+    """An escalation asks a person: the answer is theirs (the workers' deadlock is answered so)."""
+    waiting = {"kind": "escalation", "reason": "stuck", "since": "t", "escalation": "stuck"}
+    paused = state(session_id="s1", status="paused", waiting_for=waiting)
+    result = decide(
+        paused, StopInput(None, session_id="s1"), [cmd("answer", reason="try B")], sources(task_file=1), NOW
+    )
+    assert result.blocked and result.state is not None and result.state.waiting_for is None
+    assert (result.reason or "").startswith("A PERSON ANSWERED YOUR QUESTION:\ntry B")

@@ -68,7 +68,8 @@ def test_fingerprint_sees_every_kind_of_progress(repo: Path) -> None:
     (repo / "new.txt").write_text("x")
     seen.add(gitstate.fingerprint(repo))
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
-    subprocess.run(["git", "commit", "-qm", "work"], cwd=repo, check=True)
+    identity = ["-c", "user.name=loopdeck tests", "-c", "user.email=tests@loopdeck.invalid"]
+    subprocess.run(["git", *identity, "commit", "-qm", "work"], cwd=repo, check=True)
     seen.add(gitstate.fingerprint(repo))
     assert len(seen) == 6 and None not in seen
     before = gitstate.fingerprint(repo)

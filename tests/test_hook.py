@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -477,18 +478,19 @@ def test_a_usage_limit_from_stop_failure_is_waited_for_then_the_next_stop_goes_o
     session = Session(ws, env)
     session.loopdeck("start", "x", "--task-file", "TODO.md", "--no-github")
     session.stop(active=False)
+    reset = int(time.time()) // 3600 * 3600 + 7200  # an hour or two ahead, whenever the test runs
     failure = {
         "session_id": session.session_id,
         "cwd": str(ws.root),
         "hook_event_name": "StopFailure",
-        "error": {"type": "rate_limit_error", "message": "Claude AI usage limit reached|1795708800"},
+        "error": {"type": "rate_limit_error", "message": f"Claude AI usage limit reached|{reset}"},
     }
     done = session.run("hook", "stop-failure", input=json.dumps(failure))
     assert done.returncode == 0 and done.stdout == ""
     state = session.state()
     assert (
         state.waiting_for["kind"] == "usage-limit"
-        and state.waiting_for["until"] == "2026-11-26T16:00:00+00:00"
+        and state.waiting_for["until"] == datetime.fromtimestamp(reset, UTC).isoformat()
     )
     out = session.stop(active=False)  # someone continued the session: back to work
     assert out is not None and out["decision"] == "block"

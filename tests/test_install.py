@@ -18,7 +18,8 @@ STOP = {"type": "command", "command": f"{EXE} hook stop", "timeout": 600}
 PROMPT = {"type": "command", "command": f"{EXE} hook prompt", "timeout": 60}
 FAILURE = {
     "type": "command",
-    "command": f'f=$(mktemp) && cat > "$f" && {{ $(command -v setsid) {EXE} hook stop-failure --input "$f" '
+    "command": "trap '' TERM HUP INT; "
+    f'f=$(mktemp) && cat > "$f" && {{ $(command -v setsid) {EXE} hook stop-failure --input "$f" '
     "</dev/null >/dev/null 2>&1 & }",
     "timeout": 60,
 }
@@ -58,7 +59,7 @@ def test_shared_writes_the_team_file(ws: Workspace) -> None:
     assert shared(ws)["hooks"]["Stop"] == [{"hooks": [STOP]}]
     assert not (ws.claude_dir / "settings.local.json").exists()
     uninstall(ws)
-    assert not (ws.claude_dir / "settings.json").read_text().strip("{}\n ")
+    assert not (ws.claude_dir / "settings.json").exists()  # it held only what install put there
 
 
 def test_merges_keeps_keys_idempotent_and_backs_up(ws: Workspace) -> None:
@@ -259,6 +260,51 @@ def test_installs_the_hooks_through_the_isolated_launcher(ws: Workspace) -> None
         assert _is_ours({"type": "command", "command": command}, set())
 
 
+def test_the_stop_failure_line_outlives_the_sigterm_claude_code_ends_its_hooks_with(tmp_path: Path) -> None:
+    """`claude -p` exits right after a failed turn and sends its hooks SIGTERM (to the hook's
+    process group) tens of milliseconds after starting them: the line still hands the input
+    to loopdeck. Here the signal comes while the shell is still reading the input."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from loop.cli.install import DETACHED
+
+    recorder = tmp_path / "recorder.py"
+    recorder.write_text(
+        "import sys, pathlib\n"
+        "pathlib.Path(sys.argv[4]).write_text(sys.argv[1] + ' ' + pathlib.Path(sys.argv[3]).read_text())\n"
+    )
+    seen = tmp_path / "seen"
+    runner = shlex.join([sys.executable, str(recorder)])
+    line = DETACHED.format(runner=runner, event="stop-failure").replace(
+        '--input "$f"', f'--input "$f" {seen}'
+    )
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    hook = subprocess.Popen(
+        ["sh", "-c", line],
+        stdin=subprocess.PIPE,
+        env={**os.environ, "TMPDIR": str(tmp)},
+        start_new_session=True,  # as Claude Code starts a hook: a process group of its own
+    )
+    assert hook.stdin is not None
+    hook.stdin.write(b'{"error": {"message": "limit"}}')
+    hook.stdin.flush()
+    deadline = time.monotonic() + 30
+    while not any(tmp.iterdir()):  # mktemp ran: the shell is past its first statement, in `cat`
+        assert time.monotonic() < deadline and hook.poll() is None
+        time.sleep(0.01)
+    os.killpg(hook.pid, signal.SIGTERM)
+    hook.stdin.close()
+    hook.wait(timeout=30)
+    while not seen.exists() or not seen.read_text():
+        assert time.monotonic() < deadline, "the recorder never ran"
+        time.sleep(0.01)
+    assert seen.read_text() == 'stop-failure {"error": {"message": "limit"}}'
+
+
 def test_launcher_install_round_trip_and_an_older_install_is_upgraded_in_place(ws: Workspace) -> None:
     path = ws.claude_dir / "settings.local.json"
     path.write_text(json.dumps({"model": "opus"}))
@@ -284,6 +330,9 @@ def test_launcher_commands_are_recognised_by_their_exact_shape() -> None:
         "'/a b/python3' -I -S '/a b/loop/launcher.py' prompt",
         'f=$(mktemp) && cat > "$f" && { /p/python -I -S /s/loop/launcher.py stop-failure --input "$f" '
         "</dev/null >/dev/null 2>&1 & }",  # as older installs wrote it
+        'f=$(mktemp) && cat > "$f" && { $(command -v setsid) /p/python -I -S /s/loop/launcher.py stop-failure '
+        '--input "$f" </dev/null >/dev/null 2>&1 & }',
+        "trap '' TERM HUP INT; "
         'f=$(mktemp) && cat > "$f" && { $(command -v setsid) /p/python -I -S /s/loop/launcher.py stop-failure '
         '--input "$f" </dev/null >/dev/null 2>&1 & }',
     ]:

@@ -274,7 +274,10 @@ def test_a_follower_reads_only_what_was_appended(ws: Workspace, monkeypatch: pyt
     journal.append("iteration-started", 2000, {"max_iterations": 0}, now=T0)
     second = follower.read()
     assert reads == [size]
-    assert len(second) == 300 and [e.kind for e in second[-2:]] == ["iteration-completed", "iteration-started"]
+    assert len(second) == 300 and [e.kind for e in second[-2:]] == [
+        "iteration-completed",
+        "iteration-started",
+    ]
     assert second[:-2] == first[2:]
 
 
@@ -283,7 +286,9 @@ def test_a_follower_waits_for_a_whole_line_and_starts_over_on_a_new_journal(ws: 
 
     journal = Journal(ws.journal)
     journal.append("warning", 1, {"message": "one"}, now=T0)
-    line = json.dumps({"ts": "2025-01-17T14:00:01.000Z", "kind": "warning", "iteration": 2, "data": {"message": "two"}})
+    line = json.dumps(
+        {"ts": "2025-01-17T14:00:01.000Z", "kind": "warning", "iteration": 2, "data": {"message": "two"}}
+    )
     with ws.journal.open("ab") as f:
         f.write(line[:20].encode())  # a writer mid-line
     follower = Follower(ws.journal, 10)

@@ -20,7 +20,7 @@ from loop.store.journal import Journal
 from loop.store.paths import Workspace
 from loop.store.proc import alive
 from loop.store.state import StateStore
-from tests.conftest import REPO, another_machine, run_loopdeck
+from tests.conftest import REPO, another_machine, iteration_logs, run_loopdeck
 
 PY = sys.executable
 CHECK = f"{PY} check.py"
@@ -125,7 +125,8 @@ def test_five_tasks_to_completion_with_summary_and_commits(demo: Workspace) -> N
     tracked = subprocess.run(["git", "ls-files"], cwd=demo.root, capture_output=True, text=True).stdout
     assert ".claude" not in tracked
     assert not demo.state.exists()
-    assert (demo.private_dir / "iterations" / "0001.log").read_text().startswith("Done: Sketch")
+    assert (folder / "iterations" / "0001.log").read_text().startswith("Done: Sketch")  # archived with it
+    assert not (demo.private_dir / "iterations" / "0001.log").exists()
 
 
 def test_failing_verification_is_fed_back_then_fixed(demo: Workspace) -> None:
@@ -143,7 +144,7 @@ def test_failing_verification_is_fed_back_then_fixed(demo: Workspace) -> None:
         len(failed) == 1
         and "FAILED: broken work files: 004-add-the-storage-layer.txt" in failed[0].data["tail"]
     )
-    prompts = sorted((demo.private_dir / "iterations").glob("*.log"))
+    prompts = iteration_logs(demo.root)
     assert prompts  # the agent's answer to the feedback:
     assert any("Fixed the failing check in 004" in p.read_text() for p in prompts)
     assert "BROKEN" not in "".join(p.read_text() for p in (demo.root / "work").glob("*.txt"))
@@ -268,7 +269,7 @@ def test_default_agent_path_with_a_fake_claude(
         == "-p --output-format json --permission-mode acceptEdits --allowedTools Bash"
     )
     assert "Ended:       completed" in done.stdout
-    first = (demo.private_dir / "iterations" / "0001.log").read_text()
+    first = iteration_logs(demo.root)[0].read_text()
     assert json.loads(first)["type"] == "result"
 
 
@@ -300,12 +301,13 @@ def test_run_without_prompt_and_no_loop(demo: Workspace) -> None:
 
 
 def test_demo_headless_completes(tmp_path: Path) -> None:
-    env = {"LOOPDECK_DEMO_PACE": "0 0", "TMPDIR": str(tmp_path)}
+    env = {"LOOPDECK_DEMO_PACE": "0 0", "TMPDIR": str(tmp_path), "PYTHONUNBUFFERED": ""}  # piped, as in CI
     done = run_loopdeck("demo", "--headless", cwd=tmp_path, env=env, timeout=240)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
     assert "Ended:       completed (all sources empty and verified)" in done.stdout
     assert "Verification FAILED (exit 1)" in done.stdout  # one failure along the way, fed back
     assert "Progress: [8 of 8]" in done.stdout
+    assert done.stdout.startswith("loopdeck demo: a throwaway git workspace in ")  # first, not last
 
 
 def test_question_pauses_then_the_answer_goes_into_the_next_prompt(demo: Workspace) -> None:

@@ -30,8 +30,17 @@ def test_a_reader_reads_again_only_what_changed(tmp_path: Path, monkeypatch: pyt
 
     parsed: list[str] = []
     real_parse, real_checklist = state_module.parse, task_file.parse
-    monkeypatch.setattr(state_module, "parse", lambda data, path: (parsed.append("state"), real_parse(data, path))[1])
-    monkeypatch.setattr(task_file, "parse", lambda text: (parsed.append("tasks"), real_checklist(text))[1])
+
+    def parse_state(data: bytes, path: Path) -> Any:
+        parsed.append("state")
+        return real_parse(data, path)
+
+    def parse_tasks(text: str) -> Any:
+        parsed.append("tasks")
+        return real_checklist(text)
+
+    monkeypatch.setattr(state_module, "parse", parse_state)
+    monkeypatch.setattr(task_file, "parse", parse_tasks)
 
     def backwards(*args: object, **kwargs: object) -> Any:
         raise AssertionError("the journal's tail was read again")

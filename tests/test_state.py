@@ -185,8 +185,17 @@ def test_a_write_costs_one_fsync_and_the_backup_is_the_old_file_renamed(
     synced: list[int] = []
     read: list[Path] = []
     real_fsync, real_read = os.fsync, Path.read_bytes
-    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
-    monkeypatch.setattr(Path, "read_bytes", lambda self: (read.append(self), real_read(self))[1])
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    def read_bytes(self: Path) -> bytes:
+        read.append(self)
+        return real_read(self)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
     for n in range(1, 4):
         state.iteration = n
         store.write(state)

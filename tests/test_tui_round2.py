@@ -96,7 +96,9 @@ def test_the_iterations_log_is_found_without_listing_every_log(
     from tui.widgets.output import followed
 
     ws = make(tmp_path, "running")
-    logs = ws.private_dir / "iterations"
+    state = StateStore(ws).read()
+    assert state is not None
+    logs = ws.iteration_logs(state.started_at)
     for n in range(1, 12):
         (logs / f"{n:04d}.log").write_text("old\n")
     listed: list[Path] = []

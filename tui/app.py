@@ -30,11 +30,11 @@ from loop.store import control
 from loop.store.paths import Workspace
 from loop.views.snapshot import Reader, Snapshot
 from tui import actions
+from tui.pace import SummaryPace
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.escalation import EscalationScreen
 from tui.screens.number import NumberScreen
 from tui.screens.resume import ResumeScreen
-from tui.pace import SummaryPace
 from tui.screens.text import NoteScreen, QuestionScreen, TextScreen
 from tui.watch import (
     DEBOUNCE_MS,

@@ -122,7 +122,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         "40",
         "--commit",
     ]
-    print(f"loopdeck demo: a throwaway git workspace in {root}")
+    print(f"loopdeck demo: a throwaway git workspace in {root}", flush=True)
     if args.headless:
         return subprocess.call([*argv, "--headless"], cwd=root)
     return _monitor(root, argv)
@@ -189,7 +189,7 @@ def _demo_workers(args: argparse.Namespace, root: Path) -> int:
         *["--workers", str(args.workers), "--graph", str(folder), "--agent", agent_cmd],
         *["--audit", audit, "--verify-allow", audit, "--commit"],
     ]
-    print(f"loopdeck demo: a throwaway git workspace in {root}, its task graph in {folder}")
+    print(f"loopdeck demo: a throwaway git workspace in {root}, its task graph in {folder}", flush=True)
     if args.headless:
         return subprocess.call([*argv, "--headless"], cwd=root)
     return _monitor(root, argv)

@@ -183,7 +183,8 @@ def _iteration_log(ws: Workspace, n: int) -> None:
     """The runner's log of iteration n, as claude's stream-json writes it."""
     import json
 
-    logs = ws.private_dir / "iterations"
+    state = StateStore(ws).read()
+    logs = ws.iteration_logs(state.started_at if state else "")  # the loop's own folder
     logs.mkdir(parents=True, exist_ok=True)
     (logs / f"{n:04d}.log").write_text("".join(json.dumps(line) + "\n" for line in OUTPUT))
 

@@ -45,9 +45,11 @@ def cmd_start(args: argparse.Namespace) -> int:
 
     refuse_inside_agent("`loopdeck start` (in a session, type /orchestrator-loop)")
     ws = Workspace(Path(args.workspace).resolve()) if args.workspace else Workspace(Path.cwd())
+    if " ".join(args.prompt).strip():  # else the one thing to say is that a PROMPT is needed
+        _start_defaults(args, ws)
     request = Request(
         " ".join(args.prompt),
-        max_iterations=args.max_iterations,
+        max_iterations=args.max_iterations if args.max_iterations is not None else 100,
         completion_promise=args.completion_promise,
         task_file=args.task_file,
         check_tasks=not args.no_tasks,
@@ -63,6 +65,30 @@ def cmd_start(args: argparse.Namespace) -> int:
     for line in lines:
         print(f"loopdeck: {line}" if not line.startswith("To finish") else line)
     return 0
+
+
+START_KEYS = (
+    "notify",
+    "verify",
+    "verify_allow",
+    "max_iterations",
+    "max_cost",
+    "stuck_after",
+    "same_error_after",
+)
+"""The saved defaults a new loop started with `start` takes."""
+
+
+def _start_defaults(args: argparse.Namespace, ws: Workspace) -> None:
+    """Fill the options `start` was not given from the saved defaults (the command line wins);
+    a workspace file's values are confirmed at the terminal first."""
+    from loop.cli.long import _ask_config, _fill
+    from loop.drivers import defaults
+
+    wanted = [k for k in START_KEYS if getattr(args, k) is None]
+    confirm = _ask_config if sys.stdin.isatty() else None
+    saved = defaults.settle(ws, wanted, confirm=confirm, by="start")
+    _fill(args, saved, START_KEYS)
 
 
 # --- status --------------------------------------------------------------------------------
@@ -215,6 +241,18 @@ def _verbs() -> Any:
     return cli_long
 
 
+def _config_verb() -> Any:
+    from loop.cli import config
+
+    return config
+
+
+def _doctor_verb() -> Any:
+    from loop.cli import doctor
+
+    return doctor
+
+
 # --- hook and install ----------------------------------------------------------------------
 
 
@@ -313,6 +351,9 @@ def cmd_install(args: argparse.Namespace) -> int:
         for path in report.removed:
             print(f"loopdeck: removed {path}")
     else:
+        from loop.cli.doctor import require_usable
+
+        require_usable()  # the Python and launcher the hooks will name exist, before any write
         report = install.install(ws, keep_block_cap=args.keep_block_cap, local=not args.shared)
         state = "updated" if report.changed else "already up to date"
         print(f"loopdeck: Stop hook in {report.settings} {state}")
@@ -323,6 +364,19 @@ def cmd_install(args: argparse.Namespace) -> int:
                 "loopdeck: CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0, so Claude Code does not end a turn "
                 "after 8 blocks"
             )
+        kind, folder = install.where_installed()
+        print(f"loopdeck: the hooks run {install.hook_runner()}")
+        if kind == "clone":
+            print(
+                f"loopdeck: warning: that is a development clone ({folder}): moving or deleting it "
+                f"breaks these hooks; for hooks that last, install loopdeck as a tool (pipx install "
+                f"{folder}) and run `loopdeck install` here again",
+                file=sys.stderr,
+            )
+        print(
+            "loopdeck: if this loopdeck is moved, upgraded into another environment or removed, run "
+            "`loopdeck install` here again (`loopdeck doctor` tells when the hooks are broken)"
+        )
     if report.backup is not None:
         print(f"loopdeck: the previous settings are in {report.backup}")
     return 0
@@ -343,16 +397,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="the project folder (default: the nearest folder at or above the current one "
         "that holds a loop, else the current folder)",
     )
+    parser.add_argument(
+        "--version", action=_Version, nargs=0, help="show loopdeck's version and where it runs from, and exit"
+    )
     verbs = parser.add_subparsers(dest="verb", metavar="VERB")
+    _add_workspace_option_to_every_verb(verbs)
 
     start = verbs.add_parser("start", help="create a loop (the /orchestrator-loop command)")
     start.add_argument("prompt", nargs="*", metavar="PROMPT", help="what the agent works on")
     start.add_argument(
         "--max-iterations",
         type=int,
-        default=100,
         metavar="N",
-        help="escalate after N iterations (never exits for it); 0 = no limit",
+        help="escalate after N iterations (never exits for it); 0 = no limit (default 100)",
     )
     start.add_argument(
         "--completion-promise",
@@ -635,12 +692,77 @@ def build_parser() -> argparse.ArgumentParser:
     )
     inst.set_defaults(func=cmd_install)
 
+    text = "the saved defaults (your file and the project's), each with where it comes from"
+    configuring = verbs.add_parser("config", help=text, description=text)
+    configuring.add_argument("--json", action="store_true", help="one JSON object")
+    configuring.add_argument(
+        "--trust",
+        action="store_true",
+        help="confirm the values the project's file names (never inside an agent's session)",
+    )
+    configuring.add_argument("--yes", action="store_true", help="with --trust: without asking")
+    configuring.set_defaults(func=lambda args: _config_verb().cmd_config(args))
+
+    text = "check the setup: agent CLIs, gh, the hooks in this project, notification targets, trust"
+    checking = verbs.add_parser("doctor", help=text, description=text)
+    checking.add_argument("--json", action="store_true", help="one JSON object")
+    checking.set_defaults(func=lambda args: _doctor_verb().cmd_doctor(args))
+
     log = verbs.add_parser("log", help="the loop's journal as log lines")
     log.add_argument("-n", type=int, default=50, metavar="N", help="how many events (default 50)")
     log.add_argument("--json", action="store_true", help="JSON instead of log lines")
     log.add_argument("-f", "--follow", action="store_true", help="keep printing new events")
     log.set_defaults(func=cmd_log)
     return parser
+
+
+class _Version(argparse.Action):
+    """`loopdeck --version`: the version, and which loopdeck answers (a tool install or a
+    clone, its folder and its Python), worked out only when asked."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        import loop
+        from loop.cli.install import where_installed
+
+        kind, folder = where_installed()
+        how = "installed as a tool" if kind == "tool" else "a development clone"
+        python = sys.version.split()[0]
+        print(f"loopdeck {loop.__version__} ({how}: {folder}; Python {python} {sys.executable})")
+        parser.exit()
+
+
+def _add_workspace_option_to_every_verb(verbs: Any) -> None:
+    """`-C DIR` after the verb too (`loopdeck status -C DIR`), as people type it: every verb
+    made from here on accepts it, and leaves the one given before the verb alone when it is
+    not given again (`SUPPRESS`: no default of its own)."""
+    made = verbs.add_parser
+
+    def add_parser(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        verb: argparse.ArgumentParser = made(name, **kwargs)
+        if name != "hook":
+            verb.add_argument(
+                "-C",
+                "--workspace",
+                metavar="DIR",
+                default=argparse.SUPPRESS,
+                help="the project folder (as before the verb)",
+            )
+        return verb
+
+    verbs.add_parser = add_parser
+
+
+def _check_workspace(args: argparse.Namespace) -> None:
+    """`-C DIR` names a folder that exists: `-C /nonexistent status` must not say "no loop"
+    and succeed."""
+    given = getattr(args, "workspace", None)
+    if given is None:
+        return
+    folder = Path(given)
+    if not folder.exists():
+        raise LoopdeckError(f"-C {given}: the folder does not exist")
+    if not folder.is_dir():
+        raise LoopdeckError(f"-C {given} is a file, expected a folder")
 
 
 MonitorVerbs = Mapping[str, Callable[[argparse.Namespace], int]]
@@ -656,6 +778,7 @@ def main(argv: Sequence[str] | None = None, monitor: MonitorVerbs | None = None)
         tty = sys.stdout.isatty() and sys.stdin.isatty() and monitor is not None
         args = parser.parse_args([*(argv or sys.argv[1:]), "tui" if tty else "status"])
     try:
+        _check_workspace(args)
         func = args.func
         if func is None:
             func = (monitor or {}).get(args.verb)

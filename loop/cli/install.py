@@ -57,9 +57,13 @@ LAUNCHER = Path(__file__).resolve().parent.parent / "launcher.py"
 _EXE = r"(?:'[^']*/loopdeck'|[^\s']*/loopdeck|\S+ -m loop\.cli)"
 _LAUNCHED = r"(?:'[^']*'|[^\s']+) -I -S (?:'[^']*/loop/launcher\.py'|[^\s']*/loop/launcher\.py)"
 _RUNNER = rf"(?:{_LAUNCHED}|{_EXE} hook)"
+_DETACHING = (
+    r"(?:trap '' TERM HUP INT; )?" r'f=\$\(mktemp\) && cat > "\$f" && \{ (?:\$\(command -v setsid\) )?'
+)
+"""The start of the StopFailure line, as this and older installs wrote it."""
 _OURS = re.compile(
     rf"\A{_RUNNER} (?:stop|stop-failure|prompt)\Z"
-    rf'|\Af=\$\(mktemp\) && cat > "\$f" && \{{ (?:\$\(command -v setsid\) )?{_RUNNER} stop-failure '
+    rf"|\A{_DETACHING}{_RUNNER} stop-failure "
     r'--input "\$f" </dev/null >/dev/null 2>&1 & \}\Z'
 )
 """The exact shape of a command loopdeck writes: `<abs python> -I -S <abs path>/loop/launcher.py
@@ -68,16 +72,99 @@ loop.cli` form). Nothing else is taken for ours, so another tool's `… hook sto
 even without the install record."""
 
 
+_RUNNER_OF = re.compile(
+    rf"\A(?:{_DETACHING})?(?P<runner>{_RUNNER}) "
+    r"(?:stop|stop-failure|prompt)\b"
+)
+
+
+def runner_of(command: str) -> str | None:
+    """The part of a hook command loopdeck wrote that names the loopdeck it runs (`<python> -I
+    -S <launcher>`, or an older `<exe> hook`); None for a command that is not ours."""
+    found = _RUNNER_OF.match(command)
+    return found.group("runner") if found else None
+
+
+def runner_problems(runner: str) -> list[str]:
+    """What is missing for a hook's runner to start: its Python, its launcher, or the `loopdeck`
+    command an older install named (a clone moved or deleted, a virtual environment removed)."""
+    try:
+        argv = shlex.split(runner)
+    except ValueError:
+        return [f"the hook command {runner!r} cannot be read"]
+    if not argv:
+        return ["the hook command is empty"]
+    found = []
+    program = argv[0]
+    if not (os.path.isfile(program) and os.access(program, os.X_OK)):
+        found.append(f"{program} does not exist (or cannot be run)")
+    if len(argv) >= 4 and argv[1:3] == ["-I", "-S"] and not os.path.isfile(argv[3]):
+        found.append(f"{argv[3]} does not exist")
+    return found
+
+
+@dataclass(frozen=True)
+class Installed:
+    """One of loopdeck's hooks as a settings file holds it."""
+
+    settings: Path
+    event: str
+    command: str
+    runner: str
+
+
+def installed(ws: Workspace) -> list[Installed]:
+    """loopdeck's hooks in this project's settings files (the local one, then the team's),
+    recognised as `install` recognises them; a settings file that cannot be read raises
+    FileProblem."""
+    manifest = _read_manifest(ws)
+    out: list[Installed] = []
+    for name in (LOCAL, SHARED):
+        path = ws.claude_dir / name
+        data = _load(path)
+        hooks = data.get("hooks")
+        if not isinstance(hooks, dict):
+            continue
+        recorded = _recorded_commands(manifest["files"].get(name) or {})
+        for event, groups in hooks.items():
+            for group in groups if isinstance(groups, list) else []:
+                inner = group.get("hooks") if isinstance(group, dict) else None
+                for hook in inner if isinstance(inner, list) else []:
+                    if _is_ours(hook, recorded):
+                        command = str(hook["command"])
+                        runner = runner_of(command) or command
+                        out.append(Installed(path, str(event), command, runner))
+    return out
+
+
+def where_installed() -> tuple[str, Path]:
+    """How this loopdeck is installed: `tool` (a package in an environment's site folder: a
+    `pipx` or `uv tool` install, a wheel) or `clone` (a development checkout, an editable
+    install), and the folder that holds the `loop` package."""
+    import sysconfig
+
+    folder = LAUNCHER.parent.parent
+    sites = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")}
+    for site in sites:
+        try:
+            folder.relative_to(Path(site).resolve())
+        except ValueError:
+            continue
+        return "tool", folder
+    return "clone", folder
+
+
 DETACHED = (
+    "trap '' TERM HUP INT; "
     'f=$(mktemp) && cat > "$f" && {{ $(command -v setsid) {runner} {event} --input "$f" '
     "</dev/null >/dev/null 2>&1 & }}"
 )
-"""How the StopFailure hook is installed. `claude -p` ends (and its hooks with it) the moment a
-turn fails, before a Python hook could even start: the shell saves the input in a moment and
-hands it to a detached loopdeck, in a session of its own where `setsid` exists, so that the
-end of Claude Code's process group does not take it along on a busy machine (where it does not,
-`$(command -v setsid)` is empty and the line is as before). The string is loopdeck's own: no
-user text is in it."""
+"""How the StopFailure hook is installed. `claude -p` ends the moment a turn fails and sends
+its hooks SIGTERM as it exits, tens of milliseconds after starting them: before a Python hook
+could even start. So the shell first ignores the signals Claude Code ends hooks with (ignored
+signals stay ignored across `exec`, for `cat`, `setsid` and loopdeck too), saves the input, and
+hands it to a detached loopdeck, in a session of its own where `setsid` exists (where it does
+not, `$(command -v setsid)` is empty). The string is loopdeck's own: no user text is in it."""
 
 
 def hook_command(runner: str, event: str) -> str:
@@ -370,6 +457,11 @@ def install(
     entry: dict[str, Any] = manifest["files"].get(name) or {"hooks": {}, "env": {}, "created": []}
     recorded = _recorded_commands(entry)
     created: list[str] = list(entry.get("created") or [])
+    if not path.exists():
+        created.append("file")  # the whole file is loopdeck's: uninstall removes it
+    folders = set(manifest.get("folders") or [])
+    folders |= {str(f.relative_to(ws.root)) for f in _folders(ws) if not f.exists()}
+    manifest["folders"] = sorted(folders)
     if "hooks" not in data:
         created.append("hooks")
     hooks = _expect(data, "hooks", dict, path, '"hooks"')
@@ -437,7 +529,28 @@ def install(
     for target, text in to_write:
         write_bytes(target, text.encode("utf-8"))  # a planted symlink is refused, not followed
         report.written.append(target)
+    _ignore_private(ws)
     return report
+
+
+IGNORE = "# written by loopdeck: this folder is loopdeck's own (logs, caches, its install record)\n*\n"
+"""`.claude/loopdeck/.gitignore`: the folder ignores itself, so `git status` never lists it and
+nothing in it is committed by accident (no change to the project's own `.gitignore`)."""
+
+
+def _ignore_private(ws: Workspace) -> None:
+    target = ws.private_dir / ".gitignore"
+    try:
+        current = read_regular(target).decode("utf-8", "replace")
+    except FileNotFoundError:
+        current = None
+    if current is None:
+        write_bytes(target, IGNORE.encode("utf-8"))
+
+
+def _folders(ws: Workspace) -> tuple[Path, ...]:
+    """The folders install may create, outermost first."""
+    return (ws.claude_dir, ws.claude_dir / "commands", ws.private_dir)
 
 
 def _commands_to_write(folder: Path) -> list[tuple[Path, str]]:
@@ -499,6 +612,12 @@ def _remove(ws: Workspace, name: str, manifest: dict[str, Any], report: Report) 
             del data["env"]
     if not path.exists():
         return False
+    if not data and "file" in created and (_read_text(path) or "").strip():
+        check_parent(path)
+        path.unlink()  # it held only what install put there: nothing of the person's to back up
+        report.removed.append(path)
+        report.changed = True
+        return True
     return _save(path, data, report)
 
 
@@ -521,4 +640,22 @@ def uninstall(ws: Workspace, *, local: bool = True) -> Report:
         if MARKER in current:
             target.unlink()
             report.removed.append(target)
+    _tidy(ws, manifest)
     return report
+
+
+def _tidy(ws: Workspace, manifest: dict[str, Any]) -> None:
+    """After an uninstall: the folders install created go if nothing else is left in them (the
+    private folder's own `.gitignore` aside); a folder holding anything else stays."""
+    if manifest["files"]:
+        return  # still installed in a settings file
+    ignore = ws.private_dir / ".gitignore"
+    with contextlib.suppress(OSError):
+        ours = not ignore.is_symlink() and read_regular(ignore).decode("utf-8", "replace") == IGNORE
+        if ours and [p.name for p in ws.private_dir.iterdir()] == [".gitignore"]:
+            ignore.unlink()
+    created = set(manifest.get("folders") or [])
+    for folder in reversed(_folders(ws)):
+        if str(folder.relative_to(ws.root)) in created and not folder.is_symlink():
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only an empty folder: never anything of anyone's

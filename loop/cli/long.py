@@ -31,8 +31,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not isinstance(recorded, dict):
         recorded = {}
 
+    prompt = " ".join(args.prompt).strip()
+    saved = _saved_defaults(args, ws, recorded, new_loop=existing is None and bool(prompt))
+
     def pick(name: str, given: Any, default: Any) -> Any:
-        return given if given is not None else recorded.get(name, default)
+        if given is not None:
+            return given
+        kept = recorded.get(name)
+        if kept is not None:
+            return kept
+        return saved.get(name, default)
 
     from loop import agents
 
@@ -40,6 +48,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     # person confirms); a full command is kept as given. The format goes with the agent.
     chosen = agents.resolve(args.agent, args.agent_format).command if args.agent else None
     fallback = agents.resolve(args.fallback_agent, None).command if args.fallback_agent else None
+    if chosen is None and saved.get("agent"):
+        chosen = agents.resolve(saved.get("agent"), args.agent_format).command
+    if fallback is None and saved.get("fallback_agent"):
+        fallback = agents.resolve(saved.get("fallback_agent"), None).command
+    from loop.cli.options import check_retries, check_timeout
+    from loop.drivers.start import check_max_iterations, check_promise
+
+    if args.max_iterations is not None:
+        check_max_iterations(args.max_iterations)
+    check_promise(args.completion_promise)
+
+    def where(name: str, option: str, given: Any) -> str:
+        if given is not None:
+            return option
+        return f"{ws.state} (runner.{name})" if recorded.get(name) is not None else saved.where(name)
+
+    timeout = check_timeout(
+        pick("iteration_timeout", args.iteration_timeout, 1800.0),
+        where("iteration_timeout", "--iteration-timeout", args.iteration_timeout),
+    )
+    retries = check_retries(pick("retries", args.retries, 2), where("retries", "--retries", args.retries))
     options = Options(
         agent=pick("agent", chosen, agent.DEFAULT_AGENT),
         agent_format=_format(args.agent_format, args.agent, recorded.get("agent_format")),
@@ -47,12 +76,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         fallback_format=_format(
             args.fallback_agent_format, args.fallback_agent, recorded.get("fallback_format")
         ),
-        iteration_timeout=pick("iteration_timeout", args.iteration_timeout, 1800.0),
-        retries=pick("retries", args.retries, 2),
+        iteration_timeout=timeout,
+        retries=retries,
         commit=bool(pick("commit", True if args.commit else None, False)),
         headless=args.headless,
-        agent_given=args.agent is not None,
-        fallback_given=args.fallback_agent is not None,
+        agent_given=args.agent is not None or "agent" in saved.values,
+        fallback_given=args.fallback_agent is not None or "fallback_agent" in saved.values,
         trusted=args.yes,
         confirm=_ask if sys.stdin.isatty() and not args.headless else None,
     )
@@ -62,7 +91,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             agent.check_template(options.fallback_agent)
     except agent.AgentCommandRefused as exc:
         raise LoopdeckError(str(exc)) from None
-    prompt = " ".join(args.prompt).strip()
     if existing is not None and prompt and prompt != existing.prompt:
         print(
             f"loopdeck: continuing the loop in {ws.root}; the PROMPT given is ignored "
@@ -104,6 +132,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             fallback_agent=options.fallback_agent,
             task_file=task_file,
             github_project=project,
+            notify=list(args.notify or (existing.notify if existing is not None else [])),
         )
 
     limits = limits_from(args)
@@ -129,6 +158,72 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         return run_parallel(args, ws, options, runner, existing, create)
     return runner.run(create)
+
+
+RUNNER_KEYS = ("agent", "fallback_agent", "iteration_timeout", "retries")
+"""Saved defaults that are the runner's options (recorded with the loop once it ran)."""
+LOOP_KEYS = (
+    "notify",
+    "verify",
+    "verify_allow",
+    "max_iterations",
+    "max_cost",
+    "stuck_after",
+    "same_error_after",
+)
+"""Saved defaults that are a new loop's settings (an existing loop keeps its own)."""
+
+
+def _saved_defaults(args: argparse.Namespace, ws: Workspace, recorded: dict[str, Any], new_loop: bool) -> Any:
+    """The saved defaults `run` uses: the runner's options neither given nor recorded with the
+    loop, and, for a new loop, its settings not given; those settings are filled into `args`
+    (the command line wins). A workspace file's values need a person's confirmation: at the
+    terminal, or `--yes`."""
+    from loop.drivers import defaults
+
+    wanted = [k for k in RUNNER_KEYS if getattr(args, k) is None and recorded.get(k) is None]
+    if new_loop:
+        wanted += [k for k in LOOP_KEYS if getattr(args, k) is None]
+
+    def confirm(lines: list[str], shown: str) -> bool:
+        if args.yes:
+            return True
+        if args.headless or not sys.stdin.isatty():
+            return False
+        return _ask_config(lines, shown)
+
+    saved = defaults.settle(ws, wanted, confirm=confirm, by="run")
+    if new_loop:
+        _fill(args, saved, LOOP_KEYS)
+    return saved
+
+
+def _fill(args: argparse.Namespace, saved: Any, keys: tuple[str, ...]) -> None:
+    """Put the saved values into the options the command line left unset, each checked as the
+    option would be (a notification target that cannot work is named with its file)."""
+    from loop.drivers.notify import check_target
+
+    for key in keys:
+        value = saved.get(key)
+        if value is None or getattr(args, key, None) is not None:
+            continue
+        if key == "notify":
+            for target in value:
+                problem = check_target(target)
+                if problem:
+                    raise LoopdeckError(f"{saved.where(key)}: {problem}")
+        setattr(args, key, list(value) if isinstance(value, list) else value)
+
+
+def _ask_config(lines: list[str], shown: str) -> bool:
+    """Ask the person at the terminal to confirm a workspace file's saved values."""
+    print(f"{shown} names values nobody on this machine confirmed:", file=sys.stderr)
+    for line in lines:
+        print(f"  {line}", file=sys.stderr)
+    try:
+        return input("Use them? [y/N] ").strip().lower() in ("y", "yes")
+    except EOFError:
+        return False
 
 
 def _format(given: str | None, agent_given: str | None, recorded: Any) -> str | None:
@@ -294,7 +389,9 @@ def _recover(ws: Workspace, found: Any, args: argparse.Namespace, ask: Any) -> b
     from loop.drivers import writer
 
     print(f"loopdeck: {found.error}")
-    has_backup = ws.backup.exists()
+    has_backup = ws.backup.exists() and writer.backup_of_this_loop(ws)
+    if ws.backup.exists() and not has_backup:
+        print("loopdeck: the backup is of an earlier loop, not this one: it is not offered")
     source = args.source
     if source is None:
         default = "b" if has_backup else "j"

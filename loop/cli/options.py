@@ -52,3 +52,27 @@ def limits_from(args: argparse.Namespace) -> dict[str, int]:
         if problem:
             raise LoopdeckError(problem)
     return limits
+
+
+def check_timeout(value: object, where: str) -> float:
+    """An agent run's time limit, in seconds: a number above 0. `where` says where it was read
+    (the option, the state file, a config file), so a bad value is found where it was typed."""
+    import math
+
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise LoopdeckError(
+            f"{where}: the iteration timeout must be a number of seconds above 0, got {value!r}"
+        )
+    return float(value)
+
+
+def check_retries(value: object, where: str) -> int:
+    """How many times a failed agent run is tried again: a whole number from 0 to 100."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100:
+        raise LoopdeckError(f"{where}: retries must be a whole number from 0 to 100, got {value!r}")
+    return value

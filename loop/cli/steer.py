@@ -40,6 +40,12 @@ def steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int:
     if not state.active:
         raise LoopdeckError(f"the loop in {ws.root} is {state.status}: nothing to {kind}")
     target = getattr(args, "worker", None)
+    if kind == "answer" and state.waiting_kind in (None, "pause", "usage-limit"):
+        held = "; the loop stays paused (`loopdeck resume` resumes it)" if state.status == "paused" else ""
+        print(
+            f"loopdeck: no question is pending: the answer goes into the agent's next prompt{held}",
+            file=sys.stderr,
+        )
     if target and "parallel" not in state.extra:
         raise LoopdeckError(f"the loop in {ws.root} has no workers (`run --workers N` starts them)")
     command = control.queue(

@@ -22,7 +22,8 @@ The flow at each Stop:
 3. stopped or paused → allow; forced completion → archive, allow;
 4. (runner) the turn: a question pauses; a failure, the same error or no progress counted,
    and past their thresholds the loop escalates (pauses, waiting for a person);
-5. count the sources: unreadable → conservative block; a completion signal is a claim,
+5. count the sources: unreadable → conservative block (a completion claimed after it → a
+   person decides); a completion signal is a claim,
    checked against the sources and the verification commands; pending work → block with the
    continuation prompt (escalation past max_iterations); nothing pending → verification loops,
    then (verified) archive and allow.
@@ -30,6 +31,7 @@ The flow at each Stop:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
 from loop.core.model import (
@@ -380,6 +382,17 @@ def _rules(
         )
     if aggregate.uncertain:
         names = ", ".join(SOURCE_LABELS.get(r.name, r.name) for r in aggregate.unavailable)
+        if state.stuck.get("mode") == "uncertain" and signalled(state, stop.last_text) is not None:
+            # The agent was told to check the unreadable source itself and says all is done: a
+            # claim nobody can check. Sending it back would loop forever (only a person could end
+            # it), completing would trust it blindly: a person decides.
+            reason = (
+                f"the agent says every task is done, but {names} cannot be read to check it: make it "
+                "readable and resume, or force completion"
+            )
+            events.append(("escalation", {"kind": "uncertain-sources", "reason": reason}))
+            _wait(state, result, now, "escalation", reason, escalation="uncertain-sources")
+            return result
         if state.verification_mode:
             _leave_verification(state, events, "a task source could not be read")
         return _block(
@@ -715,10 +728,27 @@ def interrupt(state: LoopState, pause: bool, reason: str, now: datetime) -> Resu
     return result
 
 
-def restore(backup: LoopState, queued: list[Command], applied: set[str]) -> Result:
+def restore(
+    backup: LoopState, queued: list[Command], applied: set[str], current: str | None = None
+) -> Result:
     """Put a backup back without applying any command twice: the backup's queue offset may be
     older than the commands already applied (their ids are in the journal), so the offset moves
-    past every applied one."""
+    past every applied one.
+
+    A restore only ever brings back the same loop: `current` is which loop the folder holds
+    (its `started_at`, None when nothing says). The backup of a loop that ended before it (a
+    completed one archived, one `start --force` replaced) is refused: nothing is written, and
+    the reason is the Result's message."""
+    if current is not None and backup.started_at != current:
+        return Result(
+            "allow",
+            None,
+            system_message=(
+                f"the backup is of an earlier loop (started {backup.started_at or 'at an unknown time'}), "
+                f"not of the loop in this folder (started {current}); restoring it would bring that "
+                "loop back: rebuild this one from the journal instead (loopdeck resume --from journal)"
+            ),
+        )
     state = backup.copy()
     result = Result("allow", state)
     skipped = [c for c in queued if c.id in applied]
@@ -832,16 +862,23 @@ def rebuild(
     report: list[str] = []
     starts = [i for i, e in enumerate(events) if e.kind == "loop-started"]
     mine = events[starts[-1] :] if starts else events
+    started = mine[0].data if starts else {}
+    if base is not None and started.get("started_at") and base.started_at != started["started_at"]:
+        base = None  # the backup of an earlier loop: nothing of it is this loop's
     state = base.copy() if base is not None else LoopState()
-    kept = "from the backup" if base else "unknown, left at defaults"
-    report.append(f"prompt, task file and checks: {kept}")
+    if base is not None:
+        report.append("prompt, task file and checks: from the backup")
+    elif _settings_from(state, started):
+        report.append("prompt, task file and checks: from the journal (the loop's start)")
+    else:
+        report.append("prompt, task file and checks: unknown, left at defaults")
     if starts:
         first = mine[0]
-        state.started_at = first.ts
-        if isinstance(first.data.get("max_iterations"), int):
-            state.max_iterations = int(first.data["max_iterations"])
-        if not state.body.strip() and first.data.get("prompt"):
-            state.body = f"\n{first.data['prompt']}\n"
+        state.started_at = str(started.get("started_at") or first.ts)
+        if isinstance(started.get("max_iterations"), int):
+            state.max_iterations = int(started["max_iterations"])
+        if not state.body.strip() and started.get("prompt"):
+            state.body = f"\n{started['prompt']}\n"
     iterations = [e.iteration for e in mine if isinstance(e.iteration, int)]
     state.iteration = max([state.iteration if base else 0, *iterations])
     report.append(f"iteration: {state.iteration} (the highest the journal names)")
@@ -887,6 +924,33 @@ def rebuild(
     data = {"from": "journal", "iteration": state.iteration, "status": status}
     result.events.append(("state-rebuilt", data))
     return result, report
+
+
+def _settings_from(state: LoopState, started: Mapping[str, Any]) -> bool:
+    """Set what a loop's `loop-started` event keeps (its task file, checks, limits) on a state
+    rebuilt without a backup; True when it kept any (older journals keep only the prompt)."""
+    found = False
+    if isinstance(started.get("task_file"), str) and started["task_file"]:
+        state.task_file = started["task_file"]
+        found = True
+    for key in ("check_tasks", "check_github"):
+        if isinstance(started.get(key), bool):
+            setattr(state, key, started[key])
+            found = True
+    verify = started.get("verify")
+    if isinstance(verify, list) and all(isinstance(v, str) for v in verify):
+        state.verify = list(verify)
+        found = True
+    if isinstance(started.get("github_project"), str):
+        state.github_project_id = started["github_project"]
+    if isinstance(started.get("promise"), str) and started["promise"]:
+        state.completion_promise = started["promise"]
+    limits = started.get("limits")
+    if isinstance(limits, dict) and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in limits.values()
+    ):
+        state.limits = {str(k): int(v) for k, v in limits.items()}
+    return found
 
 
 # --- rules -----------------------------------------------------------------------------------
@@ -1155,6 +1219,11 @@ def _set_max(state: LoopState, value: int) -> None:
                 state.status = "running"
 
 
+ANSWER_KEEPS_WAITING = ("pause", "usage-limit")
+"""What an answer does not lift: a person's pause (only their resume does) and a usage limit's
+wait (its reset does). An answer lifts what asked a person: a question, an escalation."""
+
+
 def _apply(
     state: LoopState, command: Command, sources: Aggregate | None, result: Result, now: datetime
 ) -> str:
@@ -1187,10 +1256,16 @@ def _apply(
     if kind == "answer":
         state.extra["answer"] = command.reason or ""
         events.append(("answered", {"answer": command.reason, "source": command.source}))
-        if state.status == "paused":
+        if state.status == "paused" and state.waiting_kind not in ANSWER_KEEPS_WAITING:
+            # the loop asked a person (the agent's question, an escalation): this is the answer
             state.status = "running"
             state.waiting_for = None
             events.append(("resumed", {"source": command.source}))
+            return "answer kept for the next prompt"
+        if state.status == "paused":
+            # An answer is not a resume: a loop a person paused waits for their resume, one held
+            # by a usage limit for its reset; the answer reaches the agent when it goes on.
+            return "answer kept for the next prompt; no question was pending, the loop stays paused"
         return "answer kept for the next prompt"
     if kind == "say":
         state.extra["notes"] = [*state.extra.get("notes", []), command.reason or ""]

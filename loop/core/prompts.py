@@ -183,7 +183,8 @@ def conservative_prompt(state: LoopState, sources: Aggregate) -> str:
         "loopdeck could not read these task sources, so it cannot tell whether work remains:\n"
         f"{failed}\n\n"
         "Check them yourself. If work remains, continue with it. "
-        f"If ALL tasks are truly complete, output {COMPLETE_MARKER} on a line by itself.{known}\n\n"
+        f"If ALL tasks are truly complete, output {COMPLETE_MARKER} on a line by itself: the loop "
+        f"then waits for a person to confirm it, as loopdeck cannot check.{known}\n\n"
         f"Original task:\n{state.prompt}"
     )
 

@@ -212,7 +212,7 @@ def handle(
         pending = trust.unconfirmed(ws, state)
         if pending:  # nobody here confirmed it: not adopted, nothing of it sent or run
             return _said(engine.decide(state, replace(stop, unconfirmed=tuple(pending)), [], None, now))
-        commands, bad, end = control.read_since(ws.control, state.control_offset)
+        commands, bad, end = control.read_unapplied(ws, state.control_offset, journal)
         transcript = Path(stop.transcript_path).expanduser() if stop.transcript_path else None
         size = _size(transcript)
         stop = replace(

@@ -36,6 +36,10 @@ from typing import Any
 
 from loop.core.errors import LoopdeckError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loop.drivers.defaults import Defaults
+
 START = "orchestrator-loop"
 COMMANDS = (START, "loop-status", "loop-pause", "loop-cancel")
 MAX_STDIN = 16 * 1024 * 1024
@@ -171,6 +175,7 @@ def _terminal_command(root: Path, invocation: Invocation) -> str:
 
 def _start(root: Path, invocation: Invocation) -> tuple[list[str], str | None]:
     """Start the loop a person typed; the lines for the model and one for the person."""
+    from loop.drivers import defaults
     from loop.drivers.start import Request, start_loop
     from loop.store.paths import Workspace
 
@@ -202,15 +207,19 @@ def _start(root: Path, invocation: Invocation) -> tuple[list[str], str | None]:
     promise = options.get("completion-promise")
     project = options.get("github-project")
     task_file = options.get("task-file")
+    saved = _saved(root, options, limits)
     request = Request(
         invocation.prompt,
-        max_iterations=number("max-iterations", 100),
+        max_iterations=number("max-iterations", saved.get("max_iterations", 100)),
         completion_promise=str(promise) if promise else "null",
         task_file=str(task_file) if task_file else None,
         check_tasks=not options.get("no-tasks"),
         check_github=not options.get("no-github"),
         github_project=str(project) if project else None,
-        limits=limits,
+        verify=list(saved.get("verify", [])),
+        verify_allow=list(saved.get("verify_allow", [])),
+        limits={**defaults.limits(saved), **limits},
+        notify=list(saved.get("notify", [])),
     )
     _state, lines = start_loop(Workspace(root), request, "/orchestrator-loop")
     note = None
@@ -222,6 +231,27 @@ def _start(root: Path, invocation: Invocation) -> tuple[list[str], str | None]:
         )
         lines.append(f"{words} in the request is part of the task text, not a loopdeck option.")
     return lines, note
+
+
+def _saved(root: Path, options: Mapping[str, Any], limits: Mapping[str, int]) -> Defaults:
+    """The saved defaults (configuration files) for what the typed command left unset: the
+    person's own, and a workspace file's only once confirmed from a terminal (nobody can be
+    asked here; the prompt is blocked with the line saying how)."""
+    from loop.drivers import defaults
+    from loop.drivers.notify import check_target
+    from loop.store.paths import Workspace
+
+    wanted = ["verify", "verify_allow", "notify"]
+    if "max-iterations" not in options:
+        wanted.append("max_iterations")
+    given = {"max_cost" if k == "max_cost_micro_usd" else k for k in limits}
+    wanted += [k for k in ("max_cost", "stuck_after", "same_error_after") if k not in given]
+    saved = defaults.settle(Workspace(root), wanted, by="/orchestrator-loop")
+    for target in saved.get("notify", []):
+        problem = check_target(target)
+        if problem:
+            raise LoopdeckError(f"{saved.where('notify')}: {problem}")
+    return saved
 
 
 def _resume(root: Path, payload: Mapping[str, Any]) -> list[str]:

@@ -430,12 +430,15 @@ class ParallelRunner:
                 f"the loop names things nobody on this machine confirmed: {engine.unconfirmed_line(pending)}"
             )
             self.apply(lambda s: workflow.escalate(s, "unconfirmed", reason, self.now()))
-        commands, _bad, _end = control.read_since(self.ws.control, state.control_offset)
+        commands, _bad, end = control.read_unapplied(self.ws, state.control_offset, self.journal)
         for cmd in commands:
             self.apply(
                 lambda s, c=cmd: workflow.command(s, c, self.sources(s), self.now()),  # type: ignore[misc]
                 end=cmd.end,
             )
+        if end > (commands[-1].end if commands else state.control_offset):
+            # lines past the last command applied (applied before, or not commands): read once
+            self.apply(scheduler.step_of, end=end)
         return bool(commands)
 
     # --- a worker's turn, its audit, its merge -------------------------------------------------

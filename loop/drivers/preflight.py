@@ -2,7 +2,9 @@
 
 `loopdeck run` and `loopdeck start` check that the agent's executable resolves (and the
 fallback agent's; a missing CLI is named with its install command), that the task
-file exists and that `gh` is logged in when a GitHub project is configured. Without them a typo
+file exists, that `gh` is logged in when a GitHub project is configured and that each
+notification target can be used here (`notify-send` for `desktop`, a URL with a host, a
+`cmd:` program that exists). `loopdeck doctor` runs the same checks, and more. Without them a typo
 shows up as an agent that "fails" five times and escalates, a source that reads as empty, or a
 loop kept going on an uncertain count. Every problem is one line that says what to do; all are
 reported at once, and the verb exits 1 before it writes anything.
@@ -14,7 +16,7 @@ import os
 import shlex
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from loop.core.errors import LoopdeckError
@@ -72,6 +74,7 @@ def problems(
     fallback_agent: str | None = None,
     task_file: str | None = None,
     github_project: str | None = None,
+    notify: Sequence[str] = (),
     which: Callable[[str], str | None] = shutil.which,
     gh_logged_in: Callable[[str], bool] = _gh_logged_in,
 ) -> list[str]:
@@ -83,6 +86,10 @@ def problems(
     task = _set(task_file)
     if task is not None and not (root / task).is_file():
         found.append(f"the task file {task} does not exist in {root}: create it, or leave out --task-file")
+    for target in notify:
+        problem = notify_problem(target, which)
+        if problem:
+            found.append(problem)
     project = _set(github_project)
     if project is not None:
         gh = which("gh")
@@ -99,6 +106,54 @@ def problems(
     return found
 
 
+def notify_problem(target: str, which: Callable[[str], str | None] = shutil.which) -> str | None:
+    """Why a notification target cannot be used on this machine, or None. Nothing is sent: a
+    target that can never work (`check_target`), `desktop` without `notify-send`, a URL with no
+    host, a `cmd:` program that is not there, `apprise:` without Apprise."""
+    from loop.drivers.notify import check_target
+
+    problem = check_target(target)
+    if problem:
+        return problem
+    shown = _shown(target)
+    if target == "desktop" and which("notify-send") is None:
+        return (
+            "--notify desktop needs notify-send, which is not installed (Debian/Ubuntu: apt install "
+            "libnotify-bin); or use another target"
+        )
+    if target.startswith(("http://", "https://")):
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(target)
+            parts.port  # noqa: B018  (a port that is no number raises here)
+        except ValueError as exc:
+            return f"--notify {shown}: not a usable URL ({exc})"
+        if not parts.hostname:
+            return f"--notify {shown}: the URL names no host"
+    if target.startswith("cmd:"):
+        program = shlex.split(target[4:])[0]
+        if "/" in program:
+            if not (os.path.isfile(program) and os.access(program, os.X_OK)):
+                return f"--notify {shown}: {program} is not an executable file"
+        elif which(program) is None:
+            return f"--notify {shown}: {program} is not on PATH"
+    if target.startswith("apprise:"):
+        import importlib.util
+
+        if importlib.util.find_spec("apprise") is None:
+            return (
+                f"--notify {shown}: Apprise is not installed (pip install apprise, in loopdeck's environment)"
+            )
+    return None
+
+
+def _shown(target: str) -> str:
+    from loop.core.redact import target_shown
+
+    return target_shown(target)
+
+
 def require(
     root: Path,
     *,
@@ -106,10 +161,16 @@ def require(
     fallback_agent: str | None = None,
     task_file: str | None = None,
     github_project: str | None = None,
+    notify: Sequence[str] = (),
 ) -> None:
     """Raise one LoopdeckError listing every problem (a line each), or return."""
     found = problems(
-        root, agent=agent, fallback_agent=fallback_agent, task_file=task_file, github_project=github_project
+        root,
+        agent=agent,
+        fallback_agent=fallback_agent,
+        task_file=task_file,
+        github_project=github_project,
+        notify=notify,
     )
     if found:
         raise LoopdeckError("\n".join(found))

@@ -295,7 +295,7 @@ def next_steps(ws: Workspace, state: LoopState) -> list[str]:
             ]
         return [
             f"runner restarted in the background (pid {restart.pid}); its output is in "
-            f"{log}, the agent's in {ws.private_dir / 'iterations'}",
+            f"{log}, the agent's in {ws.iteration_logs(state.started_at)}",
             "watch it with `loopdeck` (the monitor) or `loopdeck log -f`",
         ]
     return [

@@ -188,6 +188,8 @@ class Runner:
             )
         self.current = self.backends[0]
         """The backend the next turn runs on: the first, unless a usage limit holds it."""
+        self.identity_said = False
+        """Whether this run told the person git has no identity for its commits (said once)."""
 
     # --- the journal, echoed as log lines ----------------------------------------------------
 
@@ -243,7 +245,7 @@ class Runner:
             self.confirmed = trust.pinned(state)
             self.offset = state.control_offset
         if fresh:
-            self.event("loop-started", 0, {"max_iterations": state.max_iterations, "driver": "runner"})
+            self.event("loop-started", 0, writer.started_data(state, driver="runner"))
         started: dict[str, Any] = {"pid": os.getpid(), "agent": self.options.agent}
         if self.options.fallback_agent:
             started["fallback"] = self.options.fallback_agent
@@ -338,7 +340,7 @@ class Runner:
             state = self.store.read()
             if state is None:
                 return Result("allow", None)
-            commands, bad, end = control.read_since(self.ws.control, state.control_offset)
+            commands, bad, end = control.read_unapplied(self.ws, state.control_offset, self.journal)
             stop = StopInput(
                 last_text=last_text,
                 driver="runner",
@@ -373,6 +375,9 @@ class Runner:
         if self.signal is not None:
             return f"signal {signal.Signals(self.signal).name}"
         commands, _bad, _end = control.read_since(self.ws.control, self.offset)
+        if any(command.kind in ("skip", "complete") for command in commands):
+            # the journal is read only now, rarely: a command applied already ends nothing
+            commands, _bad, _end = control.read_unapplied(self.ws, self.offset, self.journal)
         for command in commands:
             if command.kind in ("skip", "complete"):
                 return command.kind
@@ -395,7 +400,7 @@ class Runner:
             n,
             {"max_iterations": state.max_iterations, "task": state.current_task, "agent": backend.name},
         )
-        logs = self.ws.private_dir / "iterations"
+        logs = self.ws.iteration_logs(state.started_at)
         attempts = 1 + max(0, self.options.retries)
         attempt, runs = 1, 0
         run: agent.Run | None = None
@@ -566,6 +571,19 @@ class Runner:
                     return unresolved
         except Exception:  # not a repository git can read: the commit below says why
             pass
+        if not self.identity_said:
+            self.identity_said = True
+            with contextlib.suppress(Exception):
+                if gitstate.missing_identity(self.ws.root):
+                    self.event(
+                        "warning",
+                        n,
+                        {
+                            "message": f"git has no identity (user.name, user.email) in {self.ws.root}: "
+                            f"loopdeck commits as {gitstate.STAND_IN[0]} <{gitstate.STAND_IN[1]}>; "
+                            f"to commit as you: {gitstate.IDENTITY_HELP}"
+                        },
+                    )
         try:
             sha = gitstate.commit(self.ws.root, f"loopdeck: iteration {n}")
         except Exception as exc:  # a repo problem must not lose the run: say it and go on

@@ -43,8 +43,8 @@ def start_loop(ws: Workspace, request: Request, by: str) -> tuple[LoopState, lis
     prompt = request.prompt.strip()
     if not prompt:
         raise LoopdeckError("start needs a PROMPT: what the agent should work on")
-    if not 0 <= request.max_iterations < 2**63:
-        raise LoopdeckError("--max-iterations must be 0 (no limit) or more, a whole number below 2^63")
+    check_max_iterations(request.max_iterations)
+    check_promise(request.completion_promise)
     from loop import verify
 
     for command in request.verify:
@@ -62,6 +62,7 @@ def start_loop(ws: Workspace, request: Request, by: str) -> tuple[LoopState, lis
         ws.root,
         task_file=request.task_file,
         github_project=request.github_project if request.check_github else None,
+        notify=request.notify,
     )
     from loop.drivers import writer
     from loop.store.control import end_offset
@@ -88,11 +89,7 @@ def start_loop(ws: Workspace, request: Request, by: str) -> tuple[LoopState, lis
             state.extra["verify_allow"] = list(request.verify_allow)
         writer.start(ws, store, journal, state, force=request.force)
         lines = confirm(ws, state, by)
-    journal.append(
-        "loop-started",
-        0,
-        {"max_iterations": state.max_iterations, "prompt": prompt[:200], "promise": state.promise},
-    )
+    journal.append("loop-started", 0, writer.started_data(state))
     limit = state.max_iterations or "no limit"
     lines.append(f"loop started in {ws.root} (max iterations: {limit})")
     if state.promise:
@@ -100,6 +97,23 @@ def start_loop(ws: Workspace, request: Request, by: str) -> tuple[LoopState, lis
     else:
         lines.append("To finish, the agent outputs ALL_TASKS_COMPLETE (only when every task is done).")
     return state, lines
+
+
+def check_max_iterations(value: int) -> None:
+    """`--max-iterations` as the state can hold it, refused before anything is written."""
+    if not 0 <= value < 2**63:
+        raise LoopdeckError("--max-iterations must be 0 (no limit) or more, a whole number below 2^63")
+
+
+def check_promise(promise: str | None) -> None:
+    """A completion promise the agent can print and a person can read: one line of text (the
+    state, `status` and the prompts show it on one line)."""
+    if promise is None or promise == "null":
+        return
+    if any(ord(c) < 32 or c in "\x7f\x85\u2028\u2029" for c in promise):
+        raise LoopdeckError(
+            "--completion-promise must be one line of printable text (no newline or control character)"
+        )
 
 
 def confirm(ws: Workspace, state: LoopState, by: str) -> list[str]:

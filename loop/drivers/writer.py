@@ -20,7 +20,7 @@ from loop.core import engine
 from loop.core.model import LoopState, Result
 from loop.drivers import notify
 from loop.store import control
-from loop.store.archive import archive
+from loop.store.archive import archive, move_logs
 from loop.store.journal import Event, Journal
 from loop.store.paths import Workspace
 from loop.store.state import StateError, StateStore
@@ -109,6 +109,7 @@ def archive_completed(ws: Workspace, state: LoopState, summary: dict[str, Any]) 
     The archive keeps its own, wholly redacted copy (the live file keeps the commands and
     notification targets the loop needs as given), and the live file goes."""
     folder = archive(ws, state, "completed", summary, reuse=True)
+    move_logs(ws, state, folder)
     os.unlink(ws.state)
     return folder
 
@@ -121,6 +122,61 @@ def archive_ending(ws: Workspace, state: LoopState, how: str, summary: dict[str,
 # --- the two writes the engine does not decide ------------------------------------------------
 
 
+PROMPT_KEPT = 16_000
+"""Characters of the prompt the journal's `loop-started` keeps: enough to rebuild a state."""
+
+
+def started_data(state: LoopState, **more: Any) -> dict[str, Any]:
+    """What the journal's `loop-started` keeps of a new loop: which loop it is (`started_at`,
+    what a restore and a rebuild check the backup against) and what a state rebuilt from the
+    journal needs (the prompt, the task file, the checks, the limits)."""
+    data: dict[str, Any] = {
+        "max_iterations": state.max_iterations,
+        "started_at": state.started_at,
+        "prompt": state.prompt[:PROMPT_KEPT],
+        "promise": state.promise,
+        "task_file": state.task_file,
+        "check_tasks": state.check_tasks,
+        "check_github": state.check_github,
+        "verify": list(state.verify),
+    }
+    if state.github_project_id:
+        data["github_project"] = state.github_project_id
+    if state.limits:
+        data["limits"] = dict(state.limits)
+    return {**data, **more}
+
+
+def current_loop(ws: Workspace, journal: Journal) -> str | None:
+    """Which loop the folder holds now (its `started_at`), even when its state file is corrupt:
+    the file's own `started_at` line if it can be read, else the journal's last `loop-started`;
+    None when neither says."""
+    import re
+
+    try:
+        data = ws.state.read_bytes()[: 1024 * 1024]
+    except OSError:
+        data = b""
+    found = re.search(rb"^started_at:[ \t]*[\"']?([0-9T:+.Z-]{10,40})[\"']?[ \t]*\r?$", data, re.MULTILINE)
+    if found:
+        return found.group(1).decode("ascii")
+    last = journal.tail(1, where=lambda e: e.kind == "loop-started", budget=64 * 1024 * 1024).events
+    started = last[0].data.get("started_at") if last else None
+    return str(started) if isinstance(started, str) and started else None
+
+
+def backup_of_this_loop(ws: Workspace) -> bool:
+    """Is the backup a copy of the loop the folder holds now (not of one archived before it)?"""
+    try:
+        backup = StateStore(ws).read_backup()
+    except StateError:
+        return False
+    if backup is None:
+        return False
+    current = current_loop(ws, Journal(ws.journal))
+    return current is None or backup.started_at == current
+
+
 def start(
     ws: Workspace,
     store: StateStore,
@@ -131,6 +187,7 @@ def start(
 ) -> None:
     """Write a new loop's state (under the caller's loop lock). An active loop in the way is an
     error unless `force`, which archives it; a corrupt file is moved aside, never deleted."""
+    store.checked(state)  # a state that would not read back is refused before anything is archived
     replace_corrupt = False
     try:
         old = store.read()
@@ -152,6 +209,8 @@ def start(
                 "pass --force to archive it and start a new one"
             )
         folder = archive(ws, old, "replaced by a new loop" if old.active else old.status)
+        if old.started_at != state.started_at:
+            move_logs(ws, old, folder)
         journal.append("warning", old.iteration, {"message": f"previous loop archived in {folder}"})
     store.write(state, replace_corrupt=replace_corrupt)
 
@@ -167,8 +226,9 @@ def restore_backup(ws: Workspace, now: datetime) -> LoopState:
             raise StateError(ws.backup, "no backup to restore")
         queued, _bad, _end = control.read_since(ws.control, backup.control_offset)
         applied = control.applied_ids(journal, within=max(500, 2 * len(queued)))
-        result = engine.restore(backup, queued, applied)
-        assert result.state is not None
+        result = engine.restore(backup, queued, applied, current_loop(ws, journal))
+        if result.state is None:
+            raise StateError(ws.backup, result.system_message or "not the loop in this folder")
         store.restore_backup()
         carry_out(ws, store, journal, backup, result, now)
         return result.state
@@ -185,6 +245,8 @@ def rebuild_from_journal(ws: Workspace, now: datetime) -> tuple[LoopState, list[
             base = store.read_backup()
         except StateError:
             base = None
+        if base is not None and base.started_at != (current_loop(ws, journal) or base.started_at):
+            base = None  # the backup of a loop before this one: nothing of it is this loop's
         events = journal.read_from(0, limit_bytes=64 * 1024 * 1024).events
         queued, _bad, _end = control.read_since(ws.control, 0)
         applied = control.applied_ids(journal, within=max(500, 2 * len(queued)), budget=64 * 1024 * 1024)

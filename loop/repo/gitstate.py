@@ -59,8 +59,6 @@ def _run(cwd: Path, *args: str, check: bool = True, env: dict[str, str] | None =
 TOPS_KEPT = 64
 _tops: dict[Path, Path] = {}
 _tops_lock = threading.Lock()
-_idents: dict[Path, tuple[str, ...]] = {}
-"""`_identity` per working tree."""
 
 
 def toplevel(root: Path) -> Path | None:
@@ -90,7 +88,6 @@ def forget_repos() -> None:
     wants a clean slate)."""
     with _tops_lock:
         _tops.clear()
-        _idents.clear()
     with _log_lock:
         _logs.clear()
 
@@ -148,8 +145,36 @@ def _changed_paths(porcelain_v2_z: str) -> list[str]:
     return paths
 
 
+OWN_PATHS = (
+    ".claude/orchestrator-loop",
+    ".claude/loopdeck/",
+    ".claude/loops/",
+    ".loopdeck/",
+    # what `loopdeck install` writes: personal settings (machine paths) and their backups, and
+    # the slash commands, which a person commits on purpose if at all
+    ".claude/settings.local.json",
+    ".claude/settings.json.bak-",
+    ".claude/commands/orchestrator-loop.md",
+    ".claude/commands/loop-status.md",
+    ".claude/commands/loop-pause.md",
+    ".claude/commands/loop-cancel.md",
+)
+"""The starts of the paths (from the workspace) that are loopdeck's own files, not the work."""
+
+
 def _ours(path: str) -> bool:
-    return path.startswith((".claude/orchestrator-loop", ".claude/loopdeck/", ".claude/loops/", ".loopdeck/"))
+    """Is `path` (as git names it, from the top of the repository) one of loopdeck's files, in
+    the workspace or in a loop's folder below it (`service/.claude/…`)?"""
+    path = path.strip('"')
+    if path.startswith(OWN_PATHS):
+        return True
+    for folder in ("/.claude/", "/.loopdeck/"):
+        at = path.find(folder)
+        while at != -1:
+            if path[at + 1 :].startswith(OWN_PATHS):
+                return True
+            at = path.find(folder, at + 1)
+    return False
 
 
 def _work_paths(top: Path) -> list[str]:
@@ -169,18 +194,21 @@ def _work_paths(top: Path) -> list[str]:
 
 
 def _identity(top: Path) -> tuple[str, ...]:
-    """`-c user.name=… -c user.email=…` when the repository names nobody to commit as (a fresh
-    machine, a container): loopdeck's commits then say who made them instead of failing.
-    Asked once per repository."""
-    found = _idents.get(top)
-    if found is None:
-        found = ()
-        if not _run(top, "config", "user.name", check=False).strip():
-            found += ("-c", "user.name=loopdeck")
-        if not _run(top, "config", "user.email", check=False).strip():
-            found += ("-c", "user.email=loopdeck@localhost")
-        _idents[top] = found
-    return found
+    """`-c user.name=… -c user.email=…` (`STAND_IN`) when git names nobody to commit as in the
+    repository (a fresh machine, a container): loopdeck's commits then say who made them
+    instead of failing, or of git making one up from the login and host name."""
+    if not _missing(top):
+        return ()
+    return ("-c", f"user.name={STAND_IN[0]}", "-c", f"user.email={STAND_IN[1]}")
+
+
+def _missing(top: Path) -> bool:
+    """`missing_identity` in a working tree: one `git config` process."""
+    out = _run(top, "config", "--get-regexp", r"^user\.(name|email)$", check=False)
+    found = dict(line.partition(" ")[::2] for line in out.splitlines())
+    name = os.environ.get("GIT_AUTHOR_NAME") or found.get("user.name", "")
+    email = os.environ.get("GIT_AUTHOR_EMAIL") or os.environ.get("EMAIL") or found.get("user.email", "")
+    return not (name.strip() and email.strip())
 
 
 def _has_head(top: Path) -> bool:
@@ -219,6 +247,21 @@ def commit(root: Path, message: str) -> str | None:
         said = (done.stderr or done.stdout).decode("utf-8", "replace").strip().splitlines()
         raise GitError(said[0] if said else f"git commit exited {done.returncode}")
     return _run(top, "rev-parse", "HEAD").strip() or None
+
+
+STAND_IN = ("loopdeck", "loopdeck@localhost")
+"""Who loopdeck's commits are made as in a repository where git has no identity."""
+
+IDENTITY_HELP = 'git config --global user.name "Your Name" && git config --global user.email you@example.com'
+"""How a person gives git an identity (a repository's own: the same without --global)."""
+
+
+def missing_identity(root: Path) -> bool:
+    """Does git have no author name or e-mail for commits in `root` (no `user.name` /
+    `user.email` in any of its config files, none in the environment)? A fresh machine or a
+    container. False outside a repository."""
+    top = toplevel(root)
+    return top is not None and _missing(top)
 
 
 def stash(root: Path, message: str) -> str | None:

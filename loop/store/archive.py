@@ -14,7 +14,7 @@ from pathlib import Path
 from loop.core.model import LoopState
 from loop.core.redact import redact, redact_obj, target_shown
 from loop.core.timeutil import iso_ms, utcnow
-from loop.store.paths import Workspace
+from loop.store.paths import Workspace, loop_folder_name
 from loop.store.safeopen import make_parents, write_bytes
 from loop.store.state import render
 
@@ -24,7 +24,24 @@ if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
 
 
 def folder_name(started_at: str) -> str:
-    return re.sub(r"[^0-9A-Za-z.+-]", "-", started_at or "unknown").strip("-") or "unknown"
+    return loop_folder_name(started_at)
+
+
+def move_logs(workspace: Workspace, state: LoopState, folder: Path) -> Path | None:
+    """Move the loop's iteration logs into its archive `folder` (as `iterations/`), at its
+    ending: the archive then holds what the agent said, and the next loop starts with none.
+    The folder where they were, if any."""
+    logs = workspace.iteration_logs(state.started_at)
+    if not logs.is_dir() or logs.is_symlink():
+        return None
+    target = folder / "iterations"
+    if not target.exists():
+        os.replace(logs, target)
+        return target
+    for entry in sorted(logs.iterdir()):  # a second ending of the same loop: add what is new
+        if not (target / entry.name).exists() and not entry.is_symlink():
+            os.replace(entry, target / entry.name)
+    return target
 
 
 def archive(

@@ -9,7 +9,8 @@ here, and the driver that holds the loop lock applies it. Each command is applie
 * the driver reads the offset under the loop lock, so two drivers racing for the same Stop
   serialise and the second finds nothing left to apply;
 * each application is journaled (`command-applied` with the command's id), which is how the
-  sender learns its command took effect.
+  sender learns its command took effect, and how a driver skips a command a state put back
+  by hand (an older offset) would apply again (`read_unapplied`).
 """
 
 from __future__ import annotations
@@ -176,6 +177,20 @@ def _decode(line: bytes, offset: int, end: int) -> Command | BadLine:
         end=end,
         target=str(target) if isinstance(target, str) and target else None,
     )
+
+
+def read_unapplied(
+    workspace: Workspace, offset: int, journal: Journal
+) -> tuple[list[Command], list[BadLine], int]:
+    """`read_since`, less the commands the journal says were applied already: a state put back
+    by hand (its backup copied over it) holds an older offset, and a command must still be
+    applied at most once. The journal is read (from its end, bounded) only when commands wait
+    past the offset, which is rare: a Stop with nothing queued costs nothing more."""
+    commands, bad, end = read_since(workspace.control, offset)
+    if commands:
+        applied = applied_ids(journal, within=max(500, 2 * len(commands)))
+        commands = [c for c in commands if c.id not in applied]
+    return commands, bad, end
 
 
 def pending(workspace: Workspace, state: LoopState | None = None) -> list[Command]:

@@ -27,7 +27,17 @@ if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
     from collections import deque
     from typing import Any, BinaryIO
 
-__all__ = ["KINDS", "Event", "Follower", "Journal", "Problem", "ReadResult", "decode_line", "message", "render_line"]
+__all__ = [
+    "KINDS",
+    "Event",
+    "Follower",
+    "Journal",
+    "Problem",
+    "ReadResult",
+    "decode_line",
+    "message",
+    "render_line",
+]
 
 MAX_LINE_BYTES = 1024 * 1024
 """An event is small; a longer line is garbage (or an attack on the reader's memory)."""

@@ -60,6 +60,20 @@ class Workspace:
     def ralph_state(self) -> Path:
         return self.claude_dir / RALPH_NAME
 
+    def iteration_logs(self, started_at: str) -> Path:
+        """The folder of one loop's iteration logs (`NNNN.log`): each loop its own, named as its
+        archive folder, so a new loop's `0001.log` is never an older loop's (and goes to its
+        archive with it)."""
+        return self.private_dir / "iterations" / loop_folder_name(started_at)
+
+
+def loop_folder_name(started_at: str) -> str:
+    """A loop's name as a folder (its archive, its iteration logs): when it started, in the
+    characters a file name may hold."""
+    import re
+
+    return re.sub(r"[^0-9A-Za-z.+-]", "-", started_at or "unknown").strip("-") or "unknown"
+
 
 def find_workspace(start: Path | None = None) -> Workspace:
     """The nearest folder at or above `start` that holds a loop, else `start` itself.

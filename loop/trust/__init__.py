@@ -223,3 +223,48 @@ def confirmed_targets(ws: Workspace, state: LoopState) -> list[str]:
     was = before.get("notify")
     allowed = was if isinstance(was, list) else []
     return [t for t in state.notify if t in allowed]
+
+
+# --- a project's saved defaults ------------------------------------------------------------------
+
+
+def _config_record_path(ws: Workspace) -> Path:
+    return home(ws.root) / f"{_key(str(ws.root.resolve()))}.config.json"
+
+
+def config_unconfirmed(ws: Workspace, values: dict[str, Any]) -> list[str]:
+    """The values a workspace's configuration file (`.loopdeck.toml`, pyproject.toml's
+    `[tool.loopdeck]`) contributes that nobody on this machine confirmed, a line each: the file
+    came with the repository, so its agent, commands and targets are someone else's word, as a
+    state file's are. A value confirmed before and unchanged needs nothing more."""
+    try:
+        with open(_config_record_path(ws), "rb") as f:
+            record = json.loads(f.read(4 * 1024 * 1024))
+    except (OSError, ValueError):
+        record = None
+    before = record.get("values") if isinstance(record, dict) else None
+    before = before if isinstance(before, dict) else {}
+    return [f"{name}: {value}" for name, value in sorted(values.items()) if before.get(name) != value]
+
+
+def record_config(ws: Workspace, values: dict[str, Any], by: str) -> None:
+    """Remember that a person here confirmed these values of the workspace's configuration
+    file (`by`: how); the values confirmed before for other keys are kept."""
+    from loop.core.timeutil import iso_s, utcnow
+
+    path = _config_record_path(ws)
+    try:
+        with open(path, "rb") as f:
+            old = json.loads(f.read(4 * 1024 * 1024))
+    except (OSError, ValueError):
+        old = {}
+    kept: dict[str, Any] = {}
+    if isinstance(old, dict) and isinstance(old.get("values"), dict):
+        kept = old["values"]
+    data = {"workspace": str(ws.root), "by": by, "at": iso_s(utcnow()), "values": {**kept, **values}}
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(data, f, ensure_ascii=False, indent=1)
+    os.replace(tmp, path)

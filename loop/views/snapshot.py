@@ -16,7 +16,7 @@ from loop import trust
 from loop.core.errors import FileProblem
 from loop.core.model import Command
 from loop.sources.aggregate import Aggregate, SourceConfig, check_all
-from loop.store.journal import Event, Journal
+from loop.store.journal import Event
 from loop.store.paths import Workspace
 from loop.store.proc import alive
 from loop.store.state import LoopState, StateStore

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from loop import agents
+from tests.conftest import iteration_logs
 from tests.e2e.agents_harness import CLIProject, cli_binary
 from tests.e2e.mockclis import Call, MockCLIs, Reply, Script, limit, say, shell, tick_script
 
@@ -95,7 +96,7 @@ def loop_of_three_tasks(project: CLIProject, cli: str) -> None:
     cost = next(line for line in tail.splitlines() if line.startswith("Cost:"))
     assert ("(estimated)" in cost) is ESTIMATED[cli] and "tokens" in cost, cost
     # the monitor's output panel reads the iteration log through the adapter
-    first = (project.root / ".claude" / "loopdeck" / "iterations" / "0001.log").read_text()
+    first = iteration_logs(project.root)[0].read_text()
     shown = [agents.live_line(line, cli) for line in first.splitlines()]
     lines = [line for item in shown if item for line in item.splitlines()]
     assert any(line.startswith("▸ ") and "sed -i" in line for line in lines), lines
@@ -155,9 +156,9 @@ def parallel_workers(project: CLIProject, cli: str) -> None:
 # --- 3. a usage limit, waited out -----------------------------------------------------------------
 
 
-def limited_until(cli: str, root: Path, seconds: float, fallback_delay: float = 0.0) -> Script:
+def limited_until(cli: str, root: Path, seconds: float) -> Script:
     """`cli`'s requests are refused with a usage limit until `seconds` after the first one; then
-    (and any other CLI's requests, `fallback_delay` slower) tick the checklist."""
+    (and any other CLI's requests, not answered before the reset) tick the checklist."""
     inner = tick_script(root)
     until: list[float] = []
     lock = threading.Lock()
@@ -169,12 +170,23 @@ def limited_until(cli: str, root: Path, seconds: float, fallback_delay: float = 
         if call.cli == cli and time.time() < until[0]:
             return limit(cli, until[0])
         reply = inner(call)
-        if call.cli != cli:
-            reply.delay = fallback_delay
+        if call.cli != cli and until:
+            # the fallback's turn ends after the reset, as the loop reckons it (the CLI may say
+            # "in N seconds" late), however fast its CLI starts: the next turn is then the first
+            # one's again, on any machine
+            reply.delay = max(0.0, max(until[0], switched_until(root)) + 0.2 - time.time())
         return reply
 
     script.until = until  # type: ignore[attr-defined]
     return script
+
+
+def switched_until(root: Path) -> float:
+    """The epoch until which the loop holds the first agent, from its last switch to the fallback."""
+    journal = root / ".claude" / "orchestrator-loop.events.jsonl"
+    lines = journal.read_text(encoding="utf-8").splitlines() if journal.exists() else []
+    ends = [json.loads(line)["data"].get("until") for line in lines if '"agent-switched"' in line]
+    return datetime.fromisoformat(ends[-1]).timestamp() if ends and ends[-1] else 0.0
 
 
 def usage_limit_waited_out(project: CLIProject, cli: str) -> None:
@@ -226,7 +238,7 @@ def fallback_on_a_limit(project: CLIProject, cli: str) -> None:
         pytest.skip(why)
     todo = project.write("TODO.md", "- [ ] one\n- [ ] two\n")
     project.commit()
-    project.api.script = limited_until(cli, project.root, 1.5, fallback_delay=1.0)
+    project.api.script = limited_until(cli, project.root, 1.5)
     out = run_loop(project, cli, "--fallback-agent", other)
     assert out.startswith("exit 0"), out
     assert todo.read_text().count("- [x]") == 2

@@ -214,9 +214,8 @@ class CLIProject:
 
     def logs(self) -> str:
         """Every iteration log, for a failing test's message."""
-        folder = self.root / ".claude" / "loopdeck" / "iterations"
-        if not folder.exists():
-            return ""
+        from tests.conftest import iteration_logs
+
         return "\n".join(
-            f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in sorted(folder.glob("*.log"))
+            f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in iteration_logs(self.root)
         )

@@ -344,7 +344,8 @@ class MockAPI:
                     self._not_found()
                     return
                 turn, main = api.answer(body)
-                api.record({"method": "POST", "path": path, "body": body, "main": main})
+                status = turn.error[0] if turn.error is not None else 200
+                api.record({"method": "POST", "path": path, "body": body, "main": main, "status": status})
                 if turn.error is not None:
                     status, kind, text = turn.error
                     self._json(status, {"type": "error", "error": {"type": kind, "message": text}})

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import iteration_logs
 from tests.e2e.harness import Project, claude_binary
 from tests.e2e.mockapi import MockAPI, Request, Script, Turn, call, content_text, say, steps, tool_results
 
@@ -317,7 +318,7 @@ def run_with_runner(project: Project) -> None:
     assert_completed(project)
     from loop.agents.claude import parse
 
-    logs = sorted((project.root / ".claude" / "loopdeck" / "iterations").glob("*.log"))
+    logs = iteration_logs(project.root)
     assert logs
     for log in logs:
         outcome = parse(log.read_text(encoding="utf-8"))

@@ -1,6 +1,6 @@
 """Output: what the agent is saying and doing in the current iteration, as it happens.
 
-For a runner loop it follows the iteration's log (`.claude/loopdeck/iterations/NNNN.log`); for a
+For a runner loop it follows the iteration's log (`.claude/loopdeck/iterations/<loop>/NNNN.log`); for a
 hook loop, the session transcript. Each CLI's JSON (Claude Code's `json`/`stream-json` and
 transcript lines, Codex's `--json` events, Gemini's `stream-json`, OpenCode's `--format json`
 parts) is shown as the agent's text and its tool calls, read by that CLI's adapter
@@ -72,7 +72,7 @@ def followed(workspace: Workspace, snapshot: Snapshot | None) -> Followed | None
     if loop is None or snapshot is None:
         return None
     if loop.driver == "runner":
-        logs = workspace.private_dir / "iterations"
+        logs = workspace.iteration_logs(loop.started_at)  # this loop's own, never an earlier one's
         newest = _current_log(logs, loop.iteration, snapshot)
         if newest is None:  # not where the journal says: the newest of the folder
             try:
