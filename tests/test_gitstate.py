@@ -191,3 +191,18 @@ def test_a_commit_with_nobody_configured_names_loopdeck(
 
 def _has(repo: Path, key: str) -> bool:
     return subprocess.run(["git", "config", key], cwd=repo, capture_output=True).returncode == 0
+
+
+def test_what_git_said_is_remembered_within_bounds(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The working trees found and the logs read are kept to ask git less, never without end
+    (a monitor runs for days; the fleet looks at many repositories)."""
+    monkeypatch.setattr(gitstate, "TOPS_KEPT", 4)
+    monkeypatch.setattr(gitstate, "LOGS_KEPT", 3)
+    for n in range(10):
+        folder = repo / f"sub{n}"
+        folder.mkdir()
+        assert gitstate.toplevel(folder) == repo.resolve()
+        assert len(gitstate._tops) <= 4
+    for count in range(1, 8):
+        assert gitstate.status(repo, commits=count).error is None
+        assert len(gitstate._logs) <= 3

@@ -343,3 +343,17 @@ def test_a_task_file_rewritten_to_the_same_size_and_mtime_is_read_again(tmp_path
         f.write(b"- [x] one\n- [x] two\n")
     os.utime(todo, (1_000_000_000, 1_000_000_000))
     assert task_file.check(tmp_path, "TODO.md", NOW).done == 2
+
+
+def test_the_files_remembered_are_bounded(tmp_path: Path) -> None:
+    """A monitor of many loops (the fleet), or a long life of them, keeps a bounded memory of
+    what it parsed: at most `KEEP_FILES` task files, the bytes of none larger than `KEEP_BYTES`."""
+    for n in range(task_file.KEEP_FILES * 3):
+        (tmp_path / f"T{n}.md").write_text(f"- [ ] task {n}\n")
+        assert task_file.check(tmp_path, f"T{n}.md", NOW).pending == 1
+        assert len(task_file._PARSED) <= task_file.KEEP_FILES
+    big = tmp_path / "BIG.md"
+    big.write_bytes(b"- [ ] big\n" + b"x" * (task_file.KEEP_BYTES + 1) + b"\n")
+    assert task_file.check(tmp_path, "BIG.md", NOW).pending == 1
+    (kept,) = (known for name, known in task_file._PARSED.items() if name.endswith("BIG.md"))
+    assert kept.data is None
