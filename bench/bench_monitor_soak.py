@@ -297,11 +297,12 @@ def main() -> None:
                 time.sleep(3)  # the pace takes a turn or two to settle
                 profile = Path(args.profile) / f"monitor-{hz:g}hz.txt" if args.profile else None
                 got = window(soak, monitor, reference, args.seconds, marks=True, profile=profile)
+                p50, p95 = got.get("p50", float("nan")), got.get("p95", float("nan"))
                 rows.append(
-                    f"at {got['rate']:.1f} iterations/s ({hz:g} Hz): monitor CPU {got['monitor']:.1f} % of a core, "
-                    f"reference {got['reference']:.2f} %; change → screen p50 {got.get('p50', float('nan')):.0f} ms, "
-                    f"p95 {got.get('p95', float('nan')):.0f} ms ({got.get('samples', 0):.0f} marks, "
-                    f"{got['missed']:.0f} missed)   ({load()})"
+                    f"at {got['rate']:.1f} iterations/s ({hz:g} Hz): monitor CPU {got['monitor']:.1f} % "
+                    f"of a core, reference {got['reference']:.2f} %; change → screen p50 {p50:.0f} ms, "
+                    f"p95 {p95:.0f} ms ({got.get('samples', 0):.0f} marks, {got['missed']:.0f} missed)"
+                    f"   ({load()})"
                 )
             soak.steer("pause", "--reason", "soak: idle window")
             time.sleep(5)  # the pause lands at the end of the turn; the monitor settles
