@@ -99,3 +99,27 @@ def test_status_lists_the_archive_once_however_many_it_holds(
     assert json.loads(capsys.readouterr().out)["last_archive"]["folder"] == str(newest)
     assert seen["listings"] == 1
     assert seen["looks"] <= 2
+
+
+def test_of_the_usual_names_only_the_greatest_is_read_as_a_moment(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ten thousand archives cost a listing, not ten thousand parses of a name: names of the
+    usual shape are compared as strings, and only the newest candidates are worked out."""
+    from loop.store import archive as archive_module
+
+    for n in range(120):
+        (ws.archive_dir / folder_name(f"2026-02-01T{n // 60:02d}:{n % 60:02d}:00+00:00")).mkdir(parents=True)
+    newest = _archived(ws, "2026-02-01T05:00:00+00:00")
+    same_second = _archived(ws, "2026-02-01T05:00:00+00:00", "replaced by a new loop")
+    (ws.archive_dir / "zzzz-zz-zzTzz-zz-zz+00-00").mkdir()  # the usual length, not a moment
+    real_order = archive_module._order
+    worked_out: list[str] = []
+
+    def order(name: str) -> Any:
+        worked_out.append(name)
+        return real_order(name)
+
+    monkeypatch.setattr(archive_module, "_order", order)
+    assert latest(ws) == same_second and same_second.name == f"{newest.name}.2"
+    assert len(worked_out) <= 4, worked_out

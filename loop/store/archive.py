@@ -128,22 +128,44 @@ def _order(name: str) -> tuple[int, str, int]:
     return (1, stamp + (fraction or "").ljust(9, "0"), int(n) if n else 1)
 
 
+PLAIN_END = "+00-00"
+PLAIN_LENGTH = len("2026-01-09T10-30-00+00-00")
+"""The name nearly every archive has (a loop started in UTC, alone in its second): among such
+names, the order of the strings is the order in time."""
+
+
 def latest(workspace: Workspace) -> Path | None:
     """The newest archive: the folder whose name holds the latest start (`folder_name`), found
     in one pass over the folder's entries, its summary checked only for the folders tried (the
     newest, unless it has none). Its cost does not grow with the number of archives beyond that
-    one listing: no summary of the others is opened or looked at."""
+    one listing: no summary of the others is opened or looked at, and of the usual names
+    (`PLAIN_END`) only the greatest is read as a moment (`_order`), the others being compared
+    as strings."""
+    plain: list[str] = []
+    keyed: list[tuple[tuple[int, str, int], str]] = []
     try:
         with os.scandir(workspace.archive_dir) as entries:
-            found = [(_order(e.name), e.name) for e in entries if e.is_dir(follow_symlinks=False)]
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    name = entry.name
+                    if len(name) == PLAIN_LENGTH and name.endswith(PLAIN_END):
+                        plain.append(name)
+                    else:
+                        keyed.append((_order(name), name))
     except (FileNotFoundError, NotADirectoryError):
         return None
-    while found:  # the newest first; the next only when it has no summary (a rare, broken one)
-        newest = max(found)
+    while plain or keyed:  # the newest first; the next only when it has no summary (rare)
+        while plain:  # the greatest plain name that is a moment joins the others
+            best = max(plain)
+            plain.remove(best)
+            keyed.append((_order(best), best))
+            if keyed[-1][0][0]:
+                break
+        newest = max(keyed)
         folder = workspace.archive_dir / newest[1]
         if os.path.isfile(folder / "summary.json"):
             return folder
-        found.remove(newest)
+        keyed.remove(newest)
     return None
 
 
