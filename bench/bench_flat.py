@@ -225,9 +225,9 @@ def fleet(tmp: Path, counts: list[int], idle: float) -> None:
         monitor = Terminal([str(LOOPDECK), "tui", "--scan", str(root)], env)
         reference = Terminal([sys.executable, "-c", REFERENCE], env)
         try:
-            last = f"ws{count - 1:03d}"
-            if monitor.wait_for(last, 120) is None or reference.wait_for("reference", 30) is None:
-                print(f"  the fleet of {count} never showed its last workspace")
+            every = f"in {count} folders"  # the fleet's title, once it found them all
+            if monitor.wait_for(every, 180) is None or reference.wait_for("reference", 30) is None:
+                print(f"  the fleet of {count} never showed all its workspaces")
                 continue
             time.sleep(5)  # start-up is not idle
             pids = (monitor.proc.pid, reference.proc.pid)
