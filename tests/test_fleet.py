@@ -289,7 +289,7 @@ def test_a_stamp_works_out_its_paths_once_and_still_sees_every_change(
     (folder / ".claude").mkdir(parents=True)
     first = fleet.stamp(folder)
     built: list[Path] = []
-    real_workspace = fleet.Workspace
+    real_workspace = Workspace
 
     def workspace(root: Path) -> Any:
         built.append(root)
