@@ -124,43 +124,50 @@ def hook(tmp: Path, sizes: list[int], runs: int) -> None:
 # --- 2. the runner ------------------------------------------------------------------------------
 
 
-def runner(tmp: Path, tasks: int) -> None:
+def runner(tmp: Path, tasks: int, rounds: int) -> None:
+    """`rounds` pairs, loopdeck and the bash loop in turns (each on a fresh copy of the repository);
+    the medians per iteration."""
     from loop.demo import workspace
+    from loop.store.archive import latest_summary
+    from loop.store.paths import Workspace
 
     agent = tmp / "runner-agent"
     agent.write_text(AGENT)
     agent.chmod(0o755)
-    root = workspace.create(tmp / "runner-repo", tasks=tasks)
-    copy = workspace.create(tmp / "bash-repo", tasks=tasks)
     trust = tmp / "runner-trust"
     trust.mkdir(mode=0o700)
     env = {**os.environ, "LOOPDECK_TRUST_HOME": str(trust)}
-    argv = [str(LOOPDECK), "-C", str(root), "run", "bench: tick every box", "--agent", str(agent)]
-    argv += ["--agent-format", "text", "--task-file", "TODO.md", "--no-github", "--no-tasks", "--headless"]
-    argv += ["--max-iterations", str(tasks * 2)]
-    start = time.perf_counter()
-    done = subprocess.run(argv, env=env, capture_output=True, cwd=root)
-    wall = time.perf_counter() - start
-    if done.returncode != 0:
-        print(f"  the runner ended with {done.returncode}: {done.stderr.decode(errors='replace')[-400:]}")
-        return
-    from loop.store.archive import latest_summary
-    from loop.store.paths import Workspace
-
-    found = latest_summary(Workspace(root))
-    iterations = int(found[1].get("iterations") or found[1].get("iteration") or 0) if found else 0
-    if not iterations:
-        print("  the runner's summary names no iterations")
-        return
-    loop = f'for i in $(seq {iterations}); do printf "bench: tick every box" | "$0" > /dev/null; done'
-    start = time.perf_counter()
-    subprocess.run(["bash", "-c", loop, str(agent)], cwd=copy, check=True)
-    bash_wall = time.perf_counter() - start
-    ours, theirs = wall / iterations * 1000, bash_wall / iterations * 1000
+    ours: list[float] = []
+    theirs: list[float] = []
+    iterations = 0
+    for n in range(rounds):
+        root = workspace.create(tmp / f"runner-repo-{n}", tasks=tasks)
+        copy = workspace.create(tmp / f"bash-repo-{n}", tasks=tasks)
+        argv = [str(LOOPDECK), "-C", str(root), "run", "bench: tick every box", "--agent", str(agent)]
+        argv += ["--agent-format", "text", "--task-file", "TODO.md", "--no-github", "--no-tasks"]
+        argv += ["--headless", "--max-iterations", str(tasks * 2)]
+        start = time.perf_counter()
+        done = subprocess.run(argv, env=env, capture_output=True, cwd=root)
+        wall = time.perf_counter() - start
+        if done.returncode != 0:
+            print(f"  the runner ended with {done.returncode}: {done.stderr.decode(errors='replace')[-400:]}")
+            return
+        found = latest_summary(Workspace(root))
+        iterations = int(found[1].get("iterations") or 0) if found else 0
+        if not iterations:
+            print("  the runner's summary names no iterations")
+            return
+        loop = f'for i in $(seq {iterations}); do printf "bench: tick every box" | "$0" > /dev/null; done'
+        start = time.perf_counter()
+        subprocess.run(["bash", "-c", loop, str(agent)], cwd=copy, check=True)
+        bash_wall = time.perf_counter() - start
+        ours.append(wall / iterations * 1000)
+        theirs.append(bash_wall / iterations * 1000)
+    a, b = median_ms(ours), median_ms(theirs)
     row(
-        f"runner per iteration, {tasks} tasks ({iterations} iterations)",
-        f"{ours:.1f} ms ({ours - theirs:.1f} ms overhead)",
-        f"a bash loop running the same agent {theirs:.1f} ms (loopdeck {ours / theirs:.2f}×)",
+        f"runner per iteration, {tasks} tasks ({iterations} its., {rounds} rounds)",
+        f"{a:.1f} ms ({a - b:.1f} ms overhead)",
+        f"a bash loop running the same agent {b:.1f} ms (loopdeck {a / b:.2f}×)",
     )
 
 
@@ -264,6 +271,7 @@ def main() -> None:
     parser.add_argument("--hook-sizes", default="1,1024", help="transcript sizes in MB")
     parser.add_argument("--runs", type=int, default=7, help="timed runs of each process, interleaved")
     parser.add_argument("--tasks", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3, help="runner and bash loop pairs, in turns")
     parser.add_argument("--archives", type=int, default=10_000)
     parser.add_argument("--fleet", default="50,200", help="fleet sizes")
     parser.add_argument("--fleet-idle", type=float, default=20.0, help="seconds of the fleet's idle window")
@@ -281,7 +289,7 @@ def main() -> None:
         if "hook" not in skip:
             hook(tmp, [int(s) for s in args.hook_sizes.split(",") if s.strip()], args.runs)
         if "runner" not in skip:
-            runner(tmp, args.tasks)
+            runner(tmp, args.tasks, args.rounds)
         if "status" not in skip:
             status(tmp, args.archives, args.runs)
         if "fleet" not in skip:
