@@ -15,6 +15,7 @@ HERE = Path(__file__).resolve().parent
 SHORT: dict[str, list[str]] = {
     "bench_hook_vs_bash.py": ["--sizes", "1,20,200", "--runs", "5"],
     "bench_monitor_soak.py": ["--seconds", "60"],
+    "bench_flat.py": ["--hook-sizes", "1,200", "--skip", "monitor"],  # the soak runs on its own here
 }
 """Arguments that keep a default run of everything reasonably short."""
 

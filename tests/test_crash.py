@@ -13,6 +13,9 @@ import re
 import signal
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from loop.demo import workspace
 from loop.store.archive import latest
@@ -136,6 +139,7 @@ def test_a_runner_killed_mid_turn_leaves_no_agent_nor_child(demo: Workspace) -> 
 LEAVING_AGENT = """\
 import os, subprocess, sys, time
 from pathlib import Path
+from typing import Any
 
 sys.stdin.read()
 pids = Path(sys.argv[1])
@@ -345,6 +349,17 @@ os.waitpid(middle, 0)
 """
 
 
+def _cmdline(process: Any) -> str:
+    """A child's command line; empty for one that is gone or a zombie (another test's child,
+    killed and not yet reaped, may be among this process's children)."""
+    import psutil
+
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:
+        return ""
+
+
 def test_a_daemon_that_clears_its_environment_is_found_as_an_orphan_of_the_subreaper() -> None:
     import subprocess
 
@@ -361,10 +376,53 @@ def test_a_daemon_that_clears_its_environment_is_found_as_an_orphan_of_the_subre
         env = supervisor.env()
         subprocess.run([sys.executable, "-c", DAEMON_WITHOUT_ENV], env=env, check=True, timeout=30)
         orphans = [p for p in psutil.Process().children() if p.pid != supervisor.proc.pid]
-        daemons = [p for p in orphans if "time.sleep(300)" in " ".join(p.cmdline())]
+        daemons = [p for p in orphans if "time.sleep(300)" in _cmdline(p)]
         assert len(daemons) == 1 and sweep._marks(daemons[0].pid) == []  # no marker: an orphan of ours
         supervisor.release()
         assert gone(daemons[0].pid)
     finally:
         supervisor.close()
     assert sweep.subreaper(False) is False  # this process is no subreaper again
+
+
+SETSID_CHILD = """\
+import os, subprocess, sys
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+"""
+
+
+def test_a_turns_end_looks_only_below_the_subreaper(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A subreaper's children keep everything they start below it, so the end of a turn looks
+    for its marked processes there, not in every process of the machine (hundreds of
+    `/proc/*/environ` reads a turn), and lists children without psutil's whole-machine scan."""
+    import subprocess
+
+    import psutil
+
+    from loop.processes import sweep
+    from loop.processes.supervisor import Supervisor
+
+    if sweep.subreaper(False) is None or not os.path.exists("/proc/self/task"):
+        pytest.skip("no child subreaper (or no /proc) on this system")
+    supervisor = Supervisor()
+    try:
+        env = supervisor.env()
+        subprocess.run([sys.executable, "-c", SETSID_CHILD], env=env, check=True, timeout=30)
+        left = [  # the orphan it left (other tests' children may be here too: not ours to count)
+            p.pid
+            for p in psutil.Process().children()
+            if p.pid != supervisor.proc.pid and "time.sleep(300)" in _cmdline(p)
+        ]
+        assert len(left) == 1 and sweep.children(os.getpid()) >= {left[0], supervisor.proc.pid}
+
+        def whole_machine() -> list[int]:
+            raise AssertionError("the whole machine was scanned")
+
+        monkeypatch.setattr(sweep, "_own_pids", whole_machine)
+        monkeypatch.setattr(psutil.Process, "children", lambda self, recursive=False: whole_machine())
+        supervisor.release()
+        assert gone(left[0])
+    finally:
+        monkeypatch.undo()
+        supervisor.close()

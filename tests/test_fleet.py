@@ -278,3 +278,36 @@ def test_cost_is_summed_when_the_agent_reports_it(tmp_path: Path) -> None:
     [row] = fleet.read_rows(ws.root)
     assert row.cost_usd == 1.52
     assert FleetScreen.cells(row, str(tmp_path), screenshots.NOW)[-1] == "$1.52"
+
+
+def test_a_stamp_works_out_its_paths_once_and_still_sees_every_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fleet stamps every workspace every second: the paths are built once per workspace
+    (a bounded memory of them), a missing folder is one look, and any loop file's change shows."""
+    folder = tmp_path / "ws"
+    (folder / ".claude").mkdir(parents=True)
+    first = fleet.stamp(folder)
+    built: list[Path] = []
+    real_workspace = Workspace
+
+    def workspace(root: Path) -> Any:
+        built.append(root)
+        return real_workspace(root)
+
+    monkeypatch.setattr(fleet, "Workspace", workspace)
+    assert fleet.stamp(folder) == first
+    assert built == []
+    ws = real_workspace(folder)
+    ws.journal.parent.mkdir(parents=True, exist_ok=True)
+    ws.journal.write_text('{"kind": "x"}\n')
+    second = fleet.stamp(folder)
+    assert second != first
+    (folder / "docs").mkdir()
+    assert fleet.stamp(folder) == second  # an empty folder is no loop file
+    (folder / "docs" / ".continuous-session-state.json").write_text("{}")
+    assert fleet.stamp(folder) != second
+    monkeypatch.setattr(fleet, "KEEP_STAMP_PATHS", 3)
+    for n in range(10):
+        fleet.stamp(tmp_path / f"other{n}")
+        assert len(fleet._stamp_paths_of) <= 3

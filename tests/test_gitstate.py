@@ -1,12 +1,12 @@
-"""The runner's git fingerprint: one process per look, one `Repo` per workspace."""
+"""Git as loopdeck reads it: the runner's fingerprint, the monitor's picture, commits; the fewest\nprocesses per look."""
 
 from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-import git
 import pytest
 
 from loop.demo import workspace
@@ -21,38 +21,38 @@ def repo(tmp_path: Path) -> Iterator[Path]:
 
 
 class Spawned:
-    """Counts the git commands GitPython runs (every one goes through `Git.execute`, the
-    persistent `cat-file` helpers included) and the `Repo`s it opens."""
+    """Counts the git processes gitstate starts (every one goes through `subprocess.run`)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.commands: list[list[str]] = []
-        self.repos = 0
-        real_execute = git.cmd.Git.execute
-        real_init = git.Repo.__init__
+        real_run = subprocess.run
 
-        def execute(cmd: git.cmd.Git, command: object, *args: object, **kwargs: object) -> object:
-            self.commands.append(
-                [str(c) for c in command] if isinstance(command, list | tuple) else [str(command)]
-            )
-            return real_execute(cmd, command, *args, **kwargs)  # type: ignore[call-overload]
+        def run(argv: list[str], *args: Any, **kwargs: Any) -> Any:
+            self.commands.append([str(a) for a in argv])
+            return real_run(argv, *args, **kwargs)
 
-        def init(r: git.Repo, *args: object, **kwargs: object) -> None:
-            self.repos += 1
-            real_init(r, *args, **kwargs)  # type: ignore[arg-type]
+        monkeypatch.setattr(subprocess, "run", run)
 
-        monkeypatch.setattr(git.cmd.Git, "execute", execute)
-        monkeypatch.setattr(git.Repo, "__init__", init)
+    @property
+    def verbs(self) -> list[str]:
+        """Each command's verb (`status`, `log`…), past git's `-c` options."""
+        found = []
+        for argv in self.commands:
+            rest = argv[1:]
+            while rest and rest[0] == "-c":
+                rest = rest[2:]
+            found.append(rest[0])
+        return found
 
 
-def test_one_git_process_and_one_repo_per_fingerprint(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The runner fingerprints twice an iteration: each look is one `git status`, in a repo
-    opened once."""
-    gitstate.fingerprint(repo)  # opens the repo once
+def test_one_git_process_per_fingerprint(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner fingerprints every iteration: each look is one `git status`, nothing else
+    (the working tree is found once)."""
+    gitstate.fingerprint(repo)
     spawned = Spawned(monkeypatch)
     for _ in range(3):
         assert gitstate.fingerprint(repo) is not None
-    assert spawned.repos == 0
-    assert [c[1] for c in spawned.commands] == ["status"] * 3
+    assert spawned.verbs == ["status"] * 3
 
 
 def test_fingerprint_sees_every_kind_of_progress(repo: Path) -> None:
@@ -81,12 +81,12 @@ def test_fingerprint_sees_every_kind_of_progress(repo: Path) -> None:
 def test_not_a_repo_and_a_bounded_cache(tmp_path: Path) -> None:
     gitstate.forget_repos()
     assert gitstate.fingerprint(tmp_path) is None
-    roots = [workspace.create(tmp_path / f"r{i}", tasks=1) for i in range(gitstate.REPO_CACHE_SIZE + 2)]
+    roots = [workspace.create(tmp_path / f"r{i}", tasks=1) for i in range(3)]
     for root in roots:
         assert gitstate.fingerprint(root) is not None
-    assert len(gitstate._repos) == gitstate.REPO_CACHE_SIZE
+    assert len(gitstate._tops) == len(roots)
     gitstate.forget_repos()
-    assert not gitstate._repos
+    assert not gitstate._tops
 
 
 def test_changed_paths_of_porcelain_v2() -> None:
@@ -103,3 +103,106 @@ def test_changed_paths_of_porcelain_v2() -> None:
         ]
     )
     assert gitstate._changed_paths(out) == ["src/a b.py", "new name.py", "both.py", "untracked file.txt"]
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+def test_the_monitors_look_is_one_process_and_a_log_only_when_head_moves(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gitstate.status(repo)
+    spawned = Spawned(monkeypatch)
+    (repo / "check.py").write_text("changed\n")
+    (repo / "new file.txt").write_text("x")
+    (repo / ".claude" / "loopdeck").mkdir(parents=True)
+    (repo / ".claude" / "loopdeck" / "runner.log").write_text("ours")
+    seen = gitstate.status(repo)
+    assert spawned.verbs == ["status"]  # HEAD did not move: the commits are known
+    assert (seen.branch, seen.staged, seen.modified, seen.untracked) == ("main", 0, 1, 1)
+    assert set(seen.changes) == {" M check.py", "?? new file.txt"}
+    assert seen.head == _git(repo, "rev-parse", "HEAD")[:8]
+    assert [c.summary for c in seen.commits] == ["demo: start"]
+    _git(repo, "add", "check.py")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "second: it works")
+    spawned.commands.clear()
+    seen = gitstate.status(repo)
+    assert spawned.verbs == ["status", "log"]
+    assert [c.summary for c in seen.commits] == ["second: it works", "demo: start"]
+    assert seen.commits[0].when[:4].isdigit() and seen.commits[0].sha == seen.head
+
+
+def test_the_monitors_look_at_a_rename_a_detached_head_and_an_upstream(repo: Path, tmp_path: Path) -> None:
+    _git(repo, "mv", "check.py", "renamed.py")
+    seen = gitstate.status(repo)
+    assert seen.changes == ("R  check.py -> renamed.py",) and seen.staged == 1
+    _git(repo, "checkout", "-q", "--detach")
+    assert gitstate.status(repo).branch is None
+    _git(repo, "checkout", "-q", "main")
+    remote = tmp_path / "remote.git"
+    _git(tmp_path, "clone", "-q", "--bare", str(repo), str(remote))
+    _git(repo, "remote", "add", "origin", str(remote))
+    _git(repo, "fetch", "-q", "origin")
+    _git(repo, "branch", "-q", "--set-upstream-to=origin/main")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "ahead by one")
+    seen = gitstate.status(repo)
+    assert (seen.ahead, seen.behind) == (1, 0)
+
+
+def test_the_monitors_look_outside_git(tmp_path: Path) -> None:
+    assert gitstate.status(tmp_path).error == "not a git repository"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _git(empty, "init", "-q")
+    (empty / "a.txt").write_text("a")
+    seen = gitstate.status(empty)
+    assert (seen.head, seen.commits, seen.untracked, seen.error) == (None, (), 1, None)
+
+
+def test_a_commit_runs_none_of_the_repositorys_hooks(repo: Path) -> None:
+    """The repository's hooks are its code: loopdeck's commits do not run them."""
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    hook.write_text(f"#!/bin/sh\ntouch {repo / 'hook-ran'}\nexit 1\n")
+    hook.chmod(0o755)
+    (repo / "work.txt").write_text("done")
+    sha = gitstate.commit(repo, "loopdeck: iteration 1")
+    assert sha is not None and sha == _git(repo, "rev-parse", "HEAD").strip()
+    assert not (repo / "hook-ran").exists()
+    assert _git(repo, "log", "-1", "--format=%s").strip() == "loopdeck: iteration 1"
+    assert gitstate.commit(repo, "nothing new") is None
+
+
+def test_a_commit_with_nobody_configured_names_loopdeck(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "empty-home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for name in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.delenv(name, raising=False)
+    _git(repo, "config", "--unset-all", "user.name") if _has(repo, "user.name") else None
+    (repo / "work.txt").write_text("done")
+    assert gitstate.commit(repo, "loopdeck: iteration 1") is not None
+    assert _git(repo, "log", "-1", "--format=%an <%ae>").strip() == "loopdeck <loopdeck@localhost>"
+
+
+def _has(repo: Path, key: str) -> bool:
+    return subprocess.run(["git", "config", key], cwd=repo, capture_output=True).returncode == 0
+
+
+def test_what_git_said_is_remembered_within_bounds(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The working trees found and the logs read are kept to ask git less, never without end
+    (a monitor runs for days; the fleet looks at many repositories)."""
+    monkeypatch.setattr(gitstate, "TOPS_KEPT", 4)
+    monkeypatch.setattr(gitstate, "LOGS_KEPT", 3)
+    for n in range(10):
+        folder = repo / f"sub{n}"
+        folder.mkdir()
+        assert gitstate.toplevel(folder) == repo.resolve()
+        assert len(gitstate._tops) <= 4
+    for count in range(1, 8):
+        assert gitstate.status(repo, commits=count).error is None
+        assert len(gitstate._logs) <= 3

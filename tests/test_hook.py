@@ -641,3 +641,31 @@ def test_a_reader_gone_is_no_traceback(ws: Workspace, env: dict[str, str]) -> No
         mock.patch.object(hook, "handle", return_value={"systemMessage": "x"}),
     ):
         assert hook.main(stdin=io.BytesIO(b"{}"), env={**os.environ, **env}) == 0
+
+
+def test_a_stop_decision_costs_one_fsync_and_the_backup_is_the_old_state_renamed(
+    ws: Workspace, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hook's durable write is the state's data, once: the backup is the file it replaces,
+    renamed there (the same inode), never a copy written and synced again."""
+    (ws.root / "TODO.md").write_text("- [ ] a\n- [ ] b\n")
+    session = Session(ws, env)
+    started = session.loopdeck("start", "x", "--task-file", "TODO.md", "--no-github")
+    assert started.returncode == 0, started.stderr
+    assert session.stop(active=False) is not None  # the session is bound: the steady state from here
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    for n in (2, 3, 4):
+        before = os.stat(ws.state).st_ino
+        synced.clear()
+        out = session.stop()
+        assert out is not None and out["decision"] == "block"
+        assert session.state().iteration == n
+        assert len(synced) == 1, synced
+        assert os.stat(ws.backup).st_ino == before

@@ -439,3 +439,41 @@ def test_a_backup_cut_short_leaves_no_half_copy(ws: Workspace, monkeypatch: pyte
         install(ws, exe=EXE)
     assert sorted(p.name for p in ws.claude_dir.iterdir() if p.is_file()) == ["settings.local.json"]
     assert path.read_text() == '{"model": "opus"}'
+
+
+def test_install_compiles_loopdecks_modules_for_the_hook(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Stop hook's interpreter finds bytecode from the install on, not from its first turn."""
+    from loop.cli import install as install_module
+
+    compiled: list[Path | None] = []
+
+    def precompile(package: Path | None = None) -> bool:
+        compiled.append(package)
+        return True
+
+    monkeypatch.setattr(install_module, "precompile", precompile)
+    install(ws)
+    assert compiled == [None]
+
+
+def test_precompile_writes_the_bytecode_the_isolated_interpreter_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    from loop.cli.install import precompile
+
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "a.py").write_text("X = 1\n")
+    (package / "sub" / "b.py").write_text("Y = 2\n")
+    monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "elsewhere"))  # the hook runs with -I
+    assert precompile(package)
+    assert sys.pycache_prefix == str(tmp_path / "elsewhere")
+    for source in (package / "a.py", package / "sub" / "b.py"):
+        cached = source.parent / "__pycache__" / Path(importlib.util.cache_from_source(str(source))).name
+        assert cached.is_file(), cached
+    (package / "broken.py").write_text("def (\n")  # one that does not compile: said, never raised
+    assert not precompile(package)

@@ -4,6 +4,7 @@ import io
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -240,3 +241,68 @@ def test_appenders_racing_never_leave_an_empty_line(ws: Workspace) -> None:
     lines = ws.journal.read_bytes().split(b"\n")
     assert lines.pop() == b""
     assert len(lines) == 2000 and all(json.loads(line)["kind"] == "warning" for line in lines)
+
+
+# --- followed: only what was appended is read -----------------------------------------------------
+
+
+def test_a_follower_reads_only_what_was_appended(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    from loop.store import journal as journal_module
+
+    journal = Journal(ws.journal)
+    for i in range(2000):
+        journal.append("iteration-started", i, {"max_iterations": 0}, now=T0)
+    follower = journal_module.Follower(ws.journal, 300)
+    first = follower.read()
+    assert len(first) == 300 and first[-1].iteration == 1999
+    assert follower.read() is first  # nothing new: the same tuple, nothing read
+
+    reads: list[int] = []
+    real_read_from = Journal.read_from
+
+    def read_from(self: Journal, offset: int = 0, limit_bytes: int = 8 * 1024 * 1024) -> Any:
+        reads.append(offset)
+        return real_read_from(self, offset, limit_bytes)
+
+    def backwards(*args: object, **kwargs: object) -> Any:
+        raise AssertionError("the journal was read backwards again")
+
+    monkeypatch.setattr(Journal, "read_from", read_from)
+    monkeypatch.setattr(journal_module, "lines_backwards", backwards)
+    size = ws.journal.stat().st_size
+    journal.append("iteration-completed", 1999, {"duration_s": 1.0}, now=T0)
+    journal.append("iteration-started", 2000, {"max_iterations": 0}, now=T0)
+    second = follower.read()
+    assert reads == [size]
+    assert len(second) == 300 and [e.kind for e in second[-2:]] == [
+        "iteration-completed",
+        "iteration-started",
+    ]
+    assert second[:-2] == first[2:]
+
+
+def test_a_follower_waits_for_a_whole_line_and_starts_over_on_a_new_journal(ws: Workspace) -> None:
+    from loop.store.journal import Follower
+
+    journal = Journal(ws.journal)
+    journal.append("warning", 1, {"message": "one"}, now=T0)
+    line = json.dumps(
+        {"ts": "2025-01-17T14:00:01.000Z", "kind": "warning", "iteration": 2, "data": {"message": "two"}}
+    )
+    with ws.journal.open("ab") as f:
+        f.write(line[:20].encode())  # a writer mid-line
+    follower = Follower(ws.journal, 10)
+    assert [e.data["message"] for e in follower.read()] == ["one"]
+    with ws.journal.open("ab") as f:
+        f.write(line[20:].encode() + b"\n")
+    assert [e.data["message"] for e in follower.read()] == ["one", "two"]
+    replaced = ws.journal.with_name("new.jsonl")
+    Journal(replaced).append("warning", 1, {"message": "a new loop"}, now=T0)
+    replaced.replace(ws.journal)
+    assert [e.data["message"] for e in follower.read()] == ["a new loop"]
+    ws.journal.write_text("")  # cut short
+    assert follower.read() == ()
+    journal.append("warning", 1, {"message": "after"}, now=T0)
+    assert [e.data["message"] for e in follower.read()] == ["after"]
+    ws.journal.unlink()
+    assert follower.read() == ()

@@ -172,6 +172,50 @@ def test_backup_keeps_previous_good_file_and_restores(ws: Workspace) -> None:
     assert list(ws.claude_dir.glob("*.corrupt-*"))
 
 
+def test_a_write_costs_one_fsync_and_the_backup_is_the_old_file_renamed(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decision is one fsync (the new data, before its rename); the previous file becomes the
+    backup by a hard link renamed over it, never copied, and a file this store wrote is not
+    read again to get there."""
+    store = StateStore(ws)
+    state = LoopState.new("p")
+    store.write(state)
+    old = os.stat(ws.state).st_ino
+    synced: list[int] = []
+    read: list[Path] = []
+    real_fsync, real_read = os.fsync, Path.read_bytes
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    def read_bytes(self: Path) -> bytes:
+        read.append(self)
+        return real_read(self)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    for n in range(1, 4):
+        state.iteration = n
+        store.write(state)
+    assert len(synced) == 3
+    assert ws.state not in read
+    assert os.stat(ws.backup).st_ino != os.stat(ws.state).st_ino
+    assert StateStore(ws).read_backup() is not None and StateStore(ws).read_backup().iteration == 2  # type: ignore[union-attr]
+    assert old != os.stat(ws.state).st_ino
+
+
+def test_a_file_changed_behind_the_store_is_checked_before_it_becomes_the_backup(ws: Workspace) -> None:
+    store = StateStore(ws)
+    state = LoopState.new("p")
+    store.write(state)
+    ws.state.write_bytes(b"\x00garbage written by someone else")
+    with pytest.raises(StateError, match="refusing to overwrite a corrupt state"):
+        store.write(state)
+    assert ws.state.read_bytes() == b"\x00garbage written by someone else"
+
+
 def test_lock_times_out_with_a_clear_error(ws: Workspace) -> None:
     holder = subprocess.Popen(
         [

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from loop.sources import task_file
 from loop.sources.task_file import parse
+from loop.store import safeopen
 
 NOW = "2026-01-01T00:00:00.000Z"
 
@@ -277,3 +278,82 @@ def test_fast_path_equals_line_parser(head: list[str], filler: int, mark: str) -
     """Lists longer than the report's cap included, where the fast path stops early."""
     text = "\n".join([*head, *(f"- [{mark}] filler {i}" for i in range(filler)), *head])
     assert _parsed(task_file._parse_plain(text)) == _parsed(task_file._parse_lines(text))
+
+
+# --- parsed once per change ----------------------------------------------------------------------
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    calls = {"parse": 0, "read": 0}
+    real_parse, real_read = task_file.parse, safeopen.read_regular
+
+    def parse(text: str) -> task_file.Checklist:
+        calls["parse"] += 1
+        return real_parse(text)
+
+    def read(path: Path, limit: int | None = None) -> bytes:
+        calls["read"] += 1
+        return real_read(path, limit)
+
+    monkeypatch.setattr(task_file, "parse", parse)
+    monkeypatch.setattr(task_file, "read_regular", read)
+    return calls
+
+
+def test_an_unchanged_task_file_is_parsed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    todo = tmp_path / "TODO.md"
+    todo.write_text("- [ ] one\n- [ ] two\n")
+    calls = _counting(monkeypatch)
+    for _ in range(3):
+        assert task_file.check(tmp_path, "TODO.md", NOW).pending == 2
+    assert calls["parse"] == 1
+    todo.touch()  # touched, same bytes: read again, not parsed again
+    assert task_file.check(tmp_path, "TODO.md", NOW).pending == 2
+    assert calls["parse"] == 1
+    todo.write_text("- [x] one\n- [ ] two\n")  # the same size, changed within the same instant
+    report = task_file.check(tmp_path, "TODO.md", NOW)
+    assert (report.pending, report.done) == (1, 1)
+    assert calls["parse"] == 2
+
+
+def test_a_settled_task_file_is_not_even_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    todo = tmp_path / "TODO.md"
+    todo.write_text("- [ ] one\n- [ ] two\n")
+    calls = _counting(monkeypatch)
+    task_file.check(tmp_path, "TODO.md", NOW)
+    task_file.check(tmp_path, "TODO.md", NOW)
+    assert calls == {"read": 2, "parse": 1}  # just written: read again to compare
+    monkeypatch.setattr(task_file, "SETTLED_NS", -1)  # as if left alone for long
+    task_file.check(tmp_path, "TODO.md", NOW)
+    for _ in range(3):
+        assert task_file.check(tmp_path, "TODO.md", NOW).pending == 2
+    assert calls == {"read": 3, "parse": 1}  # its stat says it is the file parsed
+    todo.write_text("- [x] one\n- [ ] two\n")
+    assert task_file.check(tmp_path, "TODO.md", NOW).done == 1
+
+
+def test_a_task_file_rewritten_to_the_same_size_and_mtime_is_read_again(tmp_path: Path) -> None:
+    import os
+
+    todo = tmp_path / "TODO.md"
+    todo.write_text("- [ ] one\n- [ ] two\n")
+    os.utime(todo, (1_000_000_000, 1_000_000_000))
+    assert task_file.check(tmp_path, "TODO.md", NOW).pending == 2
+    with open(todo, "r+b") as f:  # in place, same inode and size, its mtime put back
+        f.write(b"- [x] one\n- [x] two\n")
+    os.utime(todo, (1_000_000_000, 1_000_000_000))
+    assert task_file.check(tmp_path, "TODO.md", NOW).done == 2
+
+
+def test_the_files_remembered_are_bounded(tmp_path: Path) -> None:
+    """A monitor of many loops (the fleet), or a long life of them, keeps a bounded memory of
+    what it parsed: at most `KEEP_FILES` task files, the bytes of none larger than `KEEP_BYTES`."""
+    for n in range(task_file.KEEP_FILES * 3):
+        (tmp_path / f"T{n}.md").write_text(f"- [ ] task {n}\n")
+        assert task_file.check(tmp_path, f"T{n}.md", NOW).pending == 1
+        assert len(task_file._PARSED) <= task_file.KEEP_FILES
+    big = tmp_path / "BIG.md"
+    big.write_bytes(b"- [ ] big\n" + b"x" * (task_file.KEEP_BYTES + 1) + b"\n")
+    assert task_file.check(tmp_path, "BIG.md", NOW).pending == 1
+    (kept,) = (known for name, known in task_file._PARSED.items() if name.endswith("BIG.md"))
+    assert kept.data is None

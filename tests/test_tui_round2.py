@@ -86,6 +86,38 @@ def test_reader_reads_only_what_was_added_and_skips_ahead_when_far_behind(tmp_pa
     assert reader.skipped > 0 and lines and set(lines) == {"y" * 99}
 
 
+def test_the_iterations_log_is_found_without_listing_every_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The output panel looks for the current iteration's log by its name (and its retries'
+    names the journal shows), not through a listing of the thousands of logs a long loop has."""
+    from loop.store.paths import Workspace
+    from loop.views.snapshot import read
+    from tui.widgets.output import followed
+
+    ws = make(tmp_path, "running")
+    state = StateStore(ws).read()
+    assert state is not None
+    logs = ws.iteration_logs(state.started_at)
+    for n in range(1, 12):
+        (logs / f"{n:04d}.log").write_text("old\n")
+    listed: list[Path] = []
+    real_iterdir = Path.iterdir
+
+    def iterdir(self: Path) -> Any:
+        listed.append(self)
+        return real_iterdir(self)
+
+    monkeypatch.setattr(Path, "iterdir", iterdir)
+    found = followed(Workspace(ws.root), read(ws))
+    assert found is not None and found.path.name == "0012.log"
+    Journal(ws.journal).append("retry", 12, {"in_s": 1, "attempt": 2})
+    (logs / "0012.retry1.log").write_text("second attempt\n")
+    found = followed(Workspace(ws.root), read(ws))
+    assert found is not None and found.path.name == "0012.retry1.log"
+    assert logs not in listed
+
+
 async def test_output_panel_follows_the_iteration_log_full_screen_and_searchable(tmp_path: Path) -> None:
     ws = make(tmp_path, "running")
     monitor = app(ws, git=False)

@@ -7,6 +7,7 @@ sends commands (`loop.store.control`); the driver applies them. Quitting never s
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from functools import partial
@@ -26,8 +27,9 @@ from loop.drivers import resume
 from loop.repo.gitstate import GitStatus
 from loop.store import control
 from loop.store.paths import Workspace
-from loop.views.snapshot import Snapshot
+from loop.views.snapshot import Reader, Snapshot
 from tui import actions
+from tui.pace import SummaryPace
 from tui.prompts import Prompts
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.main import MainScreen
@@ -50,8 +52,9 @@ GIT_EVERY_S = 2.0
 WATCH_STEP_MS = 20
 """How often the file watcher's thread wakes to hand over what it saw: a change reaches the
 screen 20 to 40 ms later; a shorter step costs an idle monitor half a per cent of a core."""
-GIT_WATCH_STEP_MS = 100
-"""The working tree's watcher wakes less often: git is read 300 ms after a burst anyway."""
+GIT_WATCH_STEP_MS = 300
+"""The working tree's watcher wakes less often: git is read 300 ms after a burst anyway (a
+step of 100 ms was a third of what an idle monitor cost)."""
 
 
 class Restored(Message):
@@ -83,6 +86,9 @@ class LoopdeckApp(App[None]):
     """The repository as last read (by its own worker, on its own clock)."""
     can_go_back = False
     """Whether there is a screen behind the main one for Escape to go back to (the fleet's)."""
+    summary: var[Snapshot | None] = var(None, init=False)
+    """`snapshot` as the summary panels see it: every change, paced while a loop races
+    (`tui.pace`); the journal and the output follow `snapshot` itself."""
 
     def __init__(
         self,
@@ -116,6 +122,10 @@ class LoopdeckApp(App[None]):
         """`resume.find` for the snapshot `found_for`."""
         self.keymap: dict[str, str] = {}
         """The keymap file's rebindings (binding id → keys), as applied."""
+        self.reader: Reader | None = None
+        """Reads the workspace's snapshots, each only what changed since the last."""
+        self.pace = SummaryPace(self._show_summary, self.set_timer, time.monotonic)
+        """When a snapshot reaches the summary panels."""
 
     def get_default_screen(self) -> Screen[None]:
         return MainScreen(id="main")
@@ -135,6 +145,11 @@ class LoopdeckApp(App[None]):
     def watch_snapshot(self, snapshot: Snapshot | None) -> None:
         if self.screen_stack:
             self.main.snapshot = snapshot
+        self.pace.offer(snapshot)
+
+    def watch_summary(self, summary: Snapshot | None) -> None:
+        if self.screen_stack:
+            self.main.summary = summary
 
     def watch_git_status(self, status: GitStatus | None) -> None:
         if self.screen_stack:
@@ -155,13 +170,19 @@ class LoopdeckApp(App[None]):
             if self.watching:
                 self.watch_tree()
 
+    def _show_summary(self, snapshot: Snapshot | None) -> None:
+        self.summary = snapshot
+
     # --- reading ------------------------------------------------------------------------------
 
     @work(thread=True, exclusive=True, group="snapshot", exit_on_error=False)
     def load_snapshot(self) -> None:
-        from loop.views.snapshot import read
+        from loop.views.snapshot import Reader
 
-        self.post_message(SnapshotReady(read(self.workspace)))
+        reader = self.reader
+        if reader is None or reader.workspace != self.workspace:  # another folder: start afresh
+            reader = self.reader = Reader(self.workspace)
+        self.post_message(SnapshotReady(reader.read()))
 
     @work(thread=True, exclusive=True, group="git", exit_on_error=False)
     def load_git(self) -> None:
@@ -171,14 +192,28 @@ class LoopdeckApp(App[None]):
 
     @work(exclusive=True, group="watch", exit_on_error=False)
     async def watch_files(self, folders: frozenset[Path], files: frozenset[Path]) -> None:
-        from watchfiles import awatch
+        from tui import inotify
 
-        existing = [str(f) for f in folders if f.is_dir()]
+        existing = [f for f in folders if f.is_dir()]
         if not existing:
             return
+        accept = interesting(set(folders), set(files))
+        if inotify.available():  # the kernel's events on the event loop: nothing runs idle
+            try:
+                watch = inotify.Watch(existing)
+            except OSError:
+                pass  # no watches left: watchfiles can poll
+            else:
+                async with watch:
+                    async for paths in watch.changes():
+                        if any(accept(None, path) for path in paths):
+                            self.post_message(FilesChanged())
+                return
+        from watchfiles import awatch
+
         async for _changes in awatch(
-            *existing,
-            watch_filter=interesting(set(folders), set(files)),  # type: ignore[arg-type]
+            *(str(f) for f in existing),
+            watch_filter=accept,
             debounce=DEBOUNCE_MS,
             step=WATCH_STEP_MS,
             recursive=False,

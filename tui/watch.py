@@ -68,7 +68,7 @@ def watch_paths(ws: Workspace, snapshot: Snapshot | None) -> tuple[set[Path], se
     return folders, files
 
 
-def interesting(folders: set[Path], files: set[Path]) -> object:
+def interesting(folders: set[Path], files: set[Path]) -> Callable[[object, str], bool]:
     """A watchfiles filter: the files of interest, any task JSON, anything new in `.claude/`."""
     names = {str(f) for f in files}
     task_dirs = {str(f) for f in folders if f.parent.name == "tasks"}

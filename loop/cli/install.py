@@ -530,7 +530,28 @@ def install(
         write_bytes(target, text.encode("utf-8"))  # a planted symlink is refused, not followed
         report.written.append(target)
     _ignore_private(ws)
+    precompile()
     return report
+
+
+def precompile(package: Path | None = None) -> bool:
+    """Compile loopdeck's modules to bytecode now, where the hooks will find it: the Stop hook
+    starts a fresh interpreter on every turn of the agent, and a module without its bytecode is
+    compiled on every start when its folder cannot be written (a system install), or on the
+    first turn otherwise. Written beside the sources as the hook's interpreter (`-I`: no
+    `PYTHONPYCACHEPREFIX`) looks for it. A folder that cannot be written is no failure: the
+    hook still runs, compiling as it goes. Whether everything compiled."""
+    import compileall
+
+    folder = package or LAUNCHER.parent
+    saved = sys.pycache_prefix
+    sys.pycache_prefix = None
+    try:
+        return bool(compileall.compile_dir(folder, quiet=2, workers=1))
+    except OSError:
+        return False
+    finally:
+        sys.pycache_prefix = saved
 
 
 IGNORE = "# written by loopdeck: this folder is loopdeck's own (logs, caches, its install record)\n*\n"

@@ -353,6 +353,8 @@ class Runner:
             )
             now = self.now()
             sources = self.count(state) if engine.needs_sources(state, stop, commands) else None
+            if turn is not None:  # after a turn: the tasks done so far, counted once for both
+                self.progress(state, sources)
             result = engine.decide(state, stop, commands, sources, now)
             if result.state is not None:
                 result.state.pid = os.getpid()
@@ -669,7 +671,6 @@ class Runner:
             if result.blocked and result.state is not None:
                 state = result.state
                 turn, text, failure, verified = self.iterate(state, result.reason or state.prompt)
-                self.progress(state)
                 if self.signal is not None:
                     return self.on_signal()
                 result = self.decide(text, failure, verified, turn)
@@ -726,9 +727,10 @@ class Runner:
 
     # --- output --------------------------------------------------------------------------------
 
-    def progress(self, state: LoopState) -> None:
+    def progress(self, state: LoopState, counts: Aggregate | None = None) -> None:
+        """`▰▰▱▱ 12/40 tasks`: the sources as the decision counts them (or counted now)."""
         try:
-            counts = self.count(state)
+            counts = counts or self.count(state)
         except Exception:  # progress is a courtesy
             return
         done = sum(r.done for r in counts.sources if r.available)

@@ -103,13 +103,18 @@ class Supervisor:
         children running, `keep` the others): that child's marked processes only."""
         if token is not None:
             self.open.discard(token)
-            sweep.kill(sweep.of_token(token), keep=self._keep(keep))
+            sweep.kill(sweep.of_token(token), keep=self._keep(keep), subtree=self.was_subreaper is not None)
             sweep.reap(self._keep(keep))
         elif self.open:
             tokens = set(self.open)
             self.open.clear()
             orphans = sweep.children(os.getpid()) - self.before
-            sweep.kill(lambda parts: any(p in tokens for p in parts), orphans, self._keep(keep))
+            sweep.kill(
+                lambda parts: any(p in tokens for p in parts),
+                orphans,
+                self._keep(keep),
+                subtree=self.was_subreaper is not None,  # nothing it started left its subtree
+            )
         forget = f"-{pid}\n".encode() if pid is not None else b"-\n" if token is None else b""
         if self.fd is not None and forget:
             with contextlib.suppress(OSError):

@@ -134,11 +134,12 @@ def _own_pids() -> Iterable[int]:
             yield proc.pid
 
 
-def find(match: Callable[[list[str]], bool]) -> set[int]:
-    """This user's processes whose marker `match`es (never this process)."""
+def find(match: Callable[[list[str]], bool], among: Iterable[int] | None = None) -> set[int]:
+    """This user's processes whose marker `match`es (never this process); only those `among`
+    the pids given, when given (a subreaper's own subtree: see `kill`)."""
     me = os.getpid()
     found = set()
-    for pid in _own_pids():
+    for pid in _own_pids() if among is None else among:
         if pid == me:
             continue
         parts = _marks(pid)
@@ -147,8 +148,45 @@ def find(match: Callable[[list[str]], bool]) -> set[int]:
     return found
 
 
+def _proc_children(pid: int) -> set[int] | None:
+    """The children of `pid` as Linux lists them per thread (`/proc/PID/task/TID/children`): a
+    few small reads, where psutil reads the `stat` of every process on the machine. None where
+    the kernel does not list them (then psutil answers)."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return set() if os.path.exists("/proc/self/task") else None
+    found: set[int] = set()
+    for tid in threads:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                found.update(int(word) for word in f.read().split())
+        except FileNotFoundError:
+            if tid == str(pid) and os.path.isdir(f"/proc/{pid}/task/{tid}"):
+                return None  # the thread is there, its list is not: a kernel without them
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+_LISTED: list[bool] = []
+"""Whether this kernel lists children (`_proc_children`), once known."""
+
+
+def _listed_children(pid: int) -> set[int] | None:
+    if not sys.platform.startswith("linux") or _LISTED == [False]:
+        return None
+    found = _proc_children(pid)
+    if not _LISTED:
+        _LISTED.append(found is not None or not os.path.isdir(f"/proc/{pid}"))
+    return found
+
+
 def children(pid: int) -> set[int]:
     """The direct children of `pid` (orphans included, when it is a subreaper)."""
+    found = _listed_children(pid)
+    if found is not None:
+        return found
     import psutil
 
     try:
@@ -158,12 +196,21 @@ def children(pid: int) -> set[int]:
 
 
 def descendants(pids: Iterable[int]) -> set[int]:
-    import psutil
-
+    """Every descendant of `pids` (not `pids` themselves)."""
     found: set[int] = set()
-    for pid in pids:
-        with contextlib.suppress(psutil.Error):
-            found.update(child.pid for child in psutil.Process(pid).children(recursive=True))
+    todo = list(pids)
+    while todo:
+        pid = todo.pop()
+        listed = _listed_children(pid)
+        if listed is None:
+            import psutil
+
+            with contextlib.suppress(psutil.Error):
+                found.update(child.pid for child in psutil.Process(pid).children(recursive=True))
+            continue
+        fresh = listed - found
+        found |= fresh
+        todo.extend(fresh)
     return found
 
 
@@ -188,17 +235,23 @@ def kill(
     also: Iterable[int] = (),
     keep: Iterable[int] = (),
     wait: float = WAIT_S,
+    subtree: bool = False,
 ) -> set[int]:
     """SIGKILL every process whose marker `match`es, the processes `also` names, and all their
     descendants (never `keep`, never this process); scan again until nothing is found, then
-    wait (at most `wait` seconds) until they are gone. Returns the pids killed."""
+    wait (at most `wait` seconds) until they are gone. Returns the pids killed.
+
+    `subtree`: this process is a child subreaper, so every process its children started is
+    still below it (an orphan is reparented to it, not to init): the markers are looked for
+    among its descendants only, not in every process on the machine."""
     import psutil
 
     spare = {os.getpid(), *keep}
     killed: set[int] = set()
     extra = set(also)
     for _ in range(ROUNDS):
-        found = (find(match) if match is not None else set()) | extra
+        among = descendants({os.getpid()}) if subtree else None
+        found = (find(match, among) if match is not None else set()) | extra
         found |= descendants(found)
         found -= spare | killed  # a process with SIGKILL pending never forks again
         if not found:

@@ -1,20 +1,21 @@
-"""Git, through GitPython: what changed (for the runner's progress check), and commits.
+"""Git, as plain `git` processes: what changed (for the runner's progress check), the
+repository at a glance (the monitor, resume), and commits.
 
-Never on the hook's path (GitPython costs ~100 ms to import). loopdeck never force-pushes,
-never resets and never cleans: work is committed or left where it is.
+Each look is the fewest processes that answer it: the fingerprint is one `git status`, the
+monitor's picture one `git status` (plus one `git log` when HEAD moved), a commit four. No
+GitPython: a `Repo` costs ~100 ms to import and keeps `git cat-file` helpers running, and its
+own way of committing runs the repository's hooks. Never on the hook's path. loopdeck never
+force-pushes, never resets and never cleans: work is committed or left where it is.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import git
 
 LOOP_FILES = (
     ":(exclude).claude/orchestrator-loop*",
@@ -24,45 +25,71 @@ LOOP_FILES = (
 )
 """loopdeck's own files are not the work: they are never committed and never count as progress."""
 
+GIT_TIMEOUT_S = 120.0
+LOOK_ENV = {"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
+"""A look takes no lock: `git status` would otherwise refresh the index under `index.lock`, and
+an agent's own `git add` or `commit` at that moment would fail on it."""
+COMMIT_FLAGS = ("-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false")
+"""loopdeck's commits run none of the repository's hooks (its code) and ask for no key."""
 
-REPO_CACHE_SIZE = 4
-"""Repos kept open between fingerprints (a runner drives one workspace; tests open many)."""
 
-_repos: OrderedDict[Path, git.Repo] = OrderedDict()
-_repos_lock = threading.Lock()
+class GitError(Exception):
+    """git could not answer (not a repository, a broken one, git missing): its first line."""
 
 
-def _repo(root: Path) -> git.Repo | None:
-    """The repo at or above `root`, opened once and reused: the runner asks twice an iteration,
-    and a new `Repo` each time was half of the runner's own time. The least recently used is
-    closed (its `git cat-file` helpers end) when more than `REPO_CACHE_SIZE` are open."""
-    import git
-
-    key = root.resolve()
-    with _repos_lock:
-        repo = _repos.get(key)
-        if repo is not None:
-            _repos.move_to_end(key)
-            return repo
+def _run(cwd: Path, *args: str, check: bool = True, env: dict[str, str] | None = None) -> str:
+    """`git ARGS` in `cwd`: its output (surrogate-escaped), GitError when it fails and `check`."""
     try:
-        repo = git.Repo(key, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        done = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            capture_output=True,
+            timeout=GIT_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **LOOK_ENV, **(env or {})},
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise GitError(f"git {args[0]}: {exc}") from None
+    if check and done.returncode != 0:
+        said = (done.stderr or done.stdout).decode("utf-8", "replace").strip().splitlines()
+        raise GitError(said[0] if said else f"git {args[0]} exited {done.returncode}")
+    return done.stdout.decode("utf-8", "surrogateescape")
+
+
+TOPS_KEPT = 64
+_tops: dict[Path, Path] = {}
+_tops_lock = threading.Lock()
+
+
+def toplevel(root: Path) -> Path | None:
+    """The working tree `root` is in (at or above it), None outside git; asked of git once per
+    folder (the runner looks twice an iteration)."""
+    key = root.resolve()
+    with _tops_lock:
+        top = _tops.get(key)
+    if top is not None:
+        return top
+    try:
+        found = _run(key, "rev-parse", "--show-toplevel").strip()
+    except GitError:
         return None
-    with _repos_lock:
-        _repos[key] = repo
-        while len(_repos) > REPO_CACHE_SIZE:
-            _key, old = _repos.popitem(last=False)
-            old.close()
-    return repo
+    if not found:  # inside .git itself, or a bare repository: no working tree
+        return None
+    top = Path(found)
+    with _tops_lock:
+        if len(_tops) >= TOPS_KEPT:
+            _tops.clear()
+        _tops[key] = top
+    return top
 
 
 def forget_repos() -> None:
-    """Close every cached repo (a repo moved or deleted under us, or a test that wants a clean
-    slate)."""
-    with _repos_lock:
-        while _repos:
-            _key, repo = _repos.popitem()
-            repo.close()
+    """Forget the working trees found (a repository moved or deleted under us, or a test that
+    wants a clean slate)."""
+    with _tops_lock:
+        _tops.clear()
+    with _log_lock:
+        _logs.clear()
 
 
 def fingerprint(root: Path) -> str | None:
@@ -73,27 +100,24 @@ def fingerprint(root: Path) -> str | None:
     keeps its entry, so each changed path's size and mtime (a `stat`, no process) join the
     digest: the agent editing the same file again is still progress.
     """
-    import git
-
-    repo = _repo(root)
-    if repo is None:
+    top = toplevel(root)
+    if top is None:
         return None
     try:
-        out = repo.git.status(
-            "--porcelain=v2", "--branch", "-z", "--untracked-files=all", "--", ".", *LOOP_FILES
+        out = _run(
+            top, "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all", "--", ".", *LOOP_FILES
         )
-    except git.GitCommandError:
-        forget_repos()  # the repo may be gone: open it afresh next time
+    except GitError:
+        forget_repos()  # the repo may be gone: find it afresh next time
         return None
-    digest = hashlib.sha256(out.encode())
-    base = Path(repo.working_dir)
+    digest = hashlib.sha256(out.encode("utf-8", "surrogateescape"))
     for path in _changed_paths(out):
         try:
-            st = (base / path).lstat()
+            st = (top / path).lstat()
         except OSError:
-            digest.update(f"\0{path}\0-".encode())
+            digest.update(f"\0{path}\0-".encode("utf-8", "surrogateescape"))
             continue
-        digest.update(f"\0{path}\0{st.st_size}:{st.st_mtime_ns}".encode())
+        digest.update(f"\0{path}\0{st.st_size}:{st.st_mtime_ns}".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
 
 
@@ -153,20 +177,12 @@ def _ours(path: str) -> bool:
     return False
 
 
-def commit(root: Path, message: str) -> str | None:
-    """Commit every change but loopdeck's own files; the new sha, or None when nothing changed.
-
-    The changed paths are listed and staged by name: an exclude pathspec that names an ignored
-    folder makes `git add` fail, and loopdeck's folders usually are ignored.
-    """
-    import git
-
-    repo = git.Repo(root, search_parent_directories=True)
-    status = repo.git.status("--porcelain", "-z", "--untracked-files=all")
-    entries = [e for e in status.split("\0") if e]
+def _work_paths(top: Path) -> list[str]:
+    """The changed paths of the work (loopdeck's own files left out), as `git add` takes them."""
+    status = _run(top, "status", "--porcelain", "-z", "--untracked-files=all")
     paths: list[str] = []
     skip_next = False
-    for entry in entries:
+    for entry in (e for e in status.split("\0") if e):
         if skip_next:  # the source path of a rename
             skip_next = False
             continue
@@ -174,17 +190,63 @@ def commit(root: Path, message: str) -> str | None:
         skip_next = "R" in code or "C" in code
         if not _ours(path):
             paths.append(path)
+    return paths
+
+
+def _identity(top: Path) -> tuple[str, ...]:
+    """`-c user.name=… -c user.email=…` (`STAND_IN`) when git names nobody to commit as in the
+    repository (a fresh machine, a container): loopdeck's commits then say who made them
+    instead of failing, or of git making one up from the login and host name."""
+    if not _missing(top):
+        return ()
+    return ("-c", f"user.name={STAND_IN[0]}", "-c", f"user.email={STAND_IN[1]}")
+
+
+def _missing(top: Path) -> bool:
+    """`missing_identity` in a working tree: one `git config` process."""
+    out = _run(top, "config", "--get-regexp", r"^user\.(name|email)$", check=False)
+    found = dict(line.partition(" ")[::2] for line in out.splitlines())
+    name = os.environ.get("GIT_AUTHOR_NAME") or found.get("user.name", "")
+    email = os.environ.get("GIT_AUTHOR_EMAIL") or os.environ.get("EMAIL") or found.get("user.email", "")
+    return not (name.strip() and email.strip())
+
+
+def _has_head(top: Path) -> bool:
+    return bool(_run(top, "rev-parse", "--verify", "--quiet", "HEAD", check=False).strip())
+
+
+def commit(root: Path, message: str) -> str | None:
+    """Commit every change but loopdeck's own files; the new sha, or None when nothing changed.
+
+    The changed paths are listed and staged by name: an exclude pathspec that names an ignored
+    folder makes `git add` fail, and loopdeck's folders usually are ignored. Raises GitError
+    when git refuses (not a repository, a conflict, a broken index).
+    """
+    top = toplevel(root)
+    if top is None:
+        raise GitError(f"{root} is not in a git repository")
+    paths = _work_paths(top)
     if not paths:
         return None
-    repo.git.add("-A", "--", *paths)
-    if repo.head.is_valid() and not repo.index.diff("HEAD"):
-        return None
-    if missing_identity(root):
-        # Git would make one up from the login and host name (GitPython), or refuse (git):
-        # loopdeck's commits say who made them instead; the runner tells the person once.
-        actor = git.Actor(*STAND_IN)
-        return str(repo.index.commit(message, author=actor, committer=actor).hexsha)
-    return str(repo.index.commit(message).hexsha)
+    _run(top, "add", "-A", "--", *paths)
+    ident = _identity(top)
+    done = subprocess.run(
+        ["git", *COMMIT_FLAGS, *ident, "commit", "--quiet", "--no-verify", "--no-edit", "-m", message],
+        cwd=top,
+        capture_output=True,
+        timeout=GIT_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "LC_ALL": "C"},
+    )
+    if done.returncode != 0:
+        staged = subprocess.run(
+            ["git", "diff", "--cached", "--quiet"], cwd=top, capture_output=True, stdin=subprocess.DEVNULL
+        )
+        if staged.returncode == 0 and _has_head(top):
+            return None  # the changes staged were no change to HEAD (a file touched, a mode)
+        said = (done.stderr or done.stdout).decode("utf-8", "replace").strip().splitlines()
+        raise GitError(said[0] if said else f"git commit exited {done.returncode}")
+    return _run(top, "rev-parse", "HEAD").strip() or None
 
 
 STAND_IN = ("loopdeck", "loopdeck@localhost")
@@ -197,44 +259,23 @@ IDENTITY_HELP = 'git config --global user.name "Your Name" && git config --globa
 def missing_identity(root: Path) -> bool:
     """Does git have no author name or e-mail for commits in `root` (no `user.name` /
     `user.email` in any of its config files, none in the environment)? A fresh machine or a
-    container."""
-    import os
-
-    import git
-
-    try:
-        repo = git.Repo(root, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        return False
-    with repo.config_reader() as config:
-        name = config.get_value("user", "name", default="")
-        email = config.get_value("user", "email", default="")
-    name = os.environ.get("GIT_AUTHOR_NAME") or name
-    email = os.environ.get("GIT_AUTHOR_EMAIL") or os.environ.get("EMAIL") or email
-    return not (str(name).strip() and str(email).strip())
+    container. False outside a repository."""
+    top = toplevel(root)
+    return top is not None and _missing(top)
 
 
 def stash(root: Path, message: str) -> str | None:
     """Stash every change but loopdeck's own files (untracked ones too) under `message`; the
     stash's ref, or None when nothing changed. Named, so a person finds it in `git stash list`."""
-    import git
-
-    repo = git.Repo(root, search_parent_directories=True)
-    status = repo.git.status("--porcelain", "-z", "--untracked-files=all")
-    paths: list[str] = []
-    skip_next = False
-    for entry in (e for e in status.split("\0") if e):
-        if skip_next:
-            skip_next = False
-            continue
-        code, path = entry[:2], entry[3:]
-        skip_next = "R" in code or "C" in code
-        if not _ours(path):
-            paths.append(path)
-    if not paths or not repo.head.is_valid():
+    top = toplevel(root)
+    if top is None:
+        raise GitError(f"{root} is not in a git repository")
+    paths = _work_paths(top)
+    if not paths or not _has_head(top):
         return None
-    repo.git.stash("push", "--include-untracked", "-m", message, "--", *paths)
-    return str(repo.git.rev_parse("stash@{0}"))
+    ident = _identity(top)
+    _run(top, *COMMIT_FLAGS, *ident, "stash", "push", "--include-untracked", "-m", message, "--", *paths)
+    return _run(top, "rev-parse", "stash@{0}").strip()
 
 
 @dataclass(frozen=True)
@@ -259,42 +300,114 @@ class GitStatus:
     error: str | None = None
 
 
-def status(root: Path, commits: int = 5) -> GitStatus:
-    """The repo at a glance; `error` says why when there is none (never raises)."""
-    import git
+LOGS_KEPT = 16
+_logs: dict[tuple[Path, str, int], tuple[Commit, ...]] = {}
+_log_lock = threading.Lock()
+
+
+def _recent(top: Path, oid: str, count: int) -> tuple[Commit, ...]:
+    """The last `count` commits from `oid`: one `git log`, asked again only when HEAD moves."""
+    key = (top, oid, count)
+    with _log_lock:
+        known = _logs.get(key)
+    if known is not None:
+        return known
+    out = _run(top, "log", f"-n{count}", "--no-color", "--format=%H%x1f%s%x1f%cI%x1e", oid)
+    commits = []
+    for record in out.split("\x1e"):
+        fields = record.strip("\n").split("\x1f")
+        if len(fields) != 3:
+            continue
+        sha, summary, when = fields
+        commits.append(Commit(sha[:8], summary, _minutes(when)))
+    found = tuple(commits)
+    with _log_lock:
+        if len(_logs) >= LOGS_KEPT:
+            _logs.clear()
+        _logs[key] = found
+    return found
+
+
+def _minutes(when: str) -> str:
+    """`2026-01-09T10:30:45+02:00` as `2026-01-09T10:30+02:00`."""
+    from datetime import datetime
 
     try:
-        repo = git.Repo(root, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return datetime.fromisoformat(when).isoformat(timespec="minutes")
+    except ValueError:
+        return when
+
+
+def _short(xy: str, path: str, orig: str | None = None) -> str:
+    """A porcelain v2 entry as the `git status --short` line a person knows."""
+    code = xy.replace(".", " ")
+    return f"{code} {orig} -> {path}" if orig is not None else f"{code} {path}"
+
+
+def status(root: Path, commits: int = 5) -> GitStatus:
+    """The repo at a glance; `error` says why when there is none (never raises). One `git
+    status` process, and one `git log` when HEAD moved since the last look."""
+    top = toplevel(root)
+    if top is None:
         return GitStatus(None, None, error="not a git repository")
     try:
-        branch = None if repo.head.is_detached else repo.active_branch.name
-        valid = repo.head.is_valid()
-        head = repo.head.commit.hexsha[:8] if valid else None
-        porcelain = repo.git.status("--porcelain", "--untracked-files=all")
-        staged = modified = untracked = 0
-        lines = [line for line in porcelain.splitlines() if line and not _ours(line[3:])]
-        for line in lines:
-            x, y = line[0], line[1]
-            if x == "?":
-                untracked += 1
-                continue
-            staged += x not in (" ", "?")
-            modified += y not in (" ", "?")
-        recent = tuple(
-            Commit(
-                c.hexsha[:8],
-                c.summary if isinstance(c.summary, str) else c.summary.decode(),
-                c.committed_datetime.isoformat(timespec="minutes"),
-            )
-            for c in (repo.iter_commits(max_count=commits) if valid else [])
-        )
-        ahead = behind = None
-        if branch is not None and valid:
-            tracking = repo.active_branch.tracking_branch()
-            if tracking is not None:
-                counts = repo.git.rev_list("--left-right", "--count", f"{tracking.name}...HEAD").split()
-                behind, ahead = int(counts[0]), int(counts[1])
-        return GitStatus(branch, head, staged, modified, untracked, recent, ahead, behind, tuple(lines[:50]))
-    except (git.GitCommandError, ValueError, TypeError) as exc:
+        out = _run(top, "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all")
+    except GitError as exc:
+        forget_repos()
         return GitStatus(None, None, error=f"git: {exc}".splitlines()[0])
+    oid: str | None = None
+    branch: str | None = None
+    ahead = behind = None
+    staged = modified = untracked = 0
+    changes: list[str] = []
+    entries = out.split("\0")
+    index = 0
+    while index < len(entries):
+        entry = entries[index]
+        index += 1
+        if not entry:
+            continue
+        if entry.startswith("# branch.oid "):
+            value = entry[len("# branch.oid ") :]
+            oid = None if value == "(initial)" else value
+        elif entry.startswith("# branch.head "):
+            value = entry[len("# branch.head ") :]
+            branch = None if value == "(detached)" else value
+        elif entry.startswith("# branch.ab "):
+            parts = entry.split()
+            try:
+                ahead, behind = int(parts[2].lstrip("+")), abs(int(parts[3]))
+            except (IndexError, ValueError):
+                ahead = behind = None
+        elif entry[0] in "12u":
+            fields = entry.split(" ", {"1": 8, "2": 9, "u": 10}[entry[0]])
+            xy, path = fields[1], fields[-1]
+            orig = None
+            if entry[0] == "2":
+                orig = entries[index] if index < len(entries) else None
+                index += 1
+            if _ours(path):
+                continue
+            staged += xy[0] not in ".?"
+            modified += xy[1] not in ".?"
+            changes.append(_short(xy, path, orig))
+        elif entry[0] == "?":
+            path = entry[2:]
+            if not _ours(path):
+                untracked += 1
+                changes.append(f"?? {path}")
+    try:
+        recent = _recent(top, oid, commits) if oid is not None and commits > 0 else ()
+    except GitError as exc:
+        return GitStatus(None, None, error=f"git: {exc}".splitlines()[0])
+    return GitStatus(
+        branch,
+        oid[:8] if oid else None,
+        staged,
+        modified,
+        untracked,
+        recent,
+        ahead,
+        behind,
+        tuple(changes[:50]),
+    )

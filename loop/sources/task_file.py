@@ -8,6 +8,7 @@ what the agent may write, and nothing else.
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from pathlib import Path
@@ -169,7 +170,8 @@ def check(workspace_root: Path, path_text: str | None, now: str) -> SourceReport
     except (ValueError, OSError, RuntimeError) as exc:
         return unavailable(NAME, str(exc), now, detail=path_text)
     try:
-        if path.stat().st_size > MAX_BYTES:
+        info = path.stat()
+        if info.st_size > MAX_BYTES:
             return unavailable(
                 NAME,
                 f"{path}: larger than {MAX_BYTES >> 20} MB; not a checklist",
@@ -177,6 +179,9 @@ def check(workspace_root: Path, path_text: str | None, now: str) -> SourceReport
                 detail=str(path),
                 path=str(path),
             )
+        found = _unchanged(path, info)
+        if found is not None:
+            return _report(path, found[0], found[1], now)
         data = read_regular(path, MAX_BYTES + 1)  # a FIFO or device is unreadable, never a hang
     except FileNotFoundError:
         return unavailable(NAME, f"{path}: no such file", now, detail=str(path), path=str(path))
@@ -188,17 +193,88 @@ def check(workspace_root: Path, path_text: str | None, now: str) -> SourceReport
         return unavailable(
             NAME, f"{path}: cannot be read ({exc.strerror})", now, detail=str(path), path=str(path)
         )
-    warnings: tuple[str, ...] = ()
     if b"\x00" in data[:8192]:
         return unavailable(
             NAME, f"{path}: binary data, expected a markdown checklist", now, detail=str(path), path=str(path)
         )
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        text = data.decode("utf-8", "replace")
-        warnings = (f"{path}: not valid UTF-8 at byte {exc.start}; read with replacements",)
-    result = parse(text)
+    known = _PARSED.get(str(path))
+    if known is not None and known.data == data:  # touched, not changed: no parse
+        result, warnings = known.result, known.warnings
+    else:
+        warnings = ()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            text = data.decode("utf-8", "replace")
+            warnings = (f"{path}: not valid UTF-8 at byte {exc.start}; read with replacements",)
+        result = parse(text)
+    _remember(path, info, data, result, warnings)
+    return _report(path, result, warnings, now)
+
+
+class _Parsed:
+    """A task file as last parsed: what it held (the bytes, for files up to `KEEP_BYTES`), and
+    the `stat` it had when read."""
+
+    __slots__ = ("data", "result", "seen", "settled", "warnings")
+
+    def __init__(
+        self,
+        seen: tuple[int, ...],
+        settled: bool,
+        data: bytes | None,
+        result: Checklist,
+        warnings: tuple[str, ...],
+    ) -> None:
+        self.seen = seen
+        self.settled = settled
+        """Last changed long enough before it was read that any later change has another `stat`."""
+        self.data = data
+        self.result = result
+        self.warnings = warnings
+
+
+_PARSED: dict[str, _Parsed] = {}
+"""The task files parsed, by path: a driver counts the same file at every decision and the
+monitor at every change of any loop file, while the file itself changes once an iteration."""
+KEEP_FILES = 16
+KEEP_BYTES = 4 * 1024 * 1024
+"""Files up to this size are kept to compare: read again, the same bytes are not parsed again."""
+SETTLED_NS = 2_000_000_000
+"""A file's times move in steps (a few ms on Linux, 2 s on FAT): a `stat` identifies its
+content only once the file has been left alone longer than a step when it is read."""
+
+
+def _seen(info: os.stat_result) -> tuple[int, ...]:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def _unchanged(path: Path, info: os.stat_result) -> tuple[Checklist, tuple[str, ...]] | None:
+    """What `path` held when parsed, when its `stat` proves it has not changed since."""
+    known = _PARSED.get(str(path))
+    if known is None or not known.settled or known.seen != _seen(info):
+        return None
+    return known.result, known.warnings
+
+
+def _remember(
+    path: Path, info: os.stat_result, data: bytes, result: Checklist, warnings: tuple[str, ...]
+) -> None:
+    import time
+
+    settled = time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) > SETTLED_NS
+    if len(_PARSED) >= KEEP_FILES and str(path) not in _PARSED:
+        _PARSED.clear()
+    _PARSED[str(path)] = _Parsed(
+        seen=_seen(info),
+        settled=settled,
+        data=data if len(data) <= KEEP_BYTES else None,
+        result=result,
+        warnings=warnings,
+    )
+
+
+def _report(path: Path, result: Checklist, warnings: tuple[str, ...], now: str) -> SourceReport:
     return SourceReport(
         NAME,
         enabled=True,

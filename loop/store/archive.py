@@ -7,6 +7,8 @@ started since: the archive keeps the final state and a summary.
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 
 from loop.core.model import LoopState
@@ -29,8 +31,6 @@ def move_logs(workspace: Workspace, state: LoopState, folder: Path) -> Path | No
     """Move the loop's iteration logs into its archive `folder` (as `iterations/`), at its
     ending: the archive then holds what the agent said, and the next loop starts with none.
     The folder where they were, if any."""
-    import os
-
     logs = workspace.iteration_logs(state.started_at)
     if not logs.is_dir() or logs.is_symlink():
         return None
@@ -99,9 +99,84 @@ def _same_loop(folder: Path, state: LoopState) -> bool:
     )
 
 
+_STAMP = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2})-(\d{2})-(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}-?\d{2})?(?:\.(\d+))?"
+)
+"""A folder's name: `started_at` as `folder_name` writes it (`2026-01-09T10-30-00+00-00`), and
+the `.N` a second loop that started in the same second gets."""
+
+
+def _order(name: str) -> tuple[int, str, int]:
+    """Where a folder stands among the archives, from its name alone: by the moment its loop
+    started (in UTC), then by its `.N`; a name that holds no moment (`unknown`, a folder a
+    person made) comes before every one that does."""
+    match = _STAMP.fullmatch(name)
+    if match is None:
+        return (0, name, 0)
+    year, month, day, hour, minute, second, fraction, zone, n = match.groups()
+    stamp = f"{year}{month}{day}{hour}{minute}{second}"
+    if zone and zone.replace("-", "").replace("+", "").strip("0"):  # not UTC: moved to UTC
+        from datetime import UTC, datetime, timedelta
+
+        digits = zone[1:].replace("-", "")
+        offset = timedelta(minutes=int(digits[:2]) * 60 + int(digits[2:]))
+        try:
+            moment = datetime.strptime(stamp, "%Y%m%d%H%M%S").replace(tzinfo=UTC)
+        except ValueError:
+            return (0, name, 0)
+        stamp = (moment - offset if zone[0] == "+" else moment + offset).strftime("%Y%m%d%H%M%S")
+    return (1, stamp + (fraction or "").ljust(9, "0"), int(n) if n else 1)
+
+
+PLAIN_END = "+00-00"
+PLAIN_LENGTH = len("2026-01-09T10-30-00+00-00")
+"""The name nearly every archive has (a loop started in UTC, alone in its second): among such
+names, the order of the strings is the order in time."""
+
+
 def latest(workspace: Workspace) -> Path | None:
+    """The newest archive: the folder whose name holds the latest start (`folder_name`), found
+    in one pass over the folder's entries, its summary checked only for the folders tried (the
+    newest, unless it has none). Its cost does not grow with the number of archives beyond that
+    one listing: no summary of the others is opened or looked at, and of the usual names
+    (`PLAIN_END`) only the greatest is read as a moment (`_order`), the others being compared
+    as strings."""
+    plain: list[str] = []
+    keyed: list[tuple[tuple[int, str, int], str]] = []
     try:
-        folders = [p for p in workspace.archive_dir.iterdir() if (p / "summary.json").exists()]
-    except FileNotFoundError:
+        with os.scandir(workspace.archive_dir) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    name = entry.name
+                    if len(name) == PLAIN_LENGTH and name.endswith(PLAIN_END):
+                        plain.append(name)
+                    else:
+                        keyed.append((_order(name), name))
+    except (FileNotFoundError, NotADirectoryError):
         return None
-    return max(folders, key=lambda p: (p / "summary.json").stat().st_mtime, default=None)
+    while plain or keyed:  # the newest first; the next only when it has no summary (rare)
+        while plain:  # the greatest plain name that is a moment joins the others
+            best = max(plain)
+            plain.remove(best)
+            keyed.append((_order(best), best))
+            if keyed[-1][0][0]:
+                break
+        newest = max(keyed)
+        folder = workspace.archive_dir / newest[1]
+        if os.path.isfile(folder / "summary.json"):
+            return folder
+        keyed.remove(newest)
+    return None
+
+
+def latest_summary(workspace: Workspace) -> tuple[Path, dict[str, Any]] | None:
+    """The newest archive and its summary (`latest`), None when there is none or its summary
+    does not read as one."""
+    folder = latest(workspace)
+    if folder is None:
+        return None
+    try:
+        data = json.loads((folder / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return (folder, data) if isinstance(data, dict) else None

@@ -183,7 +183,11 @@ def scalar(value: Any) -> str:
 
 def atomic_write(path: Path, data: bytes, durable: bool = False) -> None:
     """Replace `path` with `data` in one rename, so no reader ever sees half a file. `durable`
-    also fsyncs the file and its folder (the loop's state); caches skip that cost."""
+    (the loop's state) also fsyncs the data before the rename, the one fsync of a decision: a
+    crash then finds the new file whole or the old one, never a torn or empty one. The folder
+    is not fsynced: the rename reaches the disk with the file system's next commit, and a crash
+    before it leaves the previous state, as a crash just before the write would. Caches skip
+    even the one fsync."""
     from loop.store.safeopen import open_write
 
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
@@ -203,10 +207,3 @@ def atomic_write(path: Path, data: bytes, durable: bool = False) -> None:
         raise
     os.close(fd)
     os.replace(tmp, path)
-    if not durable:
-        return
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)

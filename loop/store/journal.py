@@ -24,9 +24,20 @@ from loop.store.tailread import ReadCounter, lines_backwards
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
+    from collections import deque
     from typing import Any, BinaryIO
 
-__all__ = ["KINDS", "Event", "Journal", "Problem", "ReadResult", "decode_line", "message", "render_line"]
+__all__ = [
+    "KINDS",
+    "Event",
+    "Follower",
+    "Journal",
+    "Problem",
+    "ReadResult",
+    "decode_line",
+    "message",
+    "render_line",
+]
 
 MAX_LINE_BYTES = 1024 * 1024
 """An event is small; a longer line is garbage (or an attack on the reader's memory)."""
@@ -184,3 +195,76 @@ def _next_line_start(f: BinaryIO, pos: int, size: int) -> int:
             return pos + newline + 1
         pos += len(chunk)
     return size
+
+
+class Follower:
+    """The journal's last `n` events, kept up to date by reading only what was appended since
+    the last look: a viewer that reads the journal at every change (several times an iteration)
+    pays for the new lines, not for the `n` it shows. A journal replaced (another file) or cut
+    shorter is read again from its end; an unfinished last line waits for its newline."""
+
+    def __init__(self, path: Path, n: int) -> None:
+        from collections import deque  # not on the Stop hook's path
+
+        self.path = path
+        self.n = n
+        self.events: deque[Event] = deque(maxlen=n)
+        self.offset: int | None = None
+        """Where the next read starts: the end of the last complete line read."""
+        self.file: tuple[int, int] | None = None
+        """The (device, inode) followed: another file under the name is a new journal."""
+        self.shown: tuple[Event, ...] = ()
+
+    def read(self) -> tuple[Event, ...]:
+        """The last `n` events, oldest first."""
+        try:
+            info = os.stat(self.path)
+        except OSError:
+            self._reset()
+            return ()
+        file = (info.st_dev, info.st_ino)
+        if self.offset is None or file != self.file or info.st_size < self.offset:
+            self._reset()
+            self.file = file
+            self._load()
+        elif info.st_size > self.offset:
+            found = Journal(self.path).read_from(self.offset)
+            if found.offset >= self.offset:
+                self.events.extend(found.events)
+                self.offset = found.offset
+            else:  # shrank between the look and the read: start again next time
+                self._reset()
+        if len(self.shown) != len(self.events) or (self.events and self.shown[-1] is not self.events[-1]):
+            self.shown = tuple(self.events)
+        return self.shown
+
+    def _reset(self) -> None:
+        self.events.clear()
+        self.offset = None
+        self.file = None
+        self.shown = ()
+
+    def _load(self) -> None:
+        """The last `n` complete lines, read backwards from the end."""
+        try:
+            f = open_regular(self.path)
+        except OSError:
+            return
+        found: list[Event] = []
+        with f:
+            end = f.seek(0, os.SEEK_END)
+            complete = end
+            for offset, line, terminated in lines_backwards(f, end):
+                if not terminated:  # a writer mid-line: it is read whole, next time
+                    complete = offset
+                    continue
+                if not line.strip():
+                    continue
+                item = decode_line(line, offset, terminated)
+                if isinstance(item, Event):
+                    found.append(item)
+                    if len(found) >= self.n:
+                        break
+        found.reverse()
+        self.events.extend(found)
+        self.offset = complete

@@ -463,6 +463,12 @@ def _describe(value: Any) -> str:
 _HEX = frozenset("0123456789abcdef")
 
 
+def _identity(info: os.stat_result) -> tuple[int, ...]:
+    """A file's identity and last change: another write shows in one of them (its ctime cannot
+    be set back)."""
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
 def _orphan_pid(name: str, state_name: str) -> int | None:
     """The writer's pid in a temp file's name (`.<state>.<pid>.<hex>.tmp`, or the backup's hard
     link `.<state>.bak.<pid>.<hex>` and its `.tmp`), None for any other name. Read by hand: a
@@ -490,6 +496,9 @@ class StateStore:
         self.path = workspace.state
         self.lock_timeout = lock_timeout
         self._lock: FileLock | None = None
+        self._written: tuple[int, ...] | None = None
+        """The `stat` of the file as this store last wrote it: still that file, it needs no
+        second look before it becomes the backup (a driver writes it at every decision)."""
 
     def exists(self) -> bool:
         return self.path.exists()
@@ -555,6 +564,7 @@ class StateStore:
         with self.locked():
             self._keep_previous(replace_corrupt)
             atomic_write(self.path, data, durable=True)
+            self._written = _identity(os.stat(self.path))
             self._sweep_orphans()
 
     def checked(self, state: LoopState) -> bytes:
@@ -583,7 +593,14 @@ class StateStore:
             return backup
 
     def _keep_previous(self, replace_corrupt: bool) -> None:
+        """The file about to be replaced becomes the backup: renamed there through a hard link
+        (no copy, no second fsync). One this store wrote itself is known good and clean; any
+        other is read first (a corrupt one is refused or moved aside, one holding what a write
+        redacts is rewritten clean)."""
         try:
+            if self._written is not None and _identity(os.stat(self.path)) == self._written:
+                self._link_backup()
+                return
             current = self.path.read_bytes()
         except FileNotFoundError:
             return
@@ -596,16 +613,20 @@ class StateStore:
                 ) from None
             self._move_aside()
             return
-        backup = self.workspace.backup
         clean = self._clean_copy(previous, current)
         if clean is not current:
-            atomic_write(backup, clean, durable=True)
+            atomic_write(self.workspace.backup, clean, durable=True)
             return
+        self._link_backup(current)
+
+    def _link_backup(self, current: bytes | None = None) -> None:
+        """The state file, as it is, becomes the backup: a hard link renamed over it."""
+        backup = self.workspace.backup
         link = backup.with_name(f".{backup.name}.{os.getpid()}.{os.urandom(4).hex()}")
         try:
             os.link(self.path, link)
-        except OSError:
-            atomic_write(backup, current, durable=True)
+        except OSError:  # a file system without hard links: a copy, then
+            atomic_write(backup, self.path.read_bytes() if current is None else current, durable=True)
         else:
             os.replace(link, backup)
 

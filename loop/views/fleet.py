@@ -211,15 +211,40 @@ def _cost(events: tuple[Any, ...]) -> float | None:
     return round(total, 2) if known else None
 
 
+KEEP_STAMP_PATHS = 4096
+"""Folders whose loop files' paths are kept worked out (`_stamp_paths`); more start afresh."""
+_stamp_paths_of: dict[Path, tuple[tuple[str, tuple[str, ...]], ...]] = {}
+
+
+def _stamp_paths(folder: Path) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The loop files a `stamp` looks at, as strings, grouped by the folder holding them:
+    worked out once per workspace (a fleet stamps every one of them every second, and building
+    the paths cost more than looking at them)."""
+    known = _stamp_paths_of.get(folder)
+    if known is None:
+        ws = Workspace(folder)
+        groups: dict[str, list[str]] = {}
+        for path in (ws.state, ws.journal, *(folder / rel for rel, _ in formats.FORMATS.values())):
+            groups.setdefault(str(path.parent), []).append(str(path))
+        known = tuple((parent, tuple(files)) for parent, files in groups.items())
+        if len(_stamp_paths_of) >= KEEP_STAMP_PATHS:
+            _stamp_paths_of.clear()
+        _stamp_paths_of[folder] = known
+    return known
+
+
 def stamp(folder: Path) -> tuple[float, ...]:
-    """A cheap fingerprint of a workspace's loop files: read the folder again when it changes."""
-    ws = Workspace(folder)
-    paths = [ws.state, ws.journal, *(folder / rel for rel, _ in formats.FORMATS.values())]
+    """A cheap fingerprint of a workspace's loop files: read the folder again when it changes.
+    A folder that is not there (`docs/` in most workspaces) is one look for all its files."""
     result: list[float] = []
-    for path in paths:
-        try:
-            st = path.stat()
-            result.extend((st.st_mtime, float(st.st_size)))
-        except OSError:
-            result.extend((0.0, -1.0))
+    for parent, files in _stamp_paths(folder):
+        if parent != str(folder) and not os.path.isdir(parent):
+            result.extend((0.0, -1.0) * len(files))
+            continue
+        for path in files:
+            try:
+                st = os.stat(path)
+                result.extend((st.st_mtime, float(st.st_size)))
+            except OSError:
+                result.extend((0.0, -1.0))
     return tuple(result)

@@ -8,7 +8,7 @@ not in here: it is slow (a subprocess), so viewers ask `gitstate.status` on thei
 from __future__ import annotations
 
 import itertools
-import json
+import threading
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -16,7 +16,7 @@ from loop import trust
 from loop.core.errors import FileProblem
 from loop.core.model import Command
 from loop.sources.aggregate import Aggregate, SourceConfig, check_all
-from loop.store.journal import Event, Journal
+from loop.store.journal import Event
 from loop.store.paths import Workspace
 from loop.store.proc import alive
 from loop.store.state import LoopState, StateStore
@@ -253,31 +253,83 @@ def _float(value: Any) -> float | None:
 
 
 def read(workspace: Workspace, *, with_sources: bool = True, with_events: bool = True) -> Snapshot:
-    root = str(workspace.root)
-    events: tuple[Event, ...] = ()
-    if with_events:
-        events = tuple(Journal(workspace.journal).tail(JOURNAL_TAIL).events)
-    backup = workspace.backup.exists()
-    try:
-        state = StateStore(workspace).read()
-    except FileProblem as exc:
-        problem = StateProblem(str(exc.path), exc.line, exc.problem, str(exc))
-        return Snapshot(root, None, problem, events=events, backup_exists=backup)
-    if state is None:
-        return Snapshot(root, None, events=events, archive=_latest_archive(workspace), backup_exists=backup)
-    sources = check_all(SourceConfig.from_state(workspace, state)) if with_sources else None
-    return Snapshot(
-        root,
-        LoopView.of(workspace, state),
-        sources=sources,
-        events=events,
-        verifications=_verifications(events),
-        durations=_durations(events),
-        backup_exists=backup,
-        parallel=_parallel(state),
-        pending=_pending(workspace, state),
-        unconfirmed=tuple(trust.unconfirmed(workspace, state)),
-    )
+    """The workspace as it is now (one look: `status`, the fleet's rows)."""
+    return Reader(workspace).read(with_sources=with_sources, with_events=with_events)
+
+
+class Reader:
+    """Snapshots of one workspace, one after another, each reading only what changed since the
+    last: the journal's new lines (not its last 300 again), the state parsed again only when its
+    bytes changed, the task file parsed once per change (`loop.sources.task_file`). A viewer
+    reads at every change of any loop file, several times an iteration; with a reader, what a
+    snapshot costs does not grow with the iterations, logs or archived loops behind it."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        from loop.store.journal import Follower
+
+        self.workspace = workspace
+        self.journal = Follower(workspace.journal, JOURNAL_TAIL)
+        self.state_bytes: bytes | None = None
+        self.state: LoopState | None = None
+        self.derived: tuple[tuple[Event, ...], tuple[Verification, ...], tuple[float, ...]] | None = None
+        """The verifications and durations worked out from the events they came from."""
+        self.lock = threading.Lock()
+        """One read at a time: a viewer's worker threads may overlap."""
+
+    def read(self, *, with_sources: bool = True, with_events: bool = True) -> Snapshot:
+        with self.lock:
+            return self._read(with_sources, with_events)
+
+    def _read(self, with_sources: bool, with_events: bool) -> Snapshot:
+        workspace = self.workspace
+        root = str(workspace.root)
+        events = self.journal.read() if with_events else ()
+        backup = workspace.backup.exists()
+        try:
+            state = self._state()
+        except FileProblem as exc:
+            problem = StateProblem(str(exc.path), exc.line, exc.problem, str(exc))
+            return Snapshot(root, None, problem, events=events, backup_exists=backup)
+        if state is None:
+            return Snapshot(
+                root, None, events=events, archive=_latest_archive(workspace), backup_exists=backup
+            )
+        sources = check_all(SourceConfig.from_state(workspace, state)) if with_sources else None
+        verifications, durations = self._derived(events)
+        return Snapshot(
+            root,
+            LoopView.of(workspace, state),
+            sources=sources,
+            events=events,
+            verifications=verifications,
+            durations=durations,
+            backup_exists=backup,
+            parallel=_parallel(state),
+            pending=_pending(workspace, state),
+            unconfirmed=tuple(trust.unconfirmed(workspace, state)),
+        )
+
+    def _state(self) -> LoopState | None:
+        """The state, parsed again only when the file's bytes changed (StateError as `read`)."""
+        from loop.store.safeopen import NotRegularFile, read_regular
+        from loop.store.state import MAX_STATE_BYTES, parse
+
+        store = StateStore(self.workspace)
+        try:
+            data = read_regular(store.path, MAX_STATE_BYTES + 1)
+        except (FileNotFoundError, IsADirectoryError, NotRegularFile, NotADirectoryError, OSError):
+            self.state_bytes = self.state = None
+            return store.read()  # no file (None), or the error as a reader of the state says it
+        if data != self.state_bytes or self.state is None:
+            self.state_bytes, self.state = None, None
+            self.state = parse(data, store.path)
+            self.state_bytes = data
+        return self.state
+
+    def _derived(self, events: tuple[Event, ...]) -> tuple[tuple[Verification, ...], tuple[float, ...]]:
+        if self.derived is None or self.derived[0] is not events:
+            self.derived = (events, _verifications(events), _durations(events))
+        return self.derived[1], self.derived[2]
 
 
 def _parallel(state: LoopState) -> dict[str, Any] | None:
@@ -296,16 +348,10 @@ def _pending(workspace: Workspace, state: LoopState) -> tuple[Command, ...]:
 
 
 def _latest_archive(workspace: Workspace) -> dict[str, Any] | None:
-    from loop.store.archive import latest
+    from loop.store.archive import latest_summary
 
-    folder = latest(workspace)
-    if folder is None:
+    found = latest_summary(workspace)
+    if found is None:
         return None
-    try:
-        data = json.loads((folder / "summary.json").read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    data["folder"] = str(folder)
-    return data
+    folder, data = found
+    return {**data, "folder": str(folder)}

@@ -3,7 +3,6 @@ the session. One function, so both say the same thing."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,7 +25,7 @@ def render(ws: Workspace) -> tuple[int, list[str], list[str]]:
     loop = snap.loop
     if loop is None:
         lines.append(f"no loop in {ws.root}" if not neighbours else f"no loopdeck loop in {ws.root}")
-        lines += _last_summary(ws)
+        lines += _summary_lines(snap.archive)  # the snapshot found it: the archive is listed once
         return 0, lines, []
     from loop.views.summary import cost_line
 
@@ -101,21 +100,24 @@ def _unconfirmed(ws: Workspace) -> str:
     return "no: it names what nobody on this machine confirmed; review it with `loopdeck trust`"
 
 
-def _last_summary(ws: Workspace, started_at: str | None = None) -> list[str]:
-    """The summary the last ending archived (of the loop that started at `started_at`)."""
-    from loop.store.archive import latest
+def _last_summary(ws: Workspace, started_at: str) -> list[str]:
+    """The summary the last ending archived, if it is of the loop that started at `started_at`."""
+    from loop.store.archive import latest_summary
+
+    found = latest_summary(ws)
+    if found is None or found[1].get("started_at") != started_at:
+        return []
+    return _summary_lines({**found[1], "folder": str(found[0])})
+
+
+def _summary_lines(record: dict[str, Any] | None) -> list[str]:
+    """An archived summary (with the `folder` it is in) as the lines `status` prints."""
     from loop.views.summary import archived_lines
 
-    last = latest(ws)
-    if last is None:
+    if record is None:
         return []
-    try:
-        record = json.loads((last / "summary.json").read_text())
-    except (OSError, ValueError):
-        return []
-    if not isinstance(record, dict) or (started_at is not None and record.get("started_at") != started_at):
-        return []
-    return [*archived_lines(record), f"{'archive':<13}{last}"]
+    shown = {k: v for k, v in record.items() if k != "folder"}
+    return [*archived_lines(shown), f"{'archive':<13}{record.get('folder')}"]
 
 
 def _sources_line(aggregate: Any) -> str:

@@ -52,21 +52,25 @@ class MainScreen(Screen[None]):
     snapshot: var[Snapshot | None] = var(None, init=False)
     """The workspace as last read (set by the app). Every panel is bound to it and works out,
     and redraws, only the part it shows."""
+    summary: var[Snapshot | None] = var(None, init=False)
+    """`snapshot` as the summary panels see it (set by the app): every change, paced while a
+    loop races (`tui.pace`); the journal, the output and the layout follow `snapshot` itself."""
     git_status: var[GitStatus | None] = var(None, init=False)
     """The repository as last read (by the app's own worker, on its own clock)."""
 
     def compose(self) -> ComposeResult:
         snapshot = MainScreen.snapshot
-        yield StatusBar(id="status-bar").data_bind(snapshot)
+        summary = {"snapshot": MainScreen.summary}
+        yield StatusBar(id="status-bar").data_bind(**summary)
         yield ErrorPanel(id="error-panel").data_bind(snapshot)
         with Horizontal(id="panels"):
             with Vertical(id="left"):
-                yield SourcesPanel(id="sources").data_bind(snapshot)
-                yield IterationPanel(id="iteration").data_bind(snapshot)
+                yield SourcesPanel(id="sources").data_bind(**summary)
+                yield IterationPanel(id="iteration").data_bind(**summary)
             with Vertical(id="right"):
-                yield VerificationPanel(id="verification").data_bind(snapshot)
+                yield VerificationPanel(id="verification").data_bind(**summary)
                 yield GitPanel(id="git").data_bind(status=MainScreen.git_status)
-        yield WorkersPanel(id="workers").data_bind(snapshot)
+        yield WorkersPanel(id="workers").data_bind(**summary)
         with Horizontal(id="logs"):
             yield JournalPanel(id="journal").data_bind(snapshot)
             yield OutputPanel(id="output").data_bind(snapshot)

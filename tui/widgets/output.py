@@ -16,6 +16,7 @@ so a slow disk never stalls the screen.
 from __future__ import annotations
 
 import os
+import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,14 @@ TICK_BYTES = 512 * 1024
 FIRST_LOOK = 64 * 1024
 """A file met for the first time is read from its last this-many bytes."""
 KEEP_LINES = 2000
+SWITCH_EVERY_S = 0.5
+"""The panel moves to another file (a new iteration's log) at most this often."""
+QUIET_TICKS = 20
+"""After this many ticks that found nothing new (2 s), the clock rests: the file is looked at
+every `SLOW_TICK_S`, and again at every tick once it grows or the loop moves."""
+SLOW_TICK_S = 1.0
+SILENT_S = 1.0
+"""A newly followed file that has said nothing for this long is shown empty."""
 WRITE_LINES = 100
 """At most this many lines drawn per tick (1000 a second): a log racing by is summarised."""
 
@@ -64,10 +73,12 @@ def followed(workspace: Workspace, snapshot: Snapshot | None) -> Followed | None
         return None
     if loop.driver == "runner":
         logs = workspace.iteration_logs(loop.started_at)  # this loop's own, never an earlier one's
-        try:
-            newest = max((p for p in logs.iterdir() if p.suffix == ".log"), key=_log_order, default=None)
-        except OSError:
-            return None
+        newest = _current_log(logs, loop.iteration, snapshot)
+        if newest is None:  # not where the journal says: the newest of the folder
+            try:
+                newest = max((p for p in logs.iterdir() if p.suffix == ".log"), key=_log_order, default=None)
+            except OSError:
+                return None
         agent = next(
             (e.data.get("agent") for e in reversed(snapshot.events) if e.kind == "iteration-started"), None
         )
@@ -82,6 +93,20 @@ def followed(workspace: Workspace, snapshot: Snapshot | None) -> Followed | None
         return None
     if state is not None and state.transcript_path:
         return Followed(Path(state.transcript_path), "transcript", "claude")
+    return None
+
+
+def _current_log(logs: Path, iteration: int, snapshot: Snapshot) -> Path | None:
+    """The iteration's log, named as the runner names it (`0042.log`, then `0042.retry1.log`…
+    for each retry or agent switch the journal shows): found with a look or two, where listing
+    the folder costs a look at every log of the loop's history."""
+    runs = sum(
+        1 for e in snapshot.events if e.iteration == iteration and e.kind in ("retry", "agent-switched")
+    )
+    for n in range(runs, -1, -1):
+        path = logs / (f"{iteration:04d}.log" if n == 0 else f"{iteration:04d}.retry{n}.log")
+        if path.is_file():
+            return path
     return None
 
 
@@ -185,6 +210,14 @@ class OutputPanel(Vertical):
         is followed."""
         self.drawn_width = 0
         """The width the lines were wrapped at."""
+        self.switched_at = 0.0
+        self.switch_due = False
+        """When the panel last moved to another file, and whether a move waits for its moment."""
+        self.quiet = 0
+        """Ticks in a row that found the file as it was (any change of the loop resets it)."""
+        self.fresh = False
+        """A new file is followed and none of its lines shown yet: the last file's stay until
+        they come (or until `SILENT_S` has passed)."""
         self.looked: tuple[object, ...] | None = None
         """What `target` was last worked out from: the folder is listed (or the state read) again
         only when the loop moves to another iteration or session, not on every snapshot."""
@@ -196,9 +229,13 @@ class OutputPanel(Vertical):
     def on_mount(self) -> None:
         self.border_title = "Output"
         self.ticker = self.set_interval(TICK_S, self.tick, pause=self.target is None)
+        self.set_interval(SLOW_TICK_S, self.tick)  # a file silent for long, looked at now and then
         self.watch_target(self.target)
 
     def watch_snapshot(self, snapshot: Snapshot | None) -> None:
+        self.quiet = 0
+        if self.ticker is not None and self.target is not None:
+            self.ticker.resume()  # the loop moved: its output may follow
         loop = snapshot.loop if snapshot is not None else None
         self.display = loop is not None  # a finished loop has no output to follow
         if snapshot is None or loop is None:
@@ -217,22 +254,49 @@ class OutputPanel(Vertical):
             switched,
         )
         if key != self.looked or self.target is None:
+            wait = self.switched_at + SWITCH_EVERY_S - time.monotonic()
+            if self.target is not None and wait > 0:
+                # Iterations faster than a person reads: the file followed now is kept a moment
+                # (its lines still stream), and the newest one taken when the moment is over.
+                if not self.switch_due:
+                    self.switch_due = True
+                    self.set_timer(wait, self._switch)
+                return
             self.looked = key
+            self.switched_at = time.monotonic()
             self.target = followed(Workspace(Path(snapshot.workspace)), snapshot)
+
+    def _switch(self) -> None:
+        self.switch_due = False
+        self.watch_snapshot(self.snapshot)
 
     def watch_target(self, target: Followed | None) -> None:
         self.reader = OutputRead(target) if target is not None else None
+        if self.ticker is not None:  # nothing followed, nothing to look for: the clock rests
+            self.ticker.resume() if target is not None else self.ticker.pause()
+        if target is None:
+            self.start_afresh(None)
+            return
+        # The new file's first lines replace the last file's in one frame, not a cleared panel
+        # then its lines a frame later (a loop at five iterations a second: ten frames a second
+        # of the panel for nothing); a file that stays silent is shown as such after a moment.
+        self.fresh = True
+        self.set_timer(SILENT_S, lambda: self.start_afresh(target) if self.fresh else None)
+        self.tick()
+
+    def start_afresh(self, target: Followed | None) -> None:
+        """The panel emptied for `target` (the file followed now, or None)."""
+        if target is not None and (self.reader is None or self.reader.target is not target):
+            return  # another file is followed since
+        self.fresh = False
         self.lines.clear()
         log = self.query_one(RichLog)
         log.clear()
-        if self.ticker is not None:  # nothing followed, nothing to look for: the clock rests
-            self.ticker.resume() if target is not None else self.ticker.pause()
         if target is None:
             self.border_subtitle = ""
             log.write(Text("waiting for the agent's output", style="dim"))
             return
         self.border_subtitle = f"{target.kind} {target.path.name}"
-        self.tick()
 
     def tick(self) -> None:
         # One read at a time: a tick that finds the last one still going lets it finish.
@@ -241,10 +305,17 @@ class OutputPanel(Vertical):
             return
         if reader.offset is not None:  # a stat is cheap; a thread per idle tick is not
             try:
-                if os.stat(reader.target.path).st_size == reader.offset:
-                    return
+                grew = os.stat(reader.target.path).st_size != reader.offset
             except OSError:
+                grew = False
+            if not grew:
+                self.quiet += 1
+                if self.quiet >= QUIET_TICKS and self.ticker is not None:
+                    self.ticker.pause()  # silent for a while (a paused loop): the slow clock looks
                 return
+        self.quiet = 0
+        if self.ticker is not None:
+            self.ticker.resume()
         self.reading = self.read(reader)
 
     @work(thread=True, group="output", exit_on_error=False)
@@ -256,6 +327,8 @@ class OutputPanel(Vertical):
     def add_lines(self, reader: OutputRead, raw: list[str]) -> None:
         if reader is not self.reader:
             return  # a read of a file no longer followed
+        if self.fresh:
+            self.start_afresh(reader.target)
         log = self.query_one(RichLog)  # it follows its tail unless the person scrolled up
         if reader.skipped:
             log.write(Text(f"… {reader.skipped // 1024} KB skipped", style="dim"))
