@@ -113,12 +113,14 @@ def test_a_stop_ends_the_loop_and_the_turn_under_way(server: Server, tmp_path: P
     agent = f"{sys.executable} -m loop.demo.worker --hang-on 1"
     spec = spec_for(proj, agent, "stop", taskgraph.read(proj.ws / "tasks"))
 
+    def agent_alive(p: psutil.Process) -> bool:
+        try:
+            return "loop.demo.worker" in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:  # ended (or a zombie) between the listing and the look
+            return False
+
     def hanging() -> list[psutil.Process]:
-        return [
-            p
-            for p in psutil.Process().children(recursive=True)
-            if "loop.demo.worker" in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE
-        ]
+        return [p for p in psutil.Process().children(recursive=True) if agent_alive(p)]
 
     async def stop(client: Any) -> None:
         deadline = time.monotonic() + 30

@@ -756,6 +756,19 @@ the monitor itself."""
 
 
 def main(argv: Sequence[str] | None = None, monitor: MonitorVerbs | None = None) -> int:
+    sdk_before = "temporalio" in sys.modules
+    code = _main(argv, monitor)
+    if not sdk_before and "temporalio" in sys.modules:
+        # A verb loaded the Temporal SDK, whose native runtime can abort in the interpreter's
+        # teardown (after the work is done, success or error): leave without that teardown.
+        # Only when this call loaded it: a process that had it before (a test) goes on.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _main(argv: Sequence[str] | None, monitor: MonitorVerbs | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.verb is None:
