@@ -1,4 +1,4 @@
-"""`loop` must never import Textual (DESIGN principle 5), and the hook path no GitPython."""
+"""`loop` never imports Textual (the backend works without the monitor), and nothing of git's libraries is on the hook's path."""
 
 from __future__ import annotations
 
