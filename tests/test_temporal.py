@@ -285,6 +285,8 @@ def test_the_graph_is_read_again_from_the_loops_branch(
     read = env.run(acts.graph, GraphInput(str(proj.remote), "main", "tasks"))
     assert read.tasks is not None and [t["id"] for t in read.tasks] == ["1", "2", "3", "4", "5", "6"]
     assert env.run(acts.graph, GraphInput(str(proj.remote), "main", "elsewhere")).tasks is None
+    outside = env.run(acts.graph, GraphInput(str(proj.remote), "main", "../../../../etc"))
+    assert outside.tasks is None and "outside the repository" in (outside.problem or "")
 
 
 def test_a_turn_record_round_trips_and_refuses_garbage() -> None:

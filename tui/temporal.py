@@ -20,8 +20,10 @@ from loop.core.errors import LoopdeckError
 from loop.core.timeutil import utcnow
 from loop.store.paths import Workspace
 from loop.temporal.client import Remote, Target, command
+from loop.temporal.protocol import CommandSignal
 from loop.views.snapshot import Snapshot
 from tui.app import LoopdeckApp
+from tui.prompts import Prompts
 from tui.screens.temporal_fleet import TemporalFleetScreen
 from tui.watch import SnapshotReady
 
@@ -88,14 +90,23 @@ class TemporalApp(LoopdeckApp):
         if wf is None:
             return
         signal = command(kind, "tui", reason, value, target)
+        self.awaiting[signal.id] = kind
+        self.deliver(wf, signal, target or wf)
+
+    @work(thread=True, group="send", exit_on_error=False)
+    def deliver(self, wf: str, signal: CommandSignal, to: str) -> None:
+        """The signal sent from a thread: a slow or unreachable server never freezes the
+        screen; the person hears either way."""
+        kind = signal.kind
         try:
             self.remote.send(wf, signal)
         except (LoopdeckError, TimeoutError) as exc:
-            self.notify(f"{kind} not sent: {exc}", severity="error")
+            why = str(exc) or "the server did not answer in time"
+            self.call_from_thread(self.awaiting.pop, signal.id, None)
+            self.call_from_thread(self.notify, f"{kind} not sent: {why}", severity="error")
             return
-        self.awaiting[signal.id] = kind
-        self.notify(f"{kind} sent to {target or wf}", title="loopdeck")
-        self.load_snapshot()
+        self.call_from_thread(self.notify, f"{kind} sent to {to}", title="loopdeck")
+        self.call_from_thread(self.load_snapshot)
 
     def ensure_runner(self) -> None:
         """No runner to start: the workflow is always there while the loop lives."""
@@ -111,7 +122,7 @@ class TemporalApp(LoopdeckApp):
             self.workflow_id = message.workflow_id
             self.snapshot = None
             self.awaiting.clear()
-            self.asked_resume = False
+            self.asking = Prompts(self)  # another loop: its prompts are asked afresh
         self.load_snapshot()
 
     def action_fleet(self) -> None:

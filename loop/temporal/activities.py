@@ -367,7 +367,9 @@ class Activities:
             return GraphOutput(None, problem=f"the loop's branch {inp.loop_branch} is not on the remote")
         path = self.cache.worktree(repo, f"graph-{sha[:12]}-{os.getpid()}", sha)
         try:
-            where = path / inp.graph
+            where = (path / inp.graph).resolve()
+            if not where.is_relative_to(path.resolve()):  # the graph is the repository's, nothing else
+                return GraphOutput(None, problem=f"the graph {inp.graph!r} is outside the repository")
             if not where.exists():
                 return GraphOutput(None)
             try:

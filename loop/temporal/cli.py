@@ -145,7 +145,8 @@ def log(args: argparse.Namespace, ws: Workspace | None) -> int:
     async def work() -> dict[str, Any]:
         return await tc.read(await tc.connect(target), workflow_id)
 
-    events = view.events(tc.call(work))[-max(0, int(getattr(args, "n", 50))) :]
+    wanted = max(0, int(getattr(args, "n", 50)))
+    events = view.events(tc.call(work))[-wanted:] if wanted else []
     for event in events:
         print(json.dumps(event.to_json(), ensure_ascii=False) if args.json else render_line(event))
     return leave(0)

@@ -88,9 +88,14 @@ class TemporalFleetScreen(ModalScreen[None]):
             self.set_interval(POLL_S, self.start_read)
 
     def start_read(self) -> None:
-        if not self.busy:
+        """A read of the server's loops, one at a time, and only while the fleet is on screen
+        (behind a loop's monitor it would query every running loop each second for nobody)."""
+        if not self.busy and self.is_current:
             self.busy = True
             self.read_rows()
+
+    def on_screen_resume(self) -> None:
+        self.start_read()  # back in front: fresh rows at once
 
     @work(thread=True, group="temporal-fleet", exit_on_error=False)
     def read_rows(self) -> None:
@@ -110,7 +115,9 @@ class TemporalFleetScreen(ModalScreen[None]):
                         answer = None
                 rows.append((view.row(wf, listed, answer), _workers(answer)))
         except (LoopdeckError, TimeoutError) as exc:
-            problem = str(exc)
+            problem = str(exc) or "the server did not answer in time"
+        except Exception as exc:  # any other: said on the bar, and the next poll reads again
+            problem = f"{type(exc).__name__}: {exc}"
         self.post_message(self.RowsRead(rows, problem))
 
     def on_temporal_fleet_screen_rows_read(self, message: RowsRead) -> None:
