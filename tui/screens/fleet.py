@@ -26,13 +26,17 @@ from loop.core.timeutil import utcnow
 from loop.views import fleet
 from loop.views.fleet import FleetRow
 from tui import actions
-from tui.widgets.common import ago
+from tui.widgets.common import roughly_ago
 
-POLL_S = 1.0
+POLL_S = 2.0
+"""How often the fleet looks at every workspace (a few `stat`s each): a loop that needs a person
+shows within 2 s; looking every second cost an idle fleet of 200 loops a third more."""
 RESCAN_S = 60.0
 """A `--scan` fleet looks for new loops this often (a walk of the tree, bounded in depth)."""
-REDRAW_EVERY = 5
-"""Ticks between redraws when nothing changed (the "last event" ages move)."""
+REDRAW_EVERY = 8
+"""Ticks (16 s) between redraws when nothing changed: the "last event" ages move every 15 s at most
+(`roughly_ago`), and a cell that changes redraws the table's whole visible part, the most an
+idle fleet of hundreds of loops costs."""
 COLUMNS = (
     ("Folder", 16),
     ("Loop", 18),
@@ -133,7 +137,7 @@ class FleetScreen(ModalScreen[None]):
             self.scanned_at = time.monotonic()
         self.read_changed(list(self.folders), dict(self.stamps), rescan)
 
-    @work(thread=True, group="fleet", exit_on_error=False)
+    @work(thread=True, group="fleet", exit_on_error=False, description="the fleet's read")
     def read_changed(self, folders: list[Path], stamps: dict[Path, object], rescan: bool) -> None:
         if rescan and self.scan_root is not None:
             folders = fleet.scan(self.scan_root, self.depth)
@@ -204,11 +208,12 @@ class FleetScreen(ModalScreen[None]):
         self.refresh_bindings()
 
     def refresh_ages(self) -> None:
-        """Only the "Last event" column moves with the clock: its cells alone are updated."""
+        """Only the "Last event" column moves with the clock: its cells alone are updated, and only
+        those whose text changed."""
         table = self.query_one(DataTable)
         now = self.clock()
         for row in self.all_rows():
-            text = ago(row.last_event, now) if row.last_event else "-"
+            text = roughly_ago(row.last_event, now) if row.last_event else "-"
             key = f"{row.folder}\0{row.kind}"
             if key in table.rows and table.get_cell(key, "Last event") != text:
                 table.update_cell(key, "Last event", text)
@@ -227,7 +232,7 @@ class FleetScreen(ModalScreen[None]):
             "-" if row.iteration is None else f"{row.iteration}{limit}",
             "-" if row.pending is None else str(row.pending),
             row.waiting_for or ("see the file" if row.problem else "-"),
-            ago(row.last_event, now) if row.last_event else "-",
+            roughly_ago(row.last_event, now) if row.last_event else "-",
             "-" if row.cost_usd is None else f"${row.cost_usd:.2f}",
         )
 
