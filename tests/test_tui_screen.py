@@ -15,6 +15,7 @@ from textual.geometry import Region
 from textual.screen import Screen
 from textual.widgets import Button
 
+from loop.demo.workspace import TASKS as DEMO_TASKS
 from loop.store.journal import Journal
 from tests.test_tui import app, commands, make, text_of, until
 from tui import actions, screenshots
@@ -323,16 +324,7 @@ async def test_the_demos_finished_screen_fits_80x24_whole(tmp_path: Path) -> Non
     record["usage"] = {}
     record["reason"] = "all sources empty and verified"
     record["tasks"] = {
-        "done": [
-            "Sketch the data model",
-            "Add the storage layer",
-            "Expose the list endpoint",
-            "Expose the create endpoint",
-            "Validate input",
-            "Handle errors consistently",
-            "Write the README section",
-            "Add a smoke test",
-        ],
+        "done": list(DEMO_TASKS),
         "skipped": [],
         "remaining": [],
     }

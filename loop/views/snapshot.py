@@ -54,9 +54,35 @@ class LoopView:
 
     @classmethod
     def of(cls, workspace: Workspace, state: LoopState) -> LoopView:
-        return cls(
+        return cls.of_state(
+            state,
             kind="orchestrator-loop",
             state_file=str(workspace.state),
+            session_id=state.session_id,
+            driver=state.driver,
+            pid=state.pid,
+            alive=alive(state.pid),
+            agents=_agents(state),
+        )
+
+    @classmethod
+    def of_state(
+        cls,
+        state: LoopState,
+        *,
+        kind: str,
+        state_file: str,
+        session_id: str | None,
+        driver: str | None,
+        pid: int | None,
+        alive: bool | None,
+        agents: dict[str, str] | None,
+    ) -> LoopView:
+        """The view of a state, wherever it lives (a file here, a workflow on a server): what
+        the state says, and what its reader knows of its driver."""
+        return cls(
+            kind=kind,
+            state_file=state_file,
             status=state.status,
             iteration=state.iteration,
             max_iterations=state.max_iterations,
@@ -64,10 +90,10 @@ class LoopView:
             verification_remaining=state.verification_remaining,
             completion_promise=state.completion_promise,
             started_at=state.started_at,
-            session_id=state.session_id,
-            driver=state.driver,
-            pid=state.pid,
-            alive=alive(state.pid),
+            session_id=session_id,
+            driver=driver,
+            pid=pid,
+            alive=alive,
             verify_loops=state.verify_loops,
             current_task=state.current_task,
             escalated=state.escalated,
@@ -76,7 +102,7 @@ class LoopView:
             usage=dict(state.usage) or None,
             limits=dict(state.limits) or None,
             notify=tuple(state.notify),
-            agents=_agents(state),
+            agents=agents,
         )
 
     @property
