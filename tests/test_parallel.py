@@ -348,6 +348,7 @@ def test_a_question_pauses_that_worker_only_until_a_person_answers(repo: Workspa
             text=True,
         )
         assert answer.returncode == 0, answer.stderr
+        assert "no question is pending" not in answer.stderr  # a worker's question is one
         assert proc.wait(30) == 0
     finally:
         if proc.poll() is None:

@@ -48,7 +48,8 @@ def steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int:
     if not state.active:
         raise LoopdeckError(f"the loop in {ws.root} is {state.status}: nothing to {kind}")
     target = getattr(args, "worker", None)
-    if kind == "answer" and state.waiting_kind in (None, "pause", "usage-limit") and not _asking(state):
+    quiet = state.waiting_kind in (None, "pause", "usage-limit")
+    if kind == "answer" and quiet and not _workers_asking(state):
         held = "; the loop stays paused (`loopdeck resume` resumes it)" if state.status == "paused" else ""
         print(
             f"loopdeck: no question is pending: the answer goes into the agent's next prompt{held}",
@@ -87,10 +88,8 @@ def steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int:
     return 0
 
 
-def _asking(state: LoopState) -> bool:
-    """Whether a worker of the loop asks a question (an answer naming no worker goes to it)."""
-    if "parallel" not in state.extra:
-        return False
-    from loop.core import scheduler
+def _workers_asking(state: LoopState) -> bool:
+    """Whether a worker asks (a plain answer then goes to it: not a "no question" case)."""
+    from loop.core import workflow
 
-    return any(w.status == scheduler.QUESTION for w in scheduler.board_of(state).workers)
+    return bool(workflow.asking(state))

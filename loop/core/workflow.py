@@ -143,15 +143,23 @@ def merge_ended(
     return merged(state, worker, sha)
 
 
+def asking(state: LoopState) -> list[str]:
+    """The workers of a loop that ask a person a question, in the board's order (none for a
+    loop without workers)."""
+    if scheduler.SECTION not in state.extra:
+        return []
+    return [w.name for w in scheduler.board_of(state).workers if w.status == scheduler.QUESTION]
+
+
 def command(state: LoopState, cmd: Command, sources: Aggregate | None, now: datetime) -> Step:
     """A person's command: to one worker, the scheduler's; to the whole loop, the engine's,
     then what it means for the workers. An answer that names no worker, while a worker asks
     and the loop itself does not, is that worker's (the first asking): a person answers the
     question they were shown, from wherever they are."""
     if not cmd.target and cmd.kind == "answer" and state.waiting_kind != "question":
-        asking = [w.name for w in scheduler.board_of(state).workers if w.status == scheduler.QUESTION]
-        if asking:
-            cmd = model.replace(cmd, target=asking[0])
+        who = asking(state)
+        if who:
+            cmd = model.replace(cmd, target=who[0])
     if cmd.target:
         return scheduler.command(scheduler.step_of(state), cmd)
     step = scheduler.step_of(state).absorb(engine.commands(state, [cmd], sources, now))

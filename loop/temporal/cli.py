@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -25,17 +24,6 @@ from loop.temporal import remote as git
 from loop.temporal.protocol import LoopSpec
 
 FOLLOW_EVERY_S = 1.0
-
-
-def leave(code: int) -> int:
-    """Flush and leave without the interpreter's teardown: the SDK's native runtime can abort
-    there after the work is done (`PyGILState_Release`). Only when `loopdeck` itself runs (a
-    test calling a verb in its own process gets the code back)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if os.environ.get("LOOPDECK_TEMPORAL_IN_PROCESS"):
-        return code
-    os._exit(code)
 
 
 def target_of(args: argparse.Namespace, recorded: dict[str, Any] | None = None) -> tc.Target:
@@ -102,7 +90,7 @@ def steer(kind: str, args: argparse.Namespace, ws: Workspace | None, value: int 
     print(f"loopdeck: {kind} sent to {workflow_id} (id {signal.id}); the loop applies it at once")
     if result.get("applied"):
         print(f"loopdeck: {kind} applied")
-    return leave(0)
+    return 0
 
 
 async def _sleep(seconds: float) -> None:
@@ -131,7 +119,7 @@ def status(args: argparse.Namespace, ws: Workspace | None) -> int:
     else:
         for line in view.lines(snap):
             print(line)
-    return leave(0)
+    return 0
 
 
 def log(args: argparse.Namespace, ws: Workspace | None) -> int:
@@ -140,7 +128,7 @@ def log(args: argparse.Namespace, ws: Workspace | None) -> int:
 
     target, workflow_id = _which(args, ws)
     if getattr(args, "follow", False):
-        return leave(follow(target, workflow_id))
+        return follow(target, workflow_id)
 
     async def work() -> dict[str, Any]:
         return await tc.read(await tc.connect(target), workflow_id)
@@ -149,7 +137,7 @@ def log(args: argparse.Namespace, ws: Workspace | None) -> int:
     events = view.events(tc.call(work))[-wanted:] if wanted else []
     for event in events:
         print(json.dumps(event.to_json(), ensure_ascii=False) if args.json else render_line(event))
-    return leave(0)
+    return 0
 
 
 # --- run ---------------------------------------------------------------------------------------
@@ -313,8 +301,8 @@ def run(args: argparse.Namespace, ws: Workspace, limits: dict[str, int] | None =
         flush=True,
     )
     if getattr(args, "detach", False):
-        return leave(0)
-    return leave(follow(target, wf_id))
+        return 0
+    return follow(target, wf_id)
 
 
 def publish(root: Path, remote: str, branch: str) -> None:
@@ -392,7 +380,7 @@ def worker(args: argparse.Namespace) -> int:
         max_turns=args.max_turns,
         heartbeat_s=args.heartbeat,
     )
-    return leave(tworker.run(options))
+    return tworker.run(options)
 
 
 def dev(args: argparse.Namespace) -> int:

@@ -3,7 +3,7 @@ workflow, send a person's command as a signal, read the loop with a query, list 
 
 The verbs are short-lived processes: each call here runs its own event loop (`call`). The SDK's
 native runtime can abort at interpreter exit after the work is done (a known issue of the SDK);
-`loop.temporal.cli` leaves with `os._exit` once its output is flushed.
+`loop.cli.main` leaves with `os._exit` (its output flushed) whenever a verb loaded the SDK.
 """
 
 from __future__ import annotations
