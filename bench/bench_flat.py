@@ -6,7 +6,9 @@ the same run, on this machine, with its load average.
                                [--skip hook,runner,status,fleet,monitor]
 
 1. the Stop hook, run by the very command `loopdeck install` writes, on a 1 MB and a 1 GB
-   transcript (page cache warm, a loop in its steady state), interleaved with its references:
+   transcript (page cache warm, a loop in its steady state, the hook server started by the
+   untimed first Stop), and the same Stop in its own process (no hook server), interleaved
+   with its references:
    `python -I -S -c pass` (the same interpreter: the floor any Python hook pays) and
    ralph-loop's bash hook (bench/ralph_hook.sh);
 2. the runner: `loopdeck run` driving a scripted agent (`sed` ticks one box) through `--tasks`
@@ -92,10 +94,15 @@ def hook(tmp: Path, sizes: list[int], runs: int) -> None:
             }
         )
 
-        def ours(payload: str = payload) -> float:
-            ms, out = hookbench.timed(command, ours_ws, payload.replace('""', json.dumps(str(ours_ws))))
+        def ours(payload: str = payload, env: dict[str, str] | None = None) -> float:
+            here = payload.replace('""', json.dumps(str(ours_ws)))
+            ms, out = hookbench.timed(command, ours_ws, here, env)
             assert json.loads(out)["decision"] == "block", out
             return ms
+
+        def alone(payload: str = payload) -> float:
+            """The same Stop answered in its own process: no hook server."""
+            return ours(payload, {**os.environ, "LOOPDECK_HOOK_SERVER": "off"})
 
         def ralph(payload: str = payload) -> float:
             state = bash_ws / ".claude" / "ralph-loop.local.md"
@@ -109,15 +116,17 @@ def hook(tmp: Path, sizes: list[int], runs: int) -> None:
             ms, _out = hookbench.timed(floor, tmp, "")
             return ms
 
-        jobs = [ours, bare] + ([ralph] if shutil.which("jq") else [])
+        jobs = [ours, bare, alone] + ([ralph] if shutil.which("jq") else [])
         got = interleaved(runs, *jobs)
-        a, floor_ms = median_ms(got[0]), median_ms(got[1])
+        a, floor_ms, own = median_ms(got[0]), median_ms(got[1]), median_ms(got[2])
         size = transcript.stat().st_size / 2**20
         reference = f"python -I -S -c pass {floor_ms:.1f} ms (loopdeck {a / floor_ms:.2f}×)"
-        if len(got) > 2:
-            r = median_ms(got[2])
+        if len(got) > 3:
+            r = median_ms(got[3])
             reference += f"; ralph-loop's hook {r:.1f} ms ({a / r:.2f}×)"
         row(f"Stop hook, {size:,.0f} MB transcript (median of {runs})", f"{a:.1f} ms", reference)
+        what = "  the same, no hook server (in its own process)"
+        row(what, f"{own:.1f} ms", f"python -I -S -c pass (loopdeck {own / floor_ms:.2f}×)")
         transcript.unlink()
 
 

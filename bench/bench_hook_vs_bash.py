@@ -156,9 +156,9 @@ def drop_cache(path: Path) -> None:
         os.close(fd)
 
 
-def timed(argv: list[str], cwd: Path, payload: str) -> tuple[float, str]:
+def timed(argv: list[str], cwd: Path, payload: str, env: dict[str, str] | None = None) -> tuple[float, str]:
     start = time.perf_counter()
-    done = subprocess.run(argv, cwd=cwd, input=payload, capture_output=True, text=True, check=True)
+    done = subprocess.run(argv, cwd=cwd, input=payload, capture_output=True, text=True, check=True, env=env)
     return (time.perf_counter() - start) * 1000, done.stdout
 
 

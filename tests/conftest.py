@@ -39,14 +39,16 @@ Initial task prompt goes here...
 @pytest.fixture(autouse=True)
 def own_state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test keeps loopdeck's machine-local records (what a person confirmed) to itself,
-    never in the home folder of whoever runs the suite; and no test inherits the marks of an
-    agent's session from the shell that runs the suite."""
+    never in the home folder of whoever runs the suite; no test inherits the marks of an
+    agent's session from the shell that runs the suite; and no Stop starts a hook server that
+    would outlive the test (tests/test_hook_server.py starts its own, and stops them)."""
     from loop.trust.person import AGENT_MARKERS
 
     folder = tmp_path_factory.mktemp("trust-home")
     folder.chmod(0o700)
     monkeypatch.setenv("LOOPDECK_TRUST_HOME", str(folder))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state-home")))
+    monkeypatch.setenv("LOOPDECK_HOOK_SERVER", "off")
     for name in AGENT_MARKERS:
         monkeypatch.delenv(name, raising=False)
 

@@ -183,9 +183,15 @@ QUESTION_WAIT_S = 120.0
 
 
 def handle(
-    payload: Mapping[str, Any], env: Mapping[str, str], now: datetime, wait: bool = True
+    payload: Mapping[str, Any],
+    env: Mapping[str, str],
+    now: datetime,
+    wait: bool = True,
+    parent: int | None = None,
 ) -> dict[str, Any] | None:
-    """Decide one Stop; returns the JSON to print, or None to allow silently."""
+    """Decide one Stop; returns the JSON to print, or None to allow silently. `parent` is the
+    hook process's parent where that is not this process's (the hook server answers for a
+    client)."""
     if all(env.get(key) == value for key, value in RUNNER_ENV.items()):
         return None  # the runner's own agent: the runner drives this loop, not the hook
     ws = _workspace(payload, env)
@@ -203,7 +209,7 @@ def handle(
             block_cap=_block_cap(env),
             ralph_active=ws.ralph_state.exists(),
             driver="hook",
-            session_pid=session_pid(),  # the session: resumption sees it close
+            session_pid=session_pid(parent),  # the session: resumption sees it close
         )
         if state is None or not engine.ours(state, stop):
             return None  # no live loop, or another session's Stop: not even the transcript is read
@@ -431,9 +437,10 @@ def main(
     now: datetime | None = None,
     event: str = "stop",
     input_file: str | None = None,
+    parent: int | None = None,
 ) -> int:
     """`loopdeck hook stop` (and `hook stop-failure`): always exit 0; stdout holds one JSON
-    object or nothing."""
+    object or nothing. `parent`: as for `handle`."""
     env = os.environ if env is None else env
     ws: Workspace | None = None
     out: dict[str, Any] | None
@@ -464,7 +471,7 @@ def main(
             stop_failure(payload, env, now or utcnow())
             out = None
         else:
-            out = handle(payload, env, now or utcnow())
+            out = handle(payload, env, now or utcnow(), parent=parent)
     except BaseException as exc:  # the fail-safe exit is the point of this module
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             raise

@@ -53,13 +53,26 @@ def main(argv: list[str]) -> int:
     sys.meta_path.append(SiteOnDemand)
     event, given = argv[:1], argv[1:]
     saved_input = event == ["stop-failure"] and len(given) == 2 and given[0] == "--input"
+    served: int | str | None = None
+    if event == ["stop"] and not given:
+        from loop.drivers import hook_client
+
+        served = hook_client.ask("stop")
+        if isinstance(served, int):
+            os._exit(served)  # the server's child answered, on this process's stdout
     if (event == ["stop"] and not given) or saved_input:
         from loop.drivers import hook
 
         code = hook.main(event=event[0], input_file=given[1] if given else None)
         sys.stdout.flush()
         sys.stderr.flush()
+        if served in ("absent", "refused"):  # hook_client.ABSENT, .REFUSED
+            hook_client.start_server()  # for the next Stop, now that this one is answered
         os._exit(code)  # the answer is out: the interpreter's teardown is of no use to anyone
+    if event == ["hook-server"] and not given:
+        from loop.drivers import hook_server
+
+        return hook_server.main()
     if event == ["prompt"] and not given:
         from loop.drivers import hook_prompt
 

@@ -1,0 +1,164 @@
+"""The hook server: loopdeck's Stop hook imported once, a child forked for each Stop.
+
+`hook_client` says why. The server is started by a Stop that found none (`launcher.py
+hook-server`), listens on an abstract socket named for its user, install and interpreter, and
+leaves after `IDLE_S` without a Stop, or at the first Stop after any of its modules changed on
+disk (an upgrade: that Stop is answered in its own process by the new code, and starts a new
+server). It takes Stops from its own user only, runs nothing but `hook.main`, holds no file
+open, and keeps no state between Stops: each child starts from the freshly imported modules, so
+a Stop answered here is the Stop a fresh process would have answered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import resource
+import signal
+import socket
+import sys
+
+from loop import trust  # noqa: F401 - imported for the children, as a Stop of a live loop does
+from loop.drivers import hook, hook_client
+from loop.sources import aggregate  # noqa: F401 - the same
+
+IDLE_S = 600.0
+"""A server nobody asked for ten minutes leaves: an agent's turn rarely takes longer, and a
+Stop after one pays a fresh process's imports once."""
+
+MAX_REQUEST = 4 << 20
+"""A request is a folder, a few numbers and an environment: anything larger is not a client."""
+
+LIMITS = ("RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_CPU", "RLIMIT_CORE")
+"""The client's resource limits the child takes on: a Stop under a limit stays under it."""
+
+
+def main() -> int:
+    """Serve Stops until idle or out of date; 0 always (nobody reads this status)."""
+    os.chdir("/")  # hold no folder of anyone's project
+    os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])  # nor what the Stop inherited
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(hook_client.address(hook_client.loop_folder(), sys.executable, os.getuid()))
+    except OSError:
+        return 0  # another server has the name
+    listener.listen(64)
+    listener.settimeout(IDLE_S)
+    modules = loaded()
+    gc.freeze()  # the imported objects, out of every child's collections: no copy of their pages
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children reap themselves
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            return 0
+        except OSError:
+            continue
+        try:
+            client, uid, _gid = peer(conn)
+            if uid != os.getuid():
+                continue
+            if loaded() != modules:
+                listener.close()  # the name is free before the client hears anything
+                return 0
+            if os.fork() == 0:
+                code = 0
+                try:
+                    listener.close()
+                    code = answer(conn, client)
+                finally:
+                    os._exit(code)  # whatever happened, the child never returns to this loop
+        except OSError:
+            continue
+        finally:
+            conn.close()
+
+
+def loaded() -> dict[str, tuple[int, int]]:
+    """(mtime, size) of every loopdeck module this server imported: a change is an upgrade."""
+    folder = hook_client.loop_folder()
+    found: dict[str, tuple[int, int]] = {}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and path.startswith(folder):
+            try:
+                info = os.stat(path)
+            except OSError:
+                info = None
+            found[path] = (info.st_mtime_ns, info.st_size) if info else (0, -1)
+    return found
+
+
+def peer(conn: socket.socket) -> tuple[int, int, int]:
+    """The connecting process's pid, uid and gid, as the kernel tells them."""
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    pid, uid, gid = (int.from_bytes(creds[n : n + 4], sys.byteorder) for n in (0, 4, 8))
+    return pid, uid, gid
+
+
+def answer(conn: socket.socket, client: int) -> int:
+    """In the child: take the client's request, become its process, run its Stop."""
+    try:
+        conn.sendall(hook_client.TAKEN)
+        fields, fds = receive(conn)
+        event, cwd, parent, umask, namespace = fields[:5]
+        if event != b"stop" or namespace != hook_client.mount_namespace():
+            for fd in fds:
+                os.close(fd)
+            return 0  # not said to run: the client answers it itself
+        conn.sendall(hook_client.RUNNING)
+        become(fds, cwd, int(umask), fields[5:], client)
+        code = hook.main(event="stop", parent=int(parent))
+    except (OSError, ValueError):
+        return 0
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError):
+            stream.flush()
+    with contextlib.suppress(OSError):
+        conn.sendall(bytes([code & 0xFF]))
+    return code
+
+
+def receive(conn: socket.socket) -> tuple[list[bytes], list[int]]:
+    """The request's fields and the three descriptors (stdin, stdout, stderr) sent with it."""
+    data, fds, _flags, _addr = socket.recv_fds(conn, 1 << 16, 3)
+    if len(fds) != 3:
+        for fd in fds:
+            os.close(fd)
+        raise ValueError("a request without its three descriptors")
+    while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+        if len(data) >= 4 and int.from_bytes(data[:4], "big") > MAX_REQUEST:
+            raise ValueError("a request larger than any client sends")
+        more = conn.recv(1 << 16)
+        if not more:
+            raise ValueError("a request cut short")
+        data += more
+    fields = data[4 : 4 + int.from_bytes(data[:4], "big")].split(b"\0")
+    if len(fields) < 5:
+        raise ValueError("a request without its fields")
+    return fields, fds
+
+
+def become(fds: list[int], cwd: bytes, umask: int, environ: list[bytes], client: int) -> None:
+    """This child takes on the client's stdio, folder, umask, environment and limits."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the Stop may wait for what it runs
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+    for fd in fds:
+        if fd > 2:
+            os.close(fd)
+    os.umask(umask)
+    with contextlib.suppress(OSError):  # a folder gone: the Stop names its own, as in process
+        os.chdir(cwd)
+    os.environ.clear()
+    for entry in environ:
+        key, sep, value = entry.partition(b"=")
+        if sep and key:
+            os.environb[key] = value
+    for name in LIMITS:
+        which = getattr(resource, name, None)
+        if which is None:
+            continue
+        with contextlib.suppress(OSError, ValueError):  # one it cannot take on: the server's stays
+            resource.prlimit(0, which, resource.prlimit(client, which))
