@@ -209,3 +209,127 @@ def test_the_server_keeps_the_stops_resource_limits(launcher: Path, project: Wor
     assert not IMPORTED_THE_HOOK.search(err), "answered by the server"
     assert "decision" not in answer and "failed" in str(answer.get("systemMessage")), answer
     assert (project.claude_dir / "orchestrator-loop.local.md").read_bytes() == state
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (the server's children: one per Stop it runs)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_bytes()
+            except OSError:
+                continue
+            if int(stat.rsplit(b")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def payload_of(ws: Workspace) -> str:
+    return json.dumps(
+        {
+            "session_id": "s",
+            "transcript_path": str(ws.root / "transcript.jsonl"),
+            "cwd": str(ws.root),
+            "hook_event_name": "Stop",
+            "stop_hook_active": False,
+        }
+    )
+
+
+def test_a_server_whose_queue_is_full_never_holds_a_stop(launcher: Path, project: Workspace) -> None:
+    """A server that stopped accepting (SIGSTOPped, frozen) fills its queue with the Stops that
+    gave up on it; the next Stop's connect must not wait for room there forever."""
+    fake = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    fake.bind(hook_client.address(str(launcher.parent), sys.executable, os.getuid()))
+    fake.listen(0)
+    queued: list[socket.socket] = []
+    try:
+        while True:  # fill the queue as the Stops that waited on a stopped server did
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            probe.setblocking(False)
+            try:
+                probe.connect(hook_client.address(str(launcher.parent), sys.executable, os.getuid()))
+            except BlockingIOError:
+                probe.close()
+                break
+            queued.append(probe)
+        env = {key: value for key, value in os.environ.items() if key != hook_client.ENV}
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", str(launcher), "stop"],
+            cwd=project.root,
+            input=payload_of(project),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=20,  # answered in its own process in well under that; a hang never ends
+        )
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["decision"] == "block"
+        await_(lambda: not servers_of(launcher), "the server started meanwhile left")
+    finally:
+        for probe in queued:
+            probe.close()
+        fake.close()
+
+
+def test_a_stop_killed_while_the_server_runs_it_leaves_claude_codes_pipes(
+    launcher: Path, project: Workspace
+) -> None:
+    """Claude Code kills a Stop that runs past its timeout (or is interrupted) and waits for its
+    pipes to close: the server's child running that Stop leaves with it, as a Stop answered in
+    its own process would have died."""
+    import fcntl
+    import select
+
+    stop(launcher, project)
+    server = await_(lambda: listening(launcher), "a server listens")
+    assert isinstance(server, int)
+    env = {key: value for key, value in os.environ.items() if key != hook_client.ENV}
+    with open(project.lock, "a+b") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # the Stop waits for the loop's lock (15 s)
+        client = subprocess.Popen(
+            [sys.executable, "-I", "-S", str(launcher), "stop"],
+            cwd=project.root,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        assert client.stdin is not None and client.stdout is not None
+        client.stdin.write(payload_of(project).encode())
+        client.stdin.close()
+
+        def running() -> list[int]:  # a child that took on the Stop's folder runs it
+            return [
+                pid
+                for pid in children_of(server)
+                if os.path.realpath(f"/proc/{pid}/cwd") == os.path.realpath(project.root)
+            ]
+
+        child = await_(running, "the server's child runs the Stop")
+        client.kill()
+        client.wait(timeout=30)
+        ready, _, _ = select.select([client.stdout], [], [], 5.0)
+        assert ready and client.stdout.read() == b"", "Claude Code's pipe held open by the server"
+        assert isinstance(child, list)
+        await_(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in child), "the child left")
+
+
+def test_a_stop_of_a_loopdeck_runs_agent_starts_no_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner kills everything its agent leaves after each turn (it is their subreaper): a
+    server started by that agent's Stop would die there, with the Stops of other sessions it
+    was running. Such a Stop starts none; any other does."""
+    spawned: list[list[str]] = []
+    monkeypatch.setattr(os, "posix_spawn", lambda path, argv, env, **kw: spawned.append(argv))
+    monkeypatch.setenv("LOOPDECK_RUN", "0123456789abcdef.1")
+    hook_client.start_server()
+    assert spawned == []
+    monkeypatch.delenv("LOOPDECK_RUN")
+    hook_client.start_server()
+    assert len(spawned) == 1 and spawned[0][-1] == "hook-server"
+
+
+def test_the_run_mark_is_the_sweeps() -> None:
+    from loop.processes import sweep
+
+    assert hook_client.RUN_MARK == sweep.MARK

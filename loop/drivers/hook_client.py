@@ -31,6 +31,10 @@ TAKE_S = 2.0
 """How long a Stop waits for the server to take it before answering in its own process: a
 stopped or swamped server costs a Stop two seconds at most, never the Stop."""
 
+RUN_MARK = "LOOPDECK_RUN"
+"""What marks the processes of a loopdeck run (`loop.processes.sweep.MARK`, not imported here:
+this module stays on `os`, `sys` and `_socket`)."""
+
 OFF = "off"
 ABSENT = "absent"
 """No server listens: answer in process, then start one for the next Stop."""
@@ -103,14 +107,19 @@ def ask(event: str) -> int | str:
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     running = False
     try:
+        # Under the timeout from the start: a server that stopped accepting (SIGSTOPped, frozen)
+        # fills its queue with the Stops that gave up on it, and a blocking connect would then
+        # wait for room there for ever.
+        sock.settimeout(TAKE_S)
         try:
             sock.connect(address(loop_folder(), sys.executable, os.getuid()))
+        except (BlockingIOError, TimeoutError):
+            return REFUSED  # a server is there, its queue full
         except OSError:
             return ABSENT
         creds = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
         if peer_uid(creds) != os.getuid():
             return FOREIGN
-        sock.settimeout(TAKE_S)
         if sock.recv(1) != TAKEN:
             return REFUSED
         sock.settimeout(None)
@@ -134,7 +143,14 @@ def start_server() -> None:
     """Start the server for the next Stop, detached (its own session, stdio on /dev/null, an
     environment of only what locates the person and their locale): this Stop's process exits
     at once, and Claude Code waits for nothing of it. Two Stops starting one at the same time
-    are harmless: the second cannot take the name and leaves."""
+    are harmless: the second cannot take the name and leaves.
+
+    Not from a Stop of a loopdeck run's agent (`RUN_MARK` in its environment): the runner is the
+    subreaper of everything its agent starts and kills it after each turn, so a server started
+    there would die, Stops of other sessions it was running with it (each lost: its client saw
+    it run and answers nothing); it uses a server started elsewhere all the same."""
+    if RUN_MARK in os.environ:
+        return  # a process of a loopdeck run: the runner kills what its agent leaves, server and all
     launcher = os.path.join(loop_folder(), "launcher.py")
     keep = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE")
     env = {key: os.environ[key] for key in keep if key in os.environ}

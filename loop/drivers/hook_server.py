@@ -18,6 +18,7 @@ import resource
 import signal
 import socket
 import sys
+import threading
 
 from loop import trust  # noqa: F401 - imported for the children, as a Stop of a live loop does
 from loop.drivers import hook, hook_client
@@ -109,6 +110,7 @@ def answer(conn: socket.socket, client: int) -> int:
             return 0  # not said to run: the client answers it itself
         conn.sendall(hook_client.RUNNING)
         become(fds, cwd, int(umask), fields[5:], client)
+        threading.Thread(target=leave_with, args=(conn,), daemon=True).start()
         code = hook.main(event="stop", parent=int(parent))
     except (OSError, ValueError):
         return 0
@@ -118,6 +120,16 @@ def answer(conn: socket.socket, client: int) -> int:
     with contextlib.suppress(OSError):
         conn.sendall(bytes([code & 0xFF]))
     return code
+
+
+def leave_with(conn: socket.socket) -> None:
+    """In the child, beside the Stop: leave the moment the client does. The client sends
+    nothing after its request, so the connection ends only when the client ends, answered or
+    killed (Claude Code's timeout, an interrupt); a killed client's Stop would have died with
+    it, and Claude Code waits for the pipes this child holds."""
+    with contextlib.suppress(OSError):
+        conn.recv(1)
+    os._exit(0)
 
 
 def receive(conn: socket.socket) -> tuple[list[bytes], list[int]]:
