@@ -333,3 +333,18 @@ def test_the_run_mark_is_the_sweeps() -> None:
     from loop.processes import sweep
 
     assert hook_client.RUN_MARK == sweep.MARK
+
+
+def test_a_server_whose_code_changed_while_it_imported_it_never_serves() -> None:
+    """An upgrade under way while the server imports loopdeck: a module may be imported old and
+    stat'ed new, and then no later change is ever seen. The server compares with the files as
+    they were before its imports, and leaves at once (before it binds or changes anything)."""
+    from loop.drivers import hook_entry, hook_server
+
+    before = hook_entry.sources()
+    assert set(hook_server.loaded()) <= set(before)
+    path = next(iter(hook_server.loaded()))
+    mtime, size = before[path]
+    before[path] = (mtime - 1_000_000_000, size)  # the file as it was before the upgrade
+    assert hook_server.main(before) == 0
+    assert os.getcwd() != "/"

@@ -48,6 +48,23 @@ class SiteOnDemand:
         return None
 
 
+def sources() -> dict[str, tuple[int, int]]:
+    """(mtime, size) of every module file of the `loop` package, as `hook_server.loaded` takes
+    them: before the server imports them, so that a file changed while it did is seen."""
+    folder = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    found: dict[str, tuple[int, int]] = {}
+    for where, _folders, files in os.walk(folder):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(where, name)
+                try:
+                    info = os.stat(path)
+                except OSError:
+                    continue
+                found[path] = (info.st_mtime_ns, info.st_size)
+    return found
+
+
 def main(argv: list[str]) -> int:
     """Run the hook `argv` names, as `loopdeck hook ARGV` would."""
     sys.meta_path.append(SiteOnDemand)
@@ -70,9 +87,10 @@ def main(argv: list[str]) -> int:
             hook_client.start_server()  # for the next Stop, now that this one is answered
         os._exit(code)  # the answer is out: the interpreter's teardown is of no use to anyone
     if event == ["hook-server"] and not given:
+        before = sources()
         from loop.drivers import hook_server
 
-        return hook_server.main()
+        return hook_server.main(before)
     if event == ["prompt"] and not given:
         from loop.drivers import hook_prompt
 

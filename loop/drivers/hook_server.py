@@ -35,8 +35,15 @@ LIMITS = ("RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_C
 """The client's resource limits the child takes on: a Stop under a limit stays under it."""
 
 
-def main() -> int:
-    """Serve Stops until idle or out of date; 0 always (nobody reads this status)."""
+def main(before: dict[str, tuple[int, int]] | None = None) -> int:
+    """Serve Stops until idle or out of date; 0 always (nobody reads this status). `before`: the
+    (mtime, size) of loopdeck's modules taken before this server imported them
+    (`hook_entry.sources`): one that changed meanwhile (an upgrade under way) was perhaps
+    imported old, and compared with its new self only from now on it would never be seen out of
+    date, so the server leaves at once."""
+    modules = loaded()  # before the name is taken: a change from here on is seen at a Stop
+    if before is not None and any(before.get(path) != info for path, info in modules.items()):
+        return 0
     os.chdir("/")  # hold no folder of anyone's project
     os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])  # nor what the Stop inherited
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -46,7 +53,6 @@ def main() -> int:
         return 0  # another server has the name
     listener.listen(64)
     listener.settimeout(IDLE_S)
-    modules = loaded()
     gc.freeze()  # the imported objects, out of every child's collections: no copy of their pages
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children reap themselves
     while True:
