@@ -10,6 +10,7 @@ stops every server of its copy when it ends.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import re
@@ -348,3 +349,21 @@ def test_a_server_whose_code_changed_while_it_imported_it_never_serves() -> None
     before[path] = (mtime - 1_000_000_000, size)  # the file as it was before the upgrade
     assert hook_server.main(before) == 0
     assert os.getcwd() != "/"
+
+
+def test_a_stop_confined_otherwise_than_the_server_is_answered_in_its_own_process(
+    launcher: Path, project: Workspace
+) -> None:
+    """A Stop whose process may gain no privileges is not run by a server that may: it would
+    run outside its process's confinement (the same for seccomp and mount namespaces)."""
+
+    def no_new_privileges() -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+
+    stop(launcher, project)
+    server = await_(lambda: listening(launcher), "a server listens")
+    before = iteration(project)
+    answer, err = stop(launcher, project, ("-X", "importtime"), preexec=no_new_privileges)
+    assert IMPORTED_THE_HOOK.search(err), "a server confined otherwise ran the Stop"
+    assert answer["decision"] == "block" and iteration(project) == before + 1
+    assert listening(launcher) == server

@@ -11,7 +11,7 @@ does and writes is the same either way; only the imports are paid once.
 
 This module is imported on every Stop, before anything else of loopdeck: it uses `os`, `sys`
 and the C `_socket` module only. Whatever goes wrong on the way (no server, a server of another
-user, one too slow to take the Stop, another mount namespace) the caller answers the Stop in
+user, one too slow to take the Stop, one confined otherwise) the caller answers the Stop in
 its own process, as it did before there was a server; the one thing never done is a Stop
 answered twice: this process sends its request only to a child that is there to take it (a
 client that gave up waiting sent nothing), and answers in process only when the child said
@@ -39,8 +39,8 @@ OFF = "off"
 ABSENT = "absent"
 """No server listens: answer in process, then start one for the next Stop."""
 REFUSED = "refused"
-"""A server listened but did not take the Stop (its code changed on disk, another mount
-namespace, too slow): answer in process, and start one (a stale server has left)."""
+"""A server listened but did not take the Stop (its code changed on disk, confined otherwise,
+too slow): answer in process, and start one (a stale server has left)."""
 FOREIGN = "foreign"
 """The name is held by another user's process: answer in process, start nothing."""
 
@@ -66,23 +66,31 @@ def address(folder: str, executable: str, uid: int) -> bytes:
     return f"\0loopdeck-hook-{uid}-{digest:016x}".encode()
 
 
-def mount_namespace() -> bytes:
-    """This process's mount namespace, by inode: a server in another namespace sees other files
-    at the same paths, so it declines."""
+def confinement() -> bytes:
+    """What confines this process beyond its user: its mount namespace (by inode: a server in
+    another sees other files at the same paths) and its no-new-privileges and seccomp modes. A
+    server confined otherwise declines the Stop: it would run it more confined than its own
+    process would, or less (a sandboxed session's Stop, unsandboxed)."""
+    found = []
     try:
-        return str(os.stat("/proc/self/ns/mnt").st_ino).encode()
+        found.append(str(os.stat("/proc/self/ns/mnt").st_ino).encode())
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith((b"NoNewPrivs:", b"Seccomp:")):
+                    found.append(line.split()[-1])
     except OSError:
-        return b""
+        pass
+    return b",".join(found)
 
 
 def request(event: str) -> bytes:
     """What the server's child needs to be this process: NUL-separated fields (the event, the
-    working folder, the parent's pid, the umask, the mount namespace, then the environment),
+    working folder, the parent's pid, the umask, the confinement, then the environment),
     behind a 4-byte length. Environment entries and paths cannot hold a NUL."""
     umask = os.umask(0o077)
     os.umask(umask)
     fields = [event.encode(), os.getcwdb(), str(os.getppid()).encode(), str(umask).encode()]
-    fields.append(mount_namespace())
+    fields.append(confinement())
     fields += [key + b"=" + value for key, value in os.environb.items()]
     body = b"\0".join(fields)
     return len(body).to_bytes(4, "big") + body

@@ -109,8 +109,8 @@ def answer(conn: socket.socket, client: int) -> int:
     try:
         conn.sendall(hook_client.TAKEN)
         fields, fds = receive(conn)
-        event, cwd, parent, umask, namespace = fields[:5]
-        if event != b"stop" or namespace != hook_client.mount_namespace():
+        event, cwd, parent, umask, confined = fields[:5]
+        if event != b"stop" or confined != hook_client.confinement():
             for fd in fds:
                 os.close(fd)
             return 0  # not said to run: the client answers it itself
