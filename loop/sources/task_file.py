@@ -35,6 +35,9 @@ class Checklist:
     items: list[TaskItem] = field(default_factory=list)
     first_pending_line: int | None = None
     first_in_progress_line: int | None = None
+    fenced: bool = False
+    """The text holds a code fence or an HTML comment: a line's meaning depends on the lines
+    before it (`reparse` cannot count the lines that changed alone)."""
 
     def add(self, mark: str, title: str, line: int) -> None:
         status = _STATUS[mark]
@@ -58,7 +61,9 @@ def parse(text: str) -> Checklist:
     """Count the boxes of a markdown checklist. Never raises, whatever the text."""
     if "```" not in text and "~~~" not in text and "<!--" not in text:
         return _parse_plain(text)
-    return _parse_lines(text)
+    result = _parse_lines(text)
+    result.fenced = True
+    return result
 
 
 def _parse_plain(text: str) -> Checklist:
@@ -222,7 +227,6 @@ def _parsed(path: Path, data: bytes, known: _Parsed | None) -> tuple[Checklist, 
     return parse(text), warnings
 
 
-_MARKERS = (b"```", b"~~~", b"<!--")
 _MARK_OF = {
     mark: re.compile(rf"^[ \t]*(?:[-*+]|\d{{1,9}}[.)])[ \t]+\[{re.escape(mark)}\](?=[ \t]|$)", re.MULTILINE)
     for mark in (" ", "~")
@@ -236,8 +240,9 @@ def reparse(old: bytes, parsed: Checklist, new: bytes) -> Checklist | None:
     tasks is one line parsed, not 10,000. None when it cannot be (a code fence or an HTML comment
     makes a line's meaning depend on the lines before it, bytes that are not UTF-8): parse it.
 
-    `old` must be valid UTF-8 (the file as parsed with no warnings)."""
-    if any(marker in old for marker in _MARKERS):
+    `old` must be valid UTF-8 (the file as parsed with no warnings), `parsed` what `parse`
+    made of it."""
+    if parsed.fenced:
         return None
     start, old_end, new_end = _changed_lines(old, new)
     try:
