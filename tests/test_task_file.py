@@ -441,9 +441,14 @@ def test_a_box_ticked_in_a_long_checklist_is_not_parsed_whole(
     todo = tmp_path / "TODO.md"
     lines = [f"- [ ] task {i}" for i in range(10_000)]
     todo.write_text("# Plan\n\n" + "\n".join(lines) + "\n")
-    whole_parses = []
+    whole_parses: list[str] = []
     real_parse = task_file.parse
-    monkeypatch.setattr(task_file, "parse", lambda text: whole_parses.append(1) or real_parse(text))
+
+    def parse_whole(text: str) -> task_file.Checklist:
+        whole_parses.append(text)
+        return real_parse(text)
+
+    monkeypatch.setattr(task_file, "parse", parse_whole)
     assert task_file.check(tmp_path, "TODO.md", NOW).pending == 10_000
     for i in range(300):
         lines[i] = lines[i].replace("[ ]", "[x]")
