@@ -10,7 +10,7 @@ from pathlib import Path
 from loop.store.paths import Workspace
 from loop.views.snapshot import Snapshot, read
 from tui import screenshots
-from tui.pace import BURST, EVERY_S, SummaryPace
+from tui.pace import BURST, EVERY_S, LATE_S, SummaryPace
 
 
 class Clock:
@@ -58,7 +58,7 @@ def test_the_same_view_draws_nothing_and_a_race_is_paced(tmp_path: Path) -> None
         clock.advance(0.2)
         pace.offer(_at(snap, 100 + n))
     assert len(shown) < 1 + BURST + 8 / EVERY_S + 1  # not one frame per iteration
-    clock.advance(EVERY_S)
+    clock.advance(LATE_S)
     assert shown[-1] is not None and shown[-1].loop is not None and shown[-1].loop.iteration == 139
 
 
@@ -80,3 +80,26 @@ def test_what_a_person_steers_by_is_shown_at_once(tmp_path: Path) -> None:
         step = _at(snap, 120 + n, status="paused")
         pace.offer(step)
         assert shown[-1] is step
+
+
+def test_a_race_shows_the_summaries_with_the_snapshots_that_come(tmp_path: Path) -> None:
+    """While a loop races, the summaries change in the frame a new snapshot draws anyway (the
+    journal's), not in a frame of their own from a timer; a snapshot held back when the loop
+    goes quiet is still shown, a moment later."""
+    snap = _snapshot(tmp_path)
+    clock = Clock()
+    shown: list[tuple[Snapshot | None, bool]] = []
+    offering = False
+    pace = SummaryPace(lambda s: shown.append((s, offering)), clock.later, lambda: clock.now)
+    for n in range(1, 40):  # five a second, for eight seconds
+        clock.advance(0.2)
+        offering = True
+        pace.offer(_at(snap, 100 + n))
+        offering = False
+    assert all(with_a_snapshot for _s, with_a_snapshot in shown)
+    assert 8 / (EVERY_S + 0.2) - 1 <= len(shown) < 1 + BURST + 8 / EVERY_S + 1
+    last = shown[-1][0]
+    assert last is not None and last.loop is not None and last.loop.iteration < 139
+    clock.advance(LATE_S)  # the loop went quiet: the newest is shown all the same
+    last = shown[-1][0]
+    assert last is not None and last.loop is not None and last.loop.iteration == 139

@@ -202,3 +202,26 @@ def test_run_refuses_a_shell_template_before_the_loop_starts(ws: Workspace) -> N
     assert done.returncode == 1 and "inside the code" in done.stderr, done.stderr
     assert not ws.state.exists()
     assert not (ws.root / "y").exists()
+
+
+def test_a_small_file_read_under_a_large_limit_allocates_what_it_holds(tmp_path: Path) -> None:
+    """The monitor reads the state and the task file at every change under limits of tens of
+    MB: a read allocates what the file holds, not the limit (each read of a few KB mapped 64 MB,
+    and the heap grew with what was left between reads); the limit still cuts a larger file."""
+    import tracemalloc
+
+    from loop.store.safeopen import read_regular
+
+    small = tmp_path / "small.md"
+    small.write_bytes(b"- [ ] one\n" * 100)
+    tracemalloc.start()
+    try:
+        assert read_regular(small, 64 * 1024 * 1024) == b"- [ ] one\n" * 100
+        _now, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1024 * 1024
+    assert read_regular(small, 25) == b"- [ ] one\n- [ ] one\n- [ ]"
+    assert read_regular(small, 1000) == b"- [ ] one\n" * 100
+    assert read_regular(small, 1001) == b"- [ ] one\n" * 100
+    assert read_regular(small) == b"- [ ] one\n" * 100

@@ -284,18 +284,25 @@ def test_fast_path_equals_line_parser(head: list[str], filler: int, mark: str) -
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Parses (whole, or of the lines changed) and reads of task files, counted."""
     calls = {"parse": 0, "read": 0}
-    real_parse, real_read = task_file.parse, safeopen.read_regular
+    real_parse, real_reparse, real_read = task_file.parse, task_file.reparse, safeopen.read_regular
 
     def parse(text: str) -> task_file.Checklist:
         calls["parse"] += 1
         return real_parse(text)
+
+    def reparse(old: bytes, parsed: task_file.Checklist, new: bytes) -> task_file.Checklist | None:
+        found = real_reparse(old, parsed, new)
+        calls["parse"] += found is not None
+        return found
 
     def read(path: Path, limit: int | None = None) -> bytes:
         calls["read"] += 1
         return real_read(path, limit)
 
     monkeypatch.setattr(task_file, "parse", parse)
+    monkeypatch.setattr(task_file, "reparse", reparse)
     monkeypatch.setattr(task_file, "read_regular", read)
     return calls
 
@@ -357,3 +364,99 @@ def test_the_files_remembered_are_bounded(tmp_path: Path) -> None:
     assert task_file.check(tmp_path, "BIG.md", NOW).pending == 1
     (kept,) = (known for name, known in task_file._PARSED.items() if name.endswith("BIG.md"))
     assert kept.data is None
+
+
+# --- parsed again from the lines that changed ------------------------------------------------------
+
+LINES = [
+    "- [ ] open",
+    "- [x] done",
+    "* [X] done too",
+    "+ [~] under way",
+    "1. [-] skipped",
+    "12) [ ] numbered",
+    "  - [ ] nested é",
+    "\t- [~] tab",
+    "- [y] not a mark",
+    "-[ ] not a box",
+    "- [ ]",
+    "prose with - [ ] inside",
+    "# heading",
+    "",
+    "١. [ ] other digits",
+    "- [ ] crlf\r",
+]
+RARE = ["```", "~~~ x", "<!-- a - [ ] b -->", "<!--"]
+"""Lines that make the parse depend on the lines before: the full parse is taken then."""
+
+
+def _text(lines: list[str], final_newline: bool) -> bytes:
+    return ("\n".join(lines) + ("\n" if final_newline else "")).encode("utf-8")
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.sampled_from(LINES), max_size=30),
+    st.booleans(),
+    st.data(),
+    st.sampled_from([2, 3, 5, 200]),
+)
+def test_a_parse_of_the_lines_changed_equals_a_full_parse(
+    lines: list[str], final_newline: bool, data: st.DataObject, cap: int
+) -> None:
+    """Whatever the edit (a box ticked, lines added, removed, joined, split, cut in the middle
+    of a character, a fence or a comment brought in), `reparse` gives what `parse` gives, or
+    says it cannot (then the file is parsed whole)."""
+    from unittest import mock
+
+    old = _text(lines, final_newline)
+    at = data.draw(st.integers(0, len(old)))
+    cut = data.draw(st.integers(at, len(old)))
+    inserted = data.draw(
+        st.one_of(
+            st.just(b""),
+            st.sampled_from([b" ", b"x", b"~", b"-", b"\n", b"[ ]", b"- [ ] new\n", b"\n- [x] n", b"\xc3"]),
+            st.lists(st.sampled_from(LINES + RARE), max_size=4).map(
+                lambda extra: "".join(f"{line}\n" for line in extra).encode()
+            ),
+        )
+    )
+    new = old[:at] + inserted + old[cut:]
+    with mock.patch.object(task_file, "MAX_ITEMS", cap):
+        again = task_file.reparse(old, parse(old.decode("utf-8")), new)
+        try:
+            text = new.decode("utf-8")
+        except UnicodeDecodeError:
+            assert again is None
+            return
+        if again is not None:
+            assert _parsed(again) == _parsed(parse(text))
+
+
+def test_a_box_ticked_in_a_long_checklist_is_not_parsed_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loop ticks one box of a long checklist per iteration: the monitor and the driver count
+    it again from the lines that changed, not from 10,000 lines, with the same result."""
+    todo = tmp_path / "TODO.md"
+    lines = [f"- [ ] task {i}" for i in range(10_000)]
+    todo.write_text("# Plan\n\n" + "\n".join(lines) + "\n")
+    whole_parses: list[str] = []
+    real_parse = task_file.parse
+
+    def parse_whole(text: str) -> task_file.Checklist:
+        whole_parses.append(text)
+        return real_parse(text)
+
+    monkeypatch.setattr(task_file, "parse", parse_whole)
+    assert task_file.check(tmp_path, "TODO.md", NOW).pending == 10_000
+    for i in range(300):
+        lines[i] = lines[i].replace("[ ]", "[x]")
+        todo.write_text("# Plan\n\n" + "\n".join(lines) + "\n")
+        report = task_file.check(tmp_path, "TODO.md", NOW)
+        assert (report.pending, report.done) == (9_999 - i, i + 1)
+    assert len(whole_parses) == 1 + 200  # whole while a listed box changes; after them, never
+    whole = parse(todo.read_text())
+    assert report.items == tuple(whole.items)
+    kept = task_file._PARSED[str(todo.resolve())]
+    assert kept.result.first_pending_line == whole.first_pending_line == 303

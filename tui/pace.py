@@ -11,7 +11,9 @@ iteration, verification, workers) see the snapshot:
   loop at a person's pace, a key pressed, a file edited: nothing waits);
 * at once whenever what a person steers by changes (the loop's status, a command pending, an
   escalation or question, the state unreadable, a confirmation asked for);
-* otherwise at most every `EVERY_S`, the newest snapshot then.
+* otherwise at most every `EVERY_S`: the newest snapshot goes with the first snapshot that
+  comes once `EVERY_S` has passed (the panels change in the frame the journal and the output
+  change in, not in a frame of their own), or, when none comes, a moment later on a timer.
 
 The journal and the output panel follow every snapshot as it comes: they are what a person
 watches move, and change → screen is measured on them.
@@ -28,6 +30,9 @@ from loop.views.snapshot import Snapshot
 
 EVERY_S = 0.5
 """While the summaries change fast, at most one redraw of them per this many seconds."""
+LATE_S = 2 * EVERY_S
+"""A snapshot held back is shown this long after the last one at the latest, when no other
+snapshot comes to take it along (the loop went quiet)."""
 BURST = 3
 """Summary changes in a row shown at once; more within `BURST * EVERY_S` seconds are paced."""
 
@@ -94,7 +99,7 @@ class SummaryPace:
         self.steering: tuple[Any, ...] | None = None
         self.shown_at: deque[float] = deque(maxlen=BURST)
         self.waiting: Snapshot | None = None
-        """The newest snapshot held back, shown when the timer runs out."""
+        """The newest snapshot held back, shown with the next one once due, or by the timer."""
         self.timer_set = False
 
     def offer(self, snapshot: Snapshot | None) -> None:
@@ -108,20 +113,27 @@ class SummaryPace:
             return
         now = self.clock()
         burst = len(self.shown_at) == BURST and now - self.shown_at[0] < BURST * EVERY_S
-        if not burst or steering_key(snapshot) != self.steering:
+        due = now - self.shown_at[-1] >= EVERY_S if self.shown_at else True
+        if not burst or due or steering_key(snapshot) != self.steering:
             self.waiting = None
             self._show(snapshot, key)
             return
         self.waiting = snapshot
         if not self.timer_set:
             self.timer_set = True
-            self.later(max(0.0, self.shown_at[-1] + EVERY_S - now), self._due)
+            self.later(max(0.0, self.shown_at[-1] + LATE_S - now), self._due)
 
     def _due(self) -> None:
         self.timer_set = False
+        if self.waiting is None:
+            return
+        wait = self.shown_at[-1] + LATE_S - self.clock()
+        if wait > 0:  # shown since with a snapshot that came: this one waits for the next
+            self.timer_set = True
+            self.later(wait, self._due)
+            return
         waiting, self.waiting = self.waiting, None
-        if waiting is not None:
-            self._show(waiting, summary_key(waiting))
+        self._show(waiting, summary_key(waiting))
 
     def _show(self, snapshot: Snapshot | None, key: tuple[Any, ...] | None) -> None:
         self.key = key

@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from loop.core.model import field, record
+from loop.core.model import field, record, replace
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
 from loop.store.safeopen import read_regular
 
@@ -35,6 +35,9 @@ class Checklist:
     items: list[TaskItem] = field(default_factory=list)
     first_pending_line: int | None = None
     first_in_progress_line: int | None = None
+    fenced: bool = False
+    """The text holds a code fence or an HTML comment: a line's meaning depends on the lines
+    before it (`reparse` cannot count the lines that changed alone)."""
 
     def add(self, mark: str, title: str, line: int) -> None:
         status = _STATUS[mark]
@@ -58,7 +61,9 @@ def parse(text: str) -> Checklist:
     """Count the boxes of a markdown checklist. Never raises, whatever the text."""
     if "```" not in text and "~~~" not in text and "<!--" not in text:
         return _parse_plain(text)
-    return _parse_lines(text)
+    result = _parse_lines(text)
+    result.fenced = True
+    return result
 
 
 def _parse_plain(text: str) -> Checklist:
@@ -201,15 +206,132 @@ def check(workspace_root: Path, path_text: str | None, now: str) -> SourceReport
     if known is not None and known.data == data:  # touched, not changed: no parse
         result, warnings = known.result, known.warnings
     else:
-        warnings = ()
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            text = data.decode("utf-8", "replace")
-            warnings = (f"{path}: not valid UTF-8 at byte {exc.start}; read with replacements",)
-        result = parse(text)
+        result, warnings = _parsed(path, data, known)
     _remember(path, info, data, result, warnings)
     return _report(path, result, warnings, now)
+
+
+def _parsed(path: Path, data: bytes, known: _Parsed | None) -> tuple[Checklist, tuple[str, ...]]:
+    """The checklist `data` holds, and what to warn of: only the lines that changed are parsed
+    when the file was parsed before (and kept)."""
+    if known is not None and known.data is not None and not known.warnings:
+        again = reparse(known.data, known.result, data)  # a box ticked: the lines around it
+        if again is not None:
+            return again, ()
+    warnings: tuple[str, ...] = ()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        text = data.decode("utf-8", "replace")
+        warnings = (f"{path}: not valid UTF-8 at byte {exc.start}; read with replacements",)
+    return parse(text), warnings
+
+
+_MARK_OF = {
+    mark: re.compile(rf"^[ \t]*(?:[-*+]|\d{{1,9}}[.)])[ \t]+\[{re.escape(mark)}\](?=[ \t]|$)", re.MULTILINE)
+    for mark in (" ", "~")
+}
+
+
+def reparse(old: bytes, parsed: Checklist, new: bytes) -> Checklist | None:
+    """`parse(new)`, worked out from `parsed` (`parse(old)`) and the lines that differ: the
+    common start and end of both found by bisection (comparisons of bytes), then only the lines
+    between them parsed. A loop ticks a box of a long checklist every iteration: a file of 10,000
+    tasks is one line parsed, not 10,000. None when it cannot be (a code fence or an HTML comment
+    makes a line's meaning depend on the lines before it, bytes that are not UTF-8): parse it.
+
+    `old` must be valid UTF-8 (the file as parsed with no warnings), `parsed` what `parse`
+    made of it."""
+    if parsed.fenced:
+        return None
+    start, old_end, new_end = _changed_lines(old, new)
+    try:
+        was, now = old[start:old_end].decode("utf-8"), new[start:new_end].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if any(marker in now for marker in ("```", "~~~", "<!--")):
+        return None
+    first = old.count(b"\n", 0, start) + 1
+    """The line number of the first line that differs (the same in both)."""
+    delta = now.count("\n") - was.count("\n")
+    # The line after the lines that differ, when any follows (they end with a newline, or are none).
+    rest_old = first + was.count("\n") if not was or was.endswith("\n") else None
+    rest_new = first + now.count("\n") if not now or now.endswith("\n") else None
+    gone, came = Counter(_MARK.findall(was)), Counter(_MARK.findall(now))
+    boxes: list[TaskItem] = []
+    line, pos = first, 0
+    for match in _BOX.finditer(now):
+        line += now.count("\n", pos, match.start())
+        pos = match.start()
+        boxes.append(TaskItem(title=match.group(2).strip(), status=_STATUS[match.group(1)], line=line))
+    items = parsed.items
+    before = [item for item in items if item.line is not None and item.line < first]
+    if len(items) < MAX_ITEMS:  # every box of `old` is listed: the list is put together again
+        after = [
+            replace(item, line=item.line + delta)
+            for item in items
+            if rest_old is not None and item.line is not None and item.line >= rest_old
+        ]
+        items = (before + boxes + after)[:MAX_ITEMS]
+    elif len(before) < len(items):
+        return None  # a listed box changed, and the boxes after the list are not known
+
+    def first_of(mark: str, known: int | None) -> int | None:
+        if known is not None and known < first:
+            return known
+        status = _STATUS[mark]
+        found = next((box.line for box in boxes if box.status == status), None)
+        if found is not None or known is None:
+            return found  # none in `old` at all: none in the lines after the change either
+        if rest_old is not None and known >= rest_old:
+            return known + delta
+        if rest_new is None:
+            return None
+        tail = new[new_end:].decode("utf-8")  # valid: the end of `old`
+        match = _MARK_OF[mark].search(tail)
+        return None if match is None else rest_new + tail.count("\n", 0, match.start())
+
+    return Checklist(
+        pending=parsed.pending - gone[" "] + came[" "],
+        in_progress=parsed.in_progress - gone["~"] + came["~"],
+        done=parsed.done - gone["x"] - gone["X"] + came["x"] + came["X"],
+        skipped=parsed.skipped - gone["-"] + came["-"],
+        items=list(items),
+        first_pending_line=first_of(" ", parsed.first_pending_line),
+        first_in_progress_line=first_of("~", parsed.first_in_progress_line),
+    )
+
+
+def _changed_lines(old: bytes, new: bytes) -> tuple[int, int, int]:
+    """(start, end in `old`, end in `new`): the whole lines that differ between `old` and `new`;
+    before `start` and after the ends, both hold the same bytes (the same lines)."""
+    size = min(len(old), len(new))
+    lo, hi = 0, size  # old[:lo] == new[:lo]; the first difference is at `hi` at the latest
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if old[lo:mid] == new[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    prefix = lo
+    lo, hi = 0, size - prefix  # the same from the end, not overlapping the common start
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if old[len(old) - mid : len(old) - lo] == new[len(new) - mid : len(new) - lo]:
+            lo = mid
+        else:
+            hi = mid - 1
+    start = old.rfind(b"\n", 0, prefix) + 1
+    old_end, new_end = len(old) - lo, len(new) - lo
+    if lo and not (_line_start(old, old_end) and _line_start(new, new_end)):
+        cut = old.find(b"\n", old_end)  # the end of the line the common end starts in
+        grow = (cut + 1 if cut >= 0 else len(old)) - old_end
+        old_end, new_end = old_end + grow, new_end + grow
+    return start, old_end, new_end
+
+
+def _line_start(data: bytes, index: int) -> bool:
+    return index == 0 or data[index - 1 : index] == b"\n"
 
 
 class _Parsed:

@@ -268,6 +268,17 @@ def open_regular(path: Path) -> BinaryIO:
 
 
 def read_regular(path: Path, limit: int | None = None) -> bytes:
-    """The bytes of a regular file (at most `limit`), as `open_regular` opens it."""
+    """The bytes of a regular file (at most `limit`), as `open_regular` opens it.
+
+    A read of `limit` bytes allocates `limit` bytes first: a state or task file of a few KB
+    read under a limit of 64 MB cost the monitor a 64 MB mapping per read, and its heap grew
+    with what was left between them. The file's size (and a byte more, to see it grew) is read;
+    the rest, up to the limit, only when there is more."""
     with open_regular(path) as f:
-        return f.read() if limit is None else f.read(limit)
+        if limit is None:
+            return f.read()
+        size = os.fstat(f.fileno()).st_size
+        data = f.read(min(limit, size + 1))
+        if size < len(data) < limit:  # it grew while read
+            data += f.read(limit - len(data))
+        return data
