@@ -420,7 +420,7 @@ class Runner:
                 self.pending_interrupt,
                 poll=self.options.poll,
                 env=self._child_env(env),
-                preexec=self._preexec(),
+                register=self._register(),
             )
             self._release()
             if run.interrupted:
@@ -538,7 +538,7 @@ class Runner:
                 cwd or self.ws.root,
                 self.options.verify_timeout,
                 interrupted=lambda: self.signal is not None,
-                preexec=self._preexec(),
+                register=self._register(),
                 env=self._child_env(),
             )
             self._release()
@@ -640,11 +640,11 @@ class Runner:
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
 
-    def _preexec(self) -> Callable[[], None] | None:
-        """The children's `preexec_fn`: registered with the supervisor, dying with the runner."""
+    def _register(self) -> Callable[[int], None] | None:
+        """Tells the supervisor of a child the moment it started: it dies with the runner."""
         if self.supervisor is None:
             return None
-        return self.supervisor.preexec(agent._die_with_parent)
+        return self.supervisor.register
 
     def _child_env(self, env: dict[str, str] | None = None) -> dict[str, str] | None:
         """The children's environment (`env`, else ours), marked: what they leave behind is

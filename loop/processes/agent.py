@@ -2,9 +2,10 @@
 
 The runner starts a fresh agent per iteration. The child gets its own process
 group so that a timeout, a skip or the runner's own death takes the agent *and everything it
-started* down with it; on Linux it is also told to die with the runner (PR_SET_PDEATHSIG). Its
-output goes to `.claude/loopdeck/iterations/NNNN.log` as it comes, and only a bounded tail is
-kept in memory, however much it prints.
+started* down with it; the runner's supervisor (`loop.processes.supervisor`) kills it if the
+runner dies (an agent run without one asks Linux for PR_SET_PDEATHSIG instead). Its output
+goes to `.claude/loopdeck/iterations/NNNN.log` as it comes, and only a bounded tail is kept in
+memory, however much it prints.
 """
 
 from __future__ import annotations
@@ -44,6 +45,22 @@ LOG_LINE_BYTES = 1024 * 1024
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def child_preexec(
+    preexec: Callable[[], None] | None, register: Callable[[int], None] | None
+) -> Callable[[], None] | None:
+    """The `preexec_fn` of a child that must die with the runner. With a supervisor to
+    `register` it (the runner), none: nothing runs in the child, so Python spawns it with vfork
+    instead of forking the whole runner and running Python between fork and exec (~2 ms a
+    start); the supervisor's pipe and the run's marker kill it with the runner. Without one (a
+    caller on its own), the child asks the kernel for SIGKILL when its parent dies
+    (PR_SET_PDEATHSIG), or runs the `preexec` given."""
+    if preexec is not None:
+        return preexec
+    if register is not None:
+        return None
+    return _die_with_parent
 
 
 PLACEHOLDERS = ("{prompt}", "{prompt_file}")
@@ -177,8 +194,12 @@ def run(
     poll: float = 0.2,
     env: dict[str, str] | None = None,
     preexec: Callable[[], None] | None = None,
+    register: Callable[[int], None] | None = None,
 ) -> Run:
-    """Run the agent to the end, or until `timeout`, or until `interrupt()` names a reason."""
+    """Run the agent to the end, or until `timeout`, or until `interrupt()` names a reason.
+
+    `register`: the runner's supervisor, told the agent's pid the moment it started (see
+    `child_preexec`); else `preexec` runs in the child before exec."""
     start = time.monotonic()
     log: BinaryIO | None = None
     base = dict(os.environ if env is None else env)
@@ -196,9 +217,11 @@ def run(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=preexec or _die_with_parent,  # the runner's supervisor registers it
             env=env,
+            preexec_fn=child_preexec(preexec, register),
         )
+        if register is not None:
+            register(proc.pid)
     except (OSError, ValueError, UnsafePath) as exc:
         if log is not None:
             log.close()

@@ -9,8 +9,8 @@ survive even a turn that ended normally.
 
 So the runner starts one small supervisor process (`python -m loop.processes.supervisor RUN_ID`) next to
 it, in a session of its own (a signal to the runner's group does not reach it), holding the
-read end of a pipe whose only writer is the runner. Each child, between fork and exec, writes
-its pid (= its process group) into that pipe; when the runner lets it go it writes `-` (or
+read end of a pipe whose only writer is the runner. Each child's pid (= its process group) is
+written into that pipe as it starts; when the runner lets it go it writes `-` (or
 `-PID` for one of several). When the pipe closes, however the runner ended, the kernel tells
 the supervisor (end of file), and it kills every group still registered, every descendant of
 those children, and every process whose environment carries this run's marker (`loop.processes.sweep`:
@@ -21,9 +21,13 @@ While the runner lives, it does the same itself at the end of every child's run 
 the child's marked processes, and (on Linux, where the runner is a child subreaper) the orphans
 reparented to it during that run, are killed before the next turn starts.
 
-Registration happens in the child before exec, so a runner killed between fork and the
-registration cannot leave an unregistered agent behind: the child still holds the pipe's
-write end until it execs, so the supervisor cannot see the end of file before the pid.
+The parallel workers register in the child before exec (`preexec`), so a runner killed between
+fork and the registration cannot leave an unregistered worker behind: the child still holds the
+pipe's write end until it execs, so the supervisor cannot see the end of file before the pid.
+The runner's agent and checks are started without a `preexec_fn` (Python then spawns them with
+vfork, not a fork of the whole runner) and registered by the runner right after (`register`):
+one killed in between still leaves a child whose environment carries the run's marker, which
+the supervisor kills, with its descendants, when the pipe closes.
 """
 
 from __future__ import annotations
@@ -83,6 +87,17 @@ class Supervisor:
         if self.fd is not None:
             with contextlib.suppress(OSError):
                 os.write(self.fd, f"+{os.getpid()}\n".encode())
+
+    def register(self, pid: int) -> None:
+        """Record a child (its group leader) as watched from this side, right after it started:
+        how the runner starts its agent and its checks, without a `preexec_fn` (which forces
+        Python's slow fork of the whole runner; without one the child is spawned with vfork, ~2 ms
+        less a turn). A runner killed before this line is written leaves the child unregistered,
+        but not unfound: its environment carries this run's marker, and the supervisor kills
+        every marked process and its descendants when the pipe closes."""
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(self.fd, f"+{pid}\n".encode())
 
     def preexec(self, then: Callable[[], None] | None = None) -> Callable[[], None]:
         """A `preexec_fn` that registers the child, then runs `then`."""
