@@ -73,8 +73,12 @@ def check_parent(path: Path) -> None:
 
 
 def make_parents(path: Path) -> None:
-    """`mkdir -p` for `path`'s folder, after checking it stays inside `.claude/`."""
+    """`mkdir -p` for `path`'s folder, after checking it stays inside `.claude/` (and again
+    after making it: what was made must be inside too). A folder already there is left as it
+    is, checked once: every journal line and state write passes here."""
     check_parent(path)
+    if os.path.isdir(path.parent):
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     check_parent(path)
 
