@@ -116,3 +116,133 @@ def test_a_child_registered_after_it_started_dies_with_a_killed_runner() -> None
             os.killpg(child.pid, signal.SIGKILL)
         child.wait(5)
         supervisor.close()
+
+
+# --- the agent's pipes ---------------------------------------------------------------------------
+
+
+def test_a_turn_starts_no_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The prompt, the output and the agent's end are served by one `select` in the runner's own
+    thread: a thread started per turn (two, with a prompt on stdin) waited for the interpreter."""
+    import threading
+
+    from loop.processes import agent
+
+    started: list[threading.Thread] = []
+    real_start = threading.Thread.start
+
+    def start(self: threading.Thread) -> None:
+        started.append(self)
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    run = agent.run("cat", "the prompt\n", tmp_path, tmp_path / "a.log", timeout=30, interrupt=lambda: None)
+    assert run.exit_code == 0 and run.tail == b"the prompt\n"
+    assert (tmp_path / "a.log").read_bytes() == b"the prompt\n"
+    assert started == []
+
+
+CHATTY = """\
+import hashlib, sys
+sys.stdout.write("x" * 1_000_000 + "\\n")  # more than the pipe holds, before reading anything
+sys.stdout.flush()
+data = sys.stdin.buffer.read()
+print(len(data), hashlib.sha256(data).hexdigest())
+"""
+
+
+def test_a_prompt_larger_than_the_pipe_reaches_an_agent_that_prints_before_reading(tmp_path: Path) -> None:
+    """Neither side waits on the other: the prompt is written as the pipe takes it while the
+    output is read."""
+    import hashlib
+    import shlex
+
+    from loop.processes import agent
+
+    script = tmp_path / "chatty.py"
+    script.write_text(CHATTY)
+    prompt = "p" * 3_000_000
+    command = shlex.join([sys.executable, str(script)])
+    run = agent.run(command, prompt, tmp_path, tmp_path / "a.log", timeout=60, interrupt=lambda: None)
+    assert run.exit_code == 0
+    expected = f"{len(prompt)} {hashlib.sha256(prompt.encode()).hexdigest()}"
+    assert run.tail.decode().splitlines()[-1] == expected
+    assert (tmp_path / "a.log").read_text().splitlines()[-1] == expected
+
+
+def test_an_agent_that_prints_as_it_stops_is_read_while_it_stops(tmp_path: Path) -> None:
+    """A timeout's SIGTERM: the agent's last words (more than a pipe holds) are read while it
+    shuts down, so it ends on its own instead of blocking until the SIGKILL."""
+    import shlex
+
+    from loop.processes import agent
+
+    script = tmp_path / "slow_to_stop.py"
+    script.write_text(
+        "import signal, sys, time\n"
+        "def bye(*_):\n"
+        "    sys.stdout.write('y' * 1_000_000 + '\\nbye\\n'); sys.stdout.flush(); sys.exit(3)\n"
+        "signal.signal(signal.SIGTERM, bye)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    command = shlex.join([sys.executable, str(script)])
+    looks: list[int] = []
+
+    def interrupt() -> str | None:
+        looks.append(1)
+        log = tmp_path / "a.log"
+        return "skip" if log.exists() and b"ready" in log.read_bytes() else None
+
+    run = agent.run(command, "", tmp_path, tmp_path / "a.log", timeout=60, interrupt=interrupt, poll=0.05)
+    assert run.interrupted == "skip"
+    assert run.exit_code == 3  # its own exit, not the SIGKILL (-9)
+    assert run.tail.endswith(b"bye\n")
+
+
+# --- loopdeck's own files --------------------------------------------------------------------------
+
+
+def test_a_line_appended_to_an_existing_journal_makes_no_folder_and_checks_it_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every journal line and state write checks that its folder stays inside `.claude/`; a
+    folder already there is not made again, nor checked a second time."""
+    from loop.store import safeopen
+    from loop.store.journal import Journal
+
+    ws = Workspace(tmp_path)
+    journal = Journal(ws.journal)
+    journal.append("warning", 1, {"message": "first"})  # makes .claude/
+    made: list[Path] = []
+    checks: list[Path] = []
+    real_mkdir, real_check = Path.mkdir, safeopen.check_parent
+
+    def mkdir(self: Path, *args: Any, **kwargs: Any) -> None:
+        made.append(self)
+        real_mkdir(self, *args, **kwargs)
+
+    def check_parent(path: Path) -> None:
+        checks.append(path)
+        real_check(path)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    monkeypatch.setattr(safeopen, "check_parent", check_parent)
+    for n in range(3):
+        journal.append("warning", 1, {"message": f"line {n}"})
+    assert made == []
+    assert len(checks) == 3
+    assert len(ws.journal.read_text().splitlines()) == 4
+
+
+def test_a_folder_made_through_a_planted_symlink_is_still_refused(tmp_path: Path) -> None:
+    """The folder that is not there yet is made, then checked again."""
+    from loop.store.safeopen import UnsafePath, make_parents
+
+    claude = tmp_path / ".claude"
+    claude.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (claude / "loopdeck").symlink_to(outside)
+    with pytest.raises(UnsafePath):
+        make_parents(claude / "loopdeck" / "iterations" / "0001.log")
