@@ -246,3 +246,55 @@ def test_a_folder_made_through_a_planted_symlink_is_still_refused(tmp_path: Path
     (claude / "loopdeck").symlink_to(outside)
     with pytest.raises(UnsafePath):
         make_parents(claude / "loopdeck" / "iterations" / "0001.log")
+
+
+# --- git -----------------------------------------------------------------------------------------
+
+
+def test_a_turns_git_look_runs_while_the_runner_reads_the_task_sources(
+    ticking: tuple[Workspace, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One `git status` per turn, started as the turn ends and read only when the engine needs
+    the mark: the runner's own reading (journal, state, task file) happens meanwhile."""
+    from loop.drivers.runner import Runner
+    from loop.repo import gitstate
+
+    ws, agent = ticking
+    seen: list[str] = []
+    real_init, real_result = gitstate.Fingerprint.__init__, gitstate.Fingerprint.result
+    real_count = Runner.count
+
+    def init(self: gitstate.Fingerprint, root: Path) -> None:
+        seen.append("git started")
+        real_init(self, root)
+
+    def result(self: gitstate.Fingerprint) -> str | None:
+        seen.append("git read")
+        return real_result(self)
+
+    def count(self: Runner, state: Any) -> Any:
+        seen.append("sources read")
+        return real_count(self, state)
+
+    monkeypatch.setattr(gitstate.Fingerprint, "__init__", init)
+    monkeypatch.setattr(gitstate.Fingerprint, "result", result)
+    monkeypatch.setattr(Runner, "count", count)
+    assert run_in_process(ws, agent) == 0, capsys.readouterr()
+    turns = capsys.readouterr().out.count("Starting iteration")
+    assert turns >= 3
+    after_turns = [i for i, what in enumerate(seen) if what == "git started"][1:]  # [0]: the baseline
+    assert len(after_turns) == turns
+    for at in after_turns:
+        assert seen[at : at + 3] == ["git started", "sources read", "git read"]
+
+
+def test_an_agent_that_changes_nothing_is_still_found_stuck(
+    ticking: tuple[Workspace, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The mark read later is the mark: a turn that leaves the workspace as it was is no progress."""
+    ws, agent = ticking
+    agent.write_text("#!/bin/sh\ncat > /dev/null\necho thinking\n")
+    assert run_in_process(ws, agent) == 1
+    out = capsys.readouterr().out
+    assert "no progress in" in out
+    assert out.count("Starting iteration") <= 5

@@ -126,11 +126,30 @@ def workspace_mark(root: Path) -> str:
     """The workspace's progress fingerprint: git HEAD and changes, or, outside a git repository,
     the names, sizes and times of its files (so a folder without git is not "stuck" while the
     agent changes files)."""
-    from loop.repo import gitstate
+    return StartedMark(root).result()
 
-    mark = gitstate.fingerprint(root)
-    if mark is not None:
-        return mark
+
+class StartedMark:
+    """`workspace_mark`, its git look started now and read later (`result`): a turn's mark is
+    started as the turn ends and read just before the engine decides, so git runs beside the
+    runner's own reading (the journal, the state, the task sources)."""
+
+    def __init__(self, root: Path) -> None:
+        from loop.repo import gitstate
+
+        self.root = root
+        self.look = gitstate.Fingerprint(root)
+
+    def result(self) -> str:
+        mark = self.look.result()
+        return mark if mark is not None else _files_mark(self.root)
+
+    def close(self) -> None:
+        self.look.close()
+
+
+def _files_mark(root: Path) -> str:
+    """Outside git: the names, sizes and times of the workspace's files."""
     digest = hashlib.sha256()
     seen = 0
     for folder, dirs, files in os.walk(root):
@@ -190,6 +209,8 @@ class Runner:
         """The backend the next turn runs on: the first, unless a usage limit holds it."""
         self.identity_said = False
         """Whether this run told the person git has no identity for its commits (said once)."""
+        self.looking: StartedMark | None = None
+        """The mark of the turn that just ended, started as it ended; read by `decide`."""
 
     # --- the journal, echoed as log lines ----------------------------------------------------
 
@@ -355,6 +376,8 @@ class Runner:
             sources = self.count(state) if engine.needs_sources(state, stop, commands) else None
             if turn is not None:  # after a turn: the tasks done so far, counted once for both
                 self.progress(state, sources)
+            if turn is not None and self.looking is not None:  # read last: git ran meanwhile
+                stop = replace(stop, turn=replace(turn, mark=self.take_look()))
             result = engine.decide(state, stop, commands, sources, now)
             if result.state is not None:
                 result.state.pid = os.getpid()
@@ -369,6 +392,16 @@ class Runner:
 
     def mark(self) -> str:
         return workspace_mark(self.ws.root)
+
+    def take_look(self) -> str:
+        look, self.looking = self.looking, None
+        return look.result() if look is not None else self.mark()
+
+    def drop_look(self) -> None:
+        """A turn's mark nobody will read (the runner stops): its git process ends now."""
+        look, self.looking = self.looking, None
+        if look is not None:
+            look.close()
 
     def pending_interrupt(self) -> str | None:
         """Why the running agent must end now: a signal, or a skip/complete in the queue."""
@@ -475,13 +508,15 @@ class Runner:
         unresolved: tuple[str, ...] = ()
         if failure is None and self.options.commit:
             unresolved = self.commit(n)
+        self.drop_look()
+        self.looking = StartedMark(self.ws.root)  # what the turn left, checks and commit included
         duration = round(time.monotonic() - self.tally.started, 1)
         spent = spent_data(backend.name, judged, usage)
         self.tally.turns.append({"iteration": n, **spent})
         self.event("iteration-completed", n, {"duration_s": run.duration_s, "elapsed_s": duration, **spent})
         turn = Turn(
             error=error_signature(failure) if failure else None,
-            mark=self.mark(),
+            mark=None,  # `self.looking`'s, read by `decide`
             usage=usage,
             denied=judged.facts.denied,
             denied_hint=judged.facts.denied_hint,
@@ -635,6 +670,7 @@ class Runner:
         try:
             return self._run(create)
         finally:
+            self.drop_look()
             self.supervisor.close()
             self.supervisor = None
             for sig, handler in handlers.items():
