@@ -298,3 +298,51 @@ def test_an_agent_that_changes_nothing_is_still_found_stuck(
     out = capsys.readouterr().out
     assert "no progress in" in out
     assert out.count("Starting iteration") <= 5
+
+
+# --- the supervisor ------------------------------------------------------------------------------
+
+
+def _supervise(monkeypatch: pytest.MonkeyPatch, said: bytes) -> list[str]:
+    """The supervisor's main loop fed `said` then the end of file: the sweeps it made."""
+    from loop.processes import supervisor, sweep
+
+    swept: list[str] = []
+
+    def kill(*args: Any, **kwargs: Any) -> set[int]:
+        swept.append("run")
+        return set()
+
+    monkeypatch.setattr(sweep, "kill", kill)
+    monkeypatch.setattr(supervisor, "kill_all", lambda pids: swept.append(f"groups {sorted(pids)}"))
+    read_end, write_end = os.pipe()
+    os.write(write_end, said)
+    os.close(write_end)
+    saved = os.dup(0)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        os.dup2(read_end, 0)
+        assert supervisor.main(["abc123"]) == 0
+    finally:
+        for sig, handler in handlers.items():  # it ignores them: a process of its own
+            signal.signal(sig, handler)
+        os.dup2(saved, 0)
+        os.close(saved)
+        os.close(read_end)
+    return swept
+
+
+def test_a_runner_that_swept_its_run_itself_spares_the_supervisor_a_second_sweep(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from loop.processes.supervisor import SWEPT
+
+    assert _supervise(monkeypatch, b"+123\n-\n" + SWEPT) == []
+
+
+def test_a_runner_that_died_without_its_last_word_is_swept_after(monkeypatch: pytest.MonkeyPatch) -> None:
+    from loop.processes.supervisor import SWEPT
+
+    assert _supervise(monkeypatch, b"+123\n") == ["groups [123]", "run"]
+    assert _supervise(monkeypatch, b"") == ["run"]
+    assert _supervise(monkeypatch, SWEPT + b"+124\n") == ["groups [124]", "run"]  # a child after it

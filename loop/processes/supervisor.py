@@ -14,8 +14,9 @@ written into that pipe as it starts; when the runner lets it go it writes `-` (o
 `-PID` for one of several). When the pipe closes, however the runner ended, the kernel tells
 the supervisor (end of file), and it kills every group still registered, every descendant of
 those children, and every process whose environment carries this run's marker (`loop.processes.sweep`:
-a `setsid` child, a daemon), then exits. This works the same on Linux and macOS, needs no
-polling and costs one idle process per runner.
+a `setsid` child, a daemon), then exits; a runner that ends cleanly sweeps its run itself and
+says so last (`SWEPT`), which spares that scan. This works the same on Linux and macOS, needs
+no polling and costs one idle process per runner.
 
 While the runner lives, it does the same itself at the end of every child's run (`release`):
 the child's marked processes, and (on Linux, where the runner is a child subreaper) the orphans
@@ -146,6 +147,7 @@ class Supervisor:
         sweep.kill(sweep.of_run(self.run_id), keep=self._keep(keep))
         if self.fd is not None:
             with contextlib.suppress(OSError):
+                os.write(self.fd, SWEPT)  # the sweep above was the supervisor's: not done twice
                 os.close(self.fd)
             self.fd = None
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -153,6 +155,12 @@ class Supervisor:
         if self.was_subreaper is False:
             sweep.subreaper(False)
             self.was_subreaper = None
+
+
+SWEPT = b"=\n"
+"""The runner's last word: it ended cleanly and swept every process of its run itself, so the
+supervisor, at the end of file, need not scan the machine's processes again (which was most of
+the time a finished run waited for it). A runner that dies never says it: the sweep is done."""
 
 
 def kill_all(pids: set[int]) -> None:
@@ -172,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:  # pragma: no cover - a process 
     args = sys.argv[1:] if argv is None else argv
     run_id = args[0] if args else None
     watched: set[int] = set()
+    swept = False
     pending = b""
     while True:
         try:
@@ -183,15 +192,18 @@ def main(argv: list[str] | None = None) -> int:  # pragma: no cover - a process 
         pending += chunk
         *lines, pending = pending.split(b"\n")
         for line in lines:
-            if line == b"-":
+            if line == SWEPT.strip():
+                swept = True
+            elif line == b"-":
                 watched.clear()
             elif line.startswith(b"-") and line[1:].isdigit():
                 watched.discard(int(line[1:]))
             elif line.startswith(b"+") and line[1:].isdigit():
                 watched.add(int(line[1:]))
+                swept = False
     if watched:
         kill_all(watched)
-    if run_id:
+    if run_id and not swept:
         sweep.kill(sweep.of_run(run_id))
     return 0
 
