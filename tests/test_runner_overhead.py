@@ -346,3 +346,29 @@ def test_a_runner_that_died_without_its_last_word_is_swept_after(monkeypatch: py
     assert _supervise(monkeypatch, b"+123\n") == ["groups [123]", "run"]
     assert _supervise(monkeypatch, b"") == ["run"]
     assert _supervise(monkeypatch, SWEPT + b"+124\n") == ["groups [124]", "run"]  # a child after it
+
+
+# --- records -------------------------------------------------------------------------------------
+
+
+def test_a_record_made_by_name_is_the_record_made_by_position() -> None:
+    """Records made by name (a task file's items, every state) take one merge of defaults and
+    values, not a loop over the fields: the same fields, in the same order, the same checks."""
+    from loop.core.model import field, record
+
+    @record(frozen=True)
+    class Item:
+        title: str
+        status: str
+        line: int | None = None
+        tags: list[str] = field(default_factory=list)
+
+    by_name, by_position = Item(status="done", title="t"), Item("t", "done")
+    assert by_name == by_position and list(vars(by_name)) == ["title", "status", "line", "tags"]
+    assert by_name.tags == [] and by_name.tags is not Item(title="u", status="v").tags  # a fresh list each
+    with pytest.raises(TypeError, match="missing argument 'status'"):
+        Item(title="t")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"unexpected arguments \['nope'\]"):
+        Item(title="t", status="s", nope=1)  # type: ignore[call-arg]
+    with pytest.raises(AttributeError):
+        by_name.title = "other"  # type: ignore[misc]
