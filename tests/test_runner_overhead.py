@@ -372,3 +372,29 @@ def test_a_record_made_by_name_is_the_record_made_by_position() -> None:
         Item(title="t", status="s", nope=1)  # type: ignore[call-arg]
     with pytest.raises(AttributeError):
         by_name.title = "other"  # type: ignore[misc]
+
+
+# --- what a run imports ----------------------------------------------------------------------------
+
+IMPORTED = """\
+import sys
+from loop.cli import main
+code = main(sys.argv[1:])
+print("verify imported" if "loop.verify" in sys.modules else "verify not imported")
+sys.exit(code)
+"""
+
+
+def test_a_run_without_checks_does_not_import_the_checks_module(ticking: tuple[Workspace, Path]) -> None:
+    ws, agent = ticking
+    argv = ["-C", str(ws.root), "run", "tick", "--agent", str(agent), "--agent-format", "text"]
+    argv += ["--task-file", "TODO.md", "--no-github", "--no-tasks", "--headless"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    done = subprocess.run([sys.executable, "-c", IMPORTED, *argv], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "verify not imported"
+    check = f"{sys.executable} check.py"
+    (ws.root / "TODO.md").write_text("- [ ] one more\n")
+    again = [*argv, "--verify", check, "--verify-allow", check, "--yes"]
+    done = subprocess.run([sys.executable, "-c", IMPORTED, *again], capture_output=True, text=True, env=env)
+    assert done.stdout.splitlines()[-1] == "verify imported", done.stdout + done.stderr

@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from loop import agents, trust, verify
+from loop import agents, trust
 from loop.agents.turn import Judgement, error_signature, judge
 from loop.core import engine
 from loop.core.errors import LoopdeckError
@@ -43,6 +43,10 @@ from loop.store.journal import Event, Journal, render_line
 from loop.store.paths import Workspace
 from loop.store.state import StateStore
 from loop.views.summary import Tally, progress_line, summary_lines
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the checks' module is imported when a loop has checks (a run without pays nothing)
+    from loop import verify
 
 EXIT_DONE, EXIT_FAILED, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 130, 143
 MAX_MARK_FILES = 20_000
@@ -245,6 +249,8 @@ class Runner:
             if not isinstance(allow, list):
                 raise LoopdeckError(f"{self.ws.state}: verify_allow must be a list of commands")
             # Refused before anything is saved: a bad --verify must not poison later runs.
+            if commands:
+                from loop import verify
             self.checks = [verify.check(cmd, [str(a) for a in allow], cwd=self.ws.root) for cmd in commands]
             if not fresh and state.driver == "runner" and state.pid and state.pid != os.getpid():
                 from loop.store.proc import alive
@@ -488,7 +494,7 @@ class Runner:
             self.event(
                 "agent-failed",
                 n,
-                {"attempt": attempt, "of": attempts, "reason": verify.redact(why), "log": str(log)},
+                {"attempt": attempt, "of": attempts, "reason": redact(why), "log": str(log)},
             )
             if run.error or attempt == attempts:
                 break
@@ -565,6 +571,8 @@ class Runner:
     def run_checks(self, n: int, cwd: Path | None = None) -> str | None:
         """The verification commands, in the workspace (or `cwd`: a task's worktree); the
         failures' output, or None when every one passed."""
+        from loop import verify
+
         failures = []
         for item in self.checks:
             self.event("verification-started", n, {"command": item.command})
