@@ -226,12 +226,21 @@ def test_a_line_appended_to_an_existing_journal_makes_no_folder_and_checks_it_on
         checks.append(path)
         real_check(path)
 
+    walks: list[str] = []
+    real_realpath = os.path.realpath
+
+    def realpath(path: Any, *args: Any, **kwargs: Any) -> Any:
+        walks.append(str(path))
+        return real_realpath(path, *args, **kwargs)
+
     monkeypatch.setattr(Path, "mkdir", mkdir)
     monkeypatch.setattr(safeopen, "check_parent", check_parent)
+    monkeypatch.setattr(os.path, "realpath", realpath)
     for n in range(3):
         journal.append("warning", 1, {"message": f"line {n}"})
     assert made == []
     assert len(checks) == 3
+    assert walks == []  # a file right in `.claude`: its folder is the one checked, no walk needed
     assert len(ws.journal.read_text().splitlines()) == 4
 
 
