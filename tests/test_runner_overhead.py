@@ -407,3 +407,23 @@ def test_a_run_without_checks_does_not_import_the_checks_module(ticking: tuple[W
     again = [*argv, "--verify", check, "--verify-allow", check, "--yes"]
     done = subprocess.run([sys.executable, "-c", IMPORTED, *again], capture_output=True, text=True, env=env)
     assert done.stdout.splitlines()[-1] == "verify imported", done.stdout + done.stderr
+
+
+def test_a_turns_log_folder_is_checked_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The log is opened the safe way, which makes and checks its folder: not twice a turn."""
+    from loop.processes import agent
+    from loop.store import safeopen
+
+    checks: list[Path] = []
+    real_check = safeopen.check_parent
+
+    def check_parent(path: Path) -> None:
+        checks.append(path)
+        real_check(path)
+
+    log = tmp_path / ".claude" / "loopdeck" / "iterations" / "loop" / "0001.log"
+    log.parent.mkdir(parents=True)
+    monkeypatch.setattr(safeopen, "check_parent", check_parent)
+    run = agent.run("cat", "hi\n", tmp_path, log, timeout=30, interrupt=lambda: None)
+    assert run.exit_code == 0 and log.read_bytes() == b"hi\n"
+    assert checks == [log]

@@ -29,7 +29,7 @@ from loop.agents.base import json_lines
 from loop.agents.claude import DEFAULT_COMMAND, DEFAULT_ENV
 from loop.core.model import RUNNER_ENV
 from loop.core.redact import LineRedactor, redact
-from loop.store.safeopen import UnsafePath, make_parents, open_append, write_bytes
+from loop.store.safeopen import UnsafePath, open_append, write_bytes
 
 DEFAULT_AGENT = DEFAULT_COMMAND
 """Claude Code in print mode, allowed to edit and run commands in the workspace (why: see
@@ -206,8 +206,7 @@ def run(
         base = {**DEFAULT_AGENT_ENV, **base}
     env = {**base, **RUNNER_ENV}
     try:
-        make_parents(log_path)
-        log = open_append(log_path)  # opened here so that a planted symlink fails the start
+        log = open_append(log_path)  # its folder made and checked; a planted symlink fails the start
         argv, uses_stdin = argv_for(command, prompt, log_path.with_suffix(".prompt.md"))
         proc = subprocess.Popen(
             argv,
