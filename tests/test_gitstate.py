@@ -21,17 +21,19 @@ def repo(tmp_path: Path) -> Iterator[Path]:
 
 
 class Spawned:
-    """Counts the git processes gitstate starts (every one goes through `subprocess.run`)."""
+    """Counts the git processes gitstate starts (every one is a `subprocess.Popen`, through
+    `subprocess.run` or started to be read later)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.commands: list[list[str]] = []
-        real_run = subprocess.run
+        commands = self.commands
 
-        def run(argv: list[str], *args: Any, **kwargs: Any) -> Any:
-            self.commands.append([str(a) for a in argv])
-            return real_run(argv, *args, **kwargs)
+        class Popen(subprocess.Popen):  # type: ignore[type-arg]
+            def __init__(self, argv: list[str], *args: Any, **kwargs: Any) -> None:
+                commands.append([str(a) for a in argv])
+                super().__init__(argv, *args, **kwargs)
 
-        monkeypatch.setattr(subprocess, "run", run)
+        monkeypatch.setattr(subprocess, "Popen", Popen)
 
     @property
     def verbs(self) -> list[str]:

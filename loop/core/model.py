@@ -64,8 +64,25 @@ else:
                 if spec.repr:
                     shown.append(name)
             setter = object.__setattr__
+            template = {n: defaults.get(n, _MISSING) for n in names}
+            """Every field in order, its default or _MISSING (required, or made by a factory)."""
+            unset = tuple(n for n in names if n not in defaults)
 
             def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+                if not args:
+                    # By name, the common case (a task file's 200 items, a state's fields): the
+                    # defaults and the values in one merge, in the fields' order.
+                    values = {**template, **kwargs}
+                    if len(values) != len(names):
+                        unknown = sorted(kwargs.keys() - template.keys())
+                        raise TypeError(f"{cls.__name__}() got unexpected arguments {unknown}")
+                    for name in unset:
+                        if values[name] is _MISSING:
+                            if name not in factories:
+                                raise TypeError(f"{cls.__name__}() missing argument {name!r}")
+                            values[name] = factories[name]()
+                    self.__dict__.update(values)
+                    return
                 if len(args) > len(names):
                     raise TypeError(f"{cls.__name__}() takes {len(names)} arguments, got {len(args)}")
                 for index, name in enumerate(names):

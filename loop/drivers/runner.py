@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from loop import agents, trust, verify
+from loop import agents, trust
 from loop.agents.turn import Judgement, error_signature, judge
 from loop.core import engine
 from loop.core.errors import LoopdeckError
@@ -43,6 +43,10 @@ from loop.store.journal import Event, Journal, render_line
 from loop.store.paths import Workspace
 from loop.store.state import StateStore
 from loop.views.summary import Tally, progress_line, summary_lines
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the checks' module is imported when a loop has checks (a run without pays nothing)
+    from loop import verify
 
 EXIT_DONE, EXIT_FAILED, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 130, 143
 MAX_MARK_FILES = 20_000
@@ -126,11 +130,30 @@ def workspace_mark(root: Path) -> str:
     """The workspace's progress fingerprint: git HEAD and changes, or, outside a git repository,
     the names, sizes and times of its files (so a folder without git is not "stuck" while the
     agent changes files)."""
-    from loop.repo import gitstate
+    return StartedMark(root).result()
 
-    mark = gitstate.fingerprint(root)
-    if mark is not None:
-        return mark
+
+class StartedMark:
+    """`workspace_mark`, its git look started now and read later (`result`): a turn's mark is
+    started as the turn ends and read just before the engine decides, so git runs beside the
+    runner's own reading (the journal, the state, the task sources)."""
+
+    def __init__(self, root: Path) -> None:
+        from loop.repo import gitstate
+
+        self.root = root
+        self.look = gitstate.Fingerprint(root)
+
+    def result(self) -> str:
+        mark = self.look.result()
+        return mark if mark is not None else _files_mark(self.root)
+
+    def close(self) -> None:
+        self.look.close()
+
+
+def _files_mark(root: Path) -> str:
+    """Outside git: the names, sizes and times of the workspace's files."""
     digest = hashlib.sha256()
     seen = 0
     for folder, dirs, files in os.walk(root):
@@ -190,6 +213,8 @@ class Runner:
         """The backend the next turn runs on: the first, unless a usage limit holds it."""
         self.identity_said = False
         """Whether this run told the person git has no identity for its commits (said once)."""
+        self.looking: StartedMark | None = None
+        """The mark of the turn that just ended, started as it ended; read by `decide`."""
 
     # --- the journal, echoed as log lines ----------------------------------------------------
 
@@ -224,6 +249,8 @@ class Runner:
             if not isinstance(allow, list):
                 raise LoopdeckError(f"{self.ws.state}: verify_allow must be a list of commands")
             # Refused before anything is saved: a bad --verify must not poison later runs.
+            if commands:
+                from loop import verify
             self.checks = [verify.check(cmd, [str(a) for a in allow], cwd=self.ws.root) for cmd in commands]
             if not fresh and state.driver == "runner" and state.pid and state.pid != os.getpid():
                 from loop.store.proc import alive
@@ -355,6 +382,8 @@ class Runner:
             sources = self.count(state) if engine.needs_sources(state, stop, commands) else None
             if turn is not None:  # after a turn: the tasks done so far, counted once for both
                 self.progress(state, sources)
+            if turn is not None and self.looking is not None:  # read last: git ran meanwhile
+                stop = replace(stop, turn=replace(turn, mark=self.take_look()))
             result = engine.decide(state, stop, commands, sources, now)
             if result.state is not None:
                 result.state.pid = os.getpid()
@@ -369,6 +398,16 @@ class Runner:
 
     def mark(self) -> str:
         return workspace_mark(self.ws.root)
+
+    def take_look(self) -> str:
+        look, self.looking = self.looking, None
+        return look.result() if look is not None else self.mark()
+
+    def drop_look(self) -> None:
+        """A turn's mark nobody will read (the runner stops): its git process ends now."""
+        look, self.looking = self.looking, None
+        if look is not None:
+            look.close()
 
     def pending_interrupt(self) -> str | None:
         """Why the running agent must end now: a signal, or a skip/complete in the queue."""
@@ -420,7 +459,7 @@ class Runner:
                 self.pending_interrupt,
                 poll=self.options.poll,
                 env=self._child_env(env),
-                preexec=self._preexec(),
+                register=self._register(),
             )
             self._release()
             if run.interrupted:
@@ -455,7 +494,7 @@ class Runner:
             self.event(
                 "agent-failed",
                 n,
-                {"attempt": attempt, "of": attempts, "reason": verify.redact(why), "log": str(log)},
+                {"attempt": attempt, "of": attempts, "reason": redact(why), "log": str(log)},
             )
             if run.error or attempt == attempts:
                 break
@@ -475,13 +514,15 @@ class Runner:
         unresolved: tuple[str, ...] = ()
         if failure is None and self.options.commit:
             unresolved = self.commit(n)
+        self.drop_look()
+        self.looking = StartedMark(self.ws.root)  # what the turn left, checks and commit included
         duration = round(time.monotonic() - self.tally.started, 1)
         spent = spent_data(backend.name, judged, usage)
         self.tally.turns.append({"iteration": n, **spent})
         self.event("iteration-completed", n, {"duration_s": run.duration_s, "elapsed_s": duration, **spent})
         turn = Turn(
             error=error_signature(failure) if failure else None,
-            mark=self.mark(),
+            mark=None,  # `self.looking`'s, read by `decide`
             usage=usage,
             denied=judged.facts.denied,
             denied_hint=judged.facts.denied_hint,
@@ -530,6 +571,8 @@ class Runner:
     def run_checks(self, n: int, cwd: Path | None = None) -> str | None:
         """The verification commands, in the workspace (or `cwd`: a task's worktree); the
         failures' output, or None when every one passed."""
+        from loop import verify
+
         failures = []
         for item in self.checks:
             self.event("verification-started", n, {"command": item.command})
@@ -538,7 +581,7 @@ class Runner:
                 cwd or self.ws.root,
                 self.options.verify_timeout,
                 interrupted=lambda: self.signal is not None,
-                preexec=self._preexec(),
+                register=self._register(),
                 env=self._child_env(),
             )
             self._release()
@@ -635,16 +678,17 @@ class Runner:
         try:
             return self._run(create)
         finally:
+            self.drop_look()
             self.supervisor.close()
             self.supervisor = None
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
 
-    def _preexec(self) -> Callable[[], None] | None:
-        """The children's `preexec_fn`: registered with the supervisor, dying with the runner."""
+    def _register(self) -> Callable[[int], None] | None:
+        """Tells the supervisor of a child the moment it started: it dies with the runner."""
         if self.supervisor is None:
             return None
-        return self.supervisor.preexec(agent._die_with_parent)
+        return self.supervisor.register
 
     def _child_env(self, env: dict[str, str] | None = None) -> dict[str, str] | None:
         """The children's environment (`env`, else ours), marked: what they leave behind is

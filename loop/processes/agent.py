@@ -2,9 +2,10 @@
 
 The runner starts a fresh agent per iteration. The child gets its own process
 group so that a timeout, a skip or the runner's own death takes the agent *and everything it
-started* down with it; on Linux it is also told to die with the runner (PR_SET_PDEATHSIG). Its
-output goes to `.claude/loopdeck/iterations/NNNN.log` as it comes, and only a bounded tail is
-kept in memory, however much it prints.
+started* down with it; the runner's supervisor (`loop.processes.supervisor`) kills it if the
+runner dies (an agent run without one asks Linux for PR_SET_PDEATHSIG instead). Its output
+goes to `.claude/loopdeck/iterations/NNNN.log` as it comes, and only a bounded tail is kept in
+memory, however much it prints.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import select
 import shlex
 import signal
 import subprocess
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -29,7 +29,7 @@ from loop.agents.base import json_lines
 from loop.agents.claude import DEFAULT_COMMAND, DEFAULT_ENV
 from loop.core.model import RUNNER_ENV
 from loop.core.redact import LineRedactor, redact
-from loop.store.safeopen import UnsafePath, make_parents, open_append, write_bytes
+from loop.store.safeopen import UnsafePath, open_append, write_bytes
 
 DEFAULT_AGENT = DEFAULT_COMMAND
 """Claude Code in print mode, allowed to edit and run commands in the workspace (why: see
@@ -44,6 +44,22 @@ LOG_LINE_BYTES = 1024 * 1024
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def child_preexec(
+    preexec: Callable[[], None] | None, register: Callable[[int], None] | None
+) -> Callable[[], None] | None:
+    """The `preexec_fn` of a child that must die with the runner. With a supervisor to
+    `register` it (the runner), none: nothing runs in the child, so Python spawns it with vfork
+    instead of forking the whole runner and running Python between fork and exec (~2 ms a
+    start); the supervisor's pipe and the run's marker kill it with the runner. Without one (a
+    caller on its own), the child asks the kernel for SIGKILL when its parent dies
+    (PR_SET_PDEATHSIG), or runs the `preexec` given."""
+    if preexec is not None:
+        return preexec
+    if register is not None:
+        return None
+    return _die_with_parent
 
 
 PLACEHOLDERS = ("{prompt}", "{prompt_file}")
@@ -177,8 +193,12 @@ def run(
     poll: float = 0.2,
     env: dict[str, str] | None = None,
     preexec: Callable[[], None] | None = None,
+    register: Callable[[int], None] | None = None,
 ) -> Run:
-    """Run the agent to the end, or until `timeout`, or until `interrupt()` names a reason."""
+    """Run the agent to the end, or until `timeout`, or until `interrupt()` names a reason.
+
+    `register`: the runner's supervisor, told the agent's pid the moment it started (see
+    `child_preexec`); else `preexec` runs in the child before exec."""
     start = time.monotonic()
     log: BinaryIO | None = None
     base = dict(os.environ if env is None else env)
@@ -186,8 +206,7 @@ def run(
         base = {**DEFAULT_AGENT_ENV, **base}
     env = {**base, **RUNNER_ENV}
     try:
-        make_parents(log_path)
-        log = open_append(log_path)  # opened here so that a planted symlink fails the start
+        log = open_append(log_path)  # its folder made and checked; a planted symlink fails the start
         argv, uses_stdin = argv_for(command, prompt, log_path.with_suffix(".prompt.md"))
         proc = subprocess.Popen(
             argv,
@@ -196,75 +215,162 @@ def run(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=preexec or _die_with_parent,  # the runner's supervisor registers it
             env=env,
+            preexec_fn=child_preexec(preexec, register),
         )
+        if register is not None:
+            register(proc.pid)
     except (OSError, ValueError, UnsafePath) as exc:
         if log is not None:
             log.close()
         why = str(exc.strerror) if isinstance(exc, OSError) and exc.strerror else str(exc)
         return Run(None, 0.0, b"", error=f"cannot start the agent {command!r}: {why}")
-    tail: deque[bytes] = deque()
-    size = [0]
-
-    def pump() -> None:
-        """Stream the output to the log a line at a time, redacted (a secret split across two
-        reads is still whole in a line, a private key across two is dropped to its end); keep
-        the raw tail for the runner to read."""
-        assert proc.stdout is not None and log is not None
-        lines = LineRedactor(LOG_LINE_BYTES)
-        with log:
-            while chunk := os.read(proc.stdout.fileno(), 65536):
-                done = lines.feed(chunk)
-                if done:
-                    log.write(done)
-                    log.flush()
-                tail.append(chunk)
-                size[0] += len(chunk)
-                while size[0] > TAIL_BYTES and len(tail) > 1:
-                    size[0] -= len(tail.popleft())
-            log.write(lines.close())
-
-    def feed() -> None:
-        assert proc.stdin is not None
-        with contextlib.suppress(BrokenPipeError, OSError):
-            proc.stdin.write(redact(prompt).encode("utf-8"))
-        with contextlib.suppress(OSError):
-            proc.stdin.close()
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    if uses_stdin:
-        threading.Thread(target=feed, daemon=True).start()
+    assert log is not None and proc.stdout is not None
+    streams = _Streams(proc, log, redact(prompt).encode("utf-8") if uses_stdin else None)
     timed_out = False
     interrupted: str | None = None
     ended = _exit_signal(proc.pid)
     try:
+        look = start  # when the timeout and `interrupt()` are looked at next
         while proc.poll() is None:
-            if timeout is not None and time.monotonic() - start > timeout:
-                timed_out = True
-                stop_group(proc)
-                break
-            reason = interrupt()
-            if reason:
-                interrupted = reason
-                stop_group(proc)
-                break
-            if ended is not None:
-                select.select([ended], [], [], poll)  # woken the moment the agent ends
-            else:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(poll)
+            now = time.monotonic()
+            if now >= look:
+                if timeout is not None and now - start > timeout:
+                    timed_out = True
+                    _stop(proc, streams, ended)
+                    break
+                reason = interrupt()
+                if reason:
+                    interrupted = reason
+                    _stop(proc, streams, ended)
+                    break
+                look = now + poll
+            streams.step(ended, max(0.0, look - now))  # woken by output, or the moment it ends
     finally:
         if ended is not None:
             os.close(ended)
     proc.wait()
     kill_group(proc.pid)  # whatever the agent left running in its group goes with it
-    reader.join(timeout=5)
-    with contextlib.suppress(OSError):
-        if proc.stdout is not None:
-            proc.stdout.close()
-    return Run(proc.returncode, round(time.monotonic() - start, 3), b"".join(tail), timed_out, interrupted)
+    streams.drain(READ_AFTER_END_S)
+    return Run(proc.returncode, round(time.monotonic() - start, 3), streams.tail(), timed_out, interrupted)
+
+
+READ_AFTER_END_S = 5.0
+"""How long the output is read after the agent ended and its group was killed: a process that
+left the group (`setsid`) may hold it open; the supervisor kills that one."""
+
+
+class _Streams:
+    """The agent's pipes, served from the runner's own thread: the prompt written as the pipe
+    takes it, the output streamed to the log a line at a time, redacted (a secret split across
+    two reads is still whole in a line, a private key across two is dropped to its end), and the
+    raw tail kept for the runner to read. One `select` serves them and the agent's end: no
+    thread to start (and to hand the interpreter to) per turn."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], log: BinaryIO, prompt: bytes | None) -> None:
+        assert proc.stdout is not None
+        self.proc = proc
+        self.log = log
+        self.out: int | None = proc.stdout.fileno()
+        self.lines = LineRedactor(LOG_LINE_BYTES)
+        self.chunks: deque[bytes] = deque()
+        self.size = 0
+        self.prompt = memoryview(prompt) if prompt is not None else None
+        self.sent = 0
+        if self.prompt is not None:
+            assert proc.stdin is not None
+            os.set_blocking(proc.stdin.fileno(), False)
+            self._send()  # a prompt that fits in the pipe is written at once
+
+    def step(self, ended: int | None, wait: float) -> None:
+        """Wait at most `wait` seconds for output, room for the prompt or the agent's end
+        (`ended`, its pidfd); serve what is ready."""
+        readable = [fd for fd in (self.out, ended) if fd is not None]
+        writable = [self.proc.stdin.fileno()] if self.prompt is not None and self.proc.stdin else []
+        if self.out is None and ended is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(wait)  # nothing to select on: the portable wait
+            return
+        ready, room, _ = select.select(readable, writable, [], wait)
+        if room:
+            self._send()
+        if self.out is not None and self.out in ready:
+            self._read()
+
+    def drain(self, seconds: float) -> None:
+        """After the agent's end: the rest of its output, for at most `seconds`; then the log
+        is finished and closed."""
+        self._close_stdin()
+        deadline = time.monotonic() + seconds
+        while self.out is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.out], [], [], left)[0]:
+                break
+            self._read()
+        with contextlib.suppress(OSError), self.log:
+            self.log.write(self.lines.close())
+        with contextlib.suppress(OSError):
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
+        self.out = None
+
+    def tail(self) -> bytes:
+        return b"".join(self.chunks)
+
+    def _read(self) -> None:
+        assert self.out is not None
+        try:
+            chunk = os.read(self.out, 65536)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.out = None  # end of output (the agent, and all that held the pipe, closed it)
+            return
+        done = self.lines.feed(chunk)
+        if done:
+            with contextlib.suppress(OSError):
+                self.log.write(done)
+                self.log.flush()
+        self.chunks.append(chunk)
+        self.size += len(chunk)
+        while self.size > TAIL_BYTES and len(self.chunks) > 1:
+            self.size -= len(self.chunks.popleft())
+
+    def _send(self) -> None:
+        """Write what the pipe takes of the prompt now; the stdin is closed once it is all in
+        (or the agent closed its end)."""
+        assert self.prompt is not None and self.proc.stdin is not None
+        try:
+            while self.sent < len(self.prompt):
+                self.sent += os.write(self.proc.stdin.fileno(), self.prompt[self.sent :])
+        except BlockingIOError:
+            return
+        except OSError:  # the agent does not read its stdin (a broken pipe): nothing more to say
+            pass
+        self._close_stdin()
+
+    def _close_stdin(self) -> None:
+        self.prompt = None
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+
+
+def _stop(
+    proc: subprocess.Popen[bytes], streams: _Streams, ended: int | None, grace: float = GRACE_S
+) -> None:
+    """`stop_group`, reading the output meanwhile: an agent that prints as it shuts down is not
+    blocked on a full pipe until its SIGKILL."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while proc.poll() is None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            kill_group(proc.pid)
+            proc.wait()
+            return
+        streams.step(ended, min(left, 0.05))
 
 
 def _exit_signal(pid: int) -> int | None:

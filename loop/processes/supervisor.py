@@ -9,21 +9,26 @@ survive even a turn that ended normally.
 
 So the runner starts one small supervisor process (`python -m loop.processes.supervisor RUN_ID`) next to
 it, in a session of its own (a signal to the runner's group does not reach it), holding the
-read end of a pipe whose only writer is the runner. Each child, between fork and exec, writes
-its pid (= its process group) into that pipe; when the runner lets it go it writes `-` (or
+read end of a pipe whose only writer is the runner. Each child's pid (= its process group) is
+written into that pipe as it starts; when the runner lets it go it writes `-` (or
 `-PID` for one of several). When the pipe closes, however the runner ended, the kernel tells
 the supervisor (end of file), and it kills every group still registered, every descendant of
 those children, and every process whose environment carries this run's marker (`loop.processes.sweep`:
-a `setsid` child, a daemon), then exits. This works the same on Linux and macOS, needs no
-polling and costs one idle process per runner.
+a `setsid` child, a daemon), then exits; a runner that ends cleanly sweeps its run itself and
+says so last (`SWEPT`), which spares that scan. This works the same on Linux and macOS, needs
+no polling and costs one idle process per runner.
 
 While the runner lives, it does the same itself at the end of every child's run (`release`):
 the child's marked processes, and (on Linux, where the runner is a child subreaper) the orphans
 reparented to it during that run, are killed before the next turn starts.
 
-Registration happens in the child before exec, so a runner killed between fork and the
-registration cannot leave an unregistered agent behind: the child still holds the pipe's
-write end until it execs, so the supervisor cannot see the end of file before the pid.
+The parallel workers register in the child before exec (`preexec`), so a runner killed between
+fork and the registration cannot leave an unregistered worker behind: the child still holds the
+pipe's write end until it execs, so the supervisor cannot see the end of file before the pid.
+The runner's agent and checks are started without a `preexec_fn` (Python then spawns them with
+vfork, not a fork of the whole runner) and registered by the runner right after (`register`):
+one killed in between still leaves a child whose environment carries the run's marker, which
+the supervisor kills, with its descendants, when the pipe closes.
 """
 
 from __future__ import annotations
@@ -84,6 +89,17 @@ class Supervisor:
             with contextlib.suppress(OSError):
                 os.write(self.fd, f"+{os.getpid()}\n".encode())
 
+    def register(self, pid: int) -> None:
+        """Record a child (its group leader) as watched from this side, right after it started:
+        how the runner starts its agent and its checks, without a `preexec_fn` (which forces
+        Python's slow fork of the whole runner; without one the child is spawned with vfork, ~2 ms
+        less a turn). A runner killed before this line is written leaves the child unregistered,
+        but not unfound: its environment carries this run's marker, and the supervisor kills
+        every marked process and its descendants when the pipe closes."""
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(self.fd, f"+{pid}\n".encode())
+
     def preexec(self, then: Callable[[], None] | None = None) -> Callable[[], None]:
         """A `preexec_fn` that registers the child, then runs `then`."""
 
@@ -131,6 +147,7 @@ class Supervisor:
         sweep.kill(sweep.of_run(self.run_id), keep=self._keep(keep))
         if self.fd is not None:
             with contextlib.suppress(OSError):
+                os.write(self.fd, SWEPT)  # the sweep above was the supervisor's: not done twice
                 os.close(self.fd)
             self.fd = None
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -138,6 +155,12 @@ class Supervisor:
         if self.was_subreaper is False:
             sweep.subreaper(False)
             self.was_subreaper = None
+
+
+SWEPT = b"=\n"
+"""The runner's last word: it ended cleanly and swept every process of its run itself, so the
+supervisor, at the end of file, need not scan the machine's processes again (which was most of
+the time a finished run waited for it). A runner that dies never says it: the sweep is done."""
 
 
 def kill_all(pids: set[int]) -> None:
@@ -157,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:  # pragma: no cover - a process 
     args = sys.argv[1:] if argv is None else argv
     run_id = args[0] if args else None
     watched: set[int] = set()
+    swept = False
     pending = b""
     while True:
         try:
@@ -168,15 +192,18 @@ def main(argv: list[str] | None = None) -> int:  # pragma: no cover - a process 
         pending += chunk
         *lines, pending = pending.split(b"\n")
         for line in lines:
-            if line == b"-":
+            if line == SWEPT.strip():
+                swept = True
+            elif line == b"-":
                 watched.clear()
             elif line.startswith(b"-") and line[1:].isdigit():
                 watched.discard(int(line[1:]))
             elif line.startswith(b"+") and line[1:].isdigit():
                 watched.add(int(line[1:]))
+                swept = False
     if watched:
         kill_all(watched)
-    if run_id:
+    if run_id and not swept:
         sweep.kill(sweep.of_run(run_id))
     return 0
 

@@ -100,25 +100,75 @@ def fingerprint(root: Path) -> str | None:
     keeps its entry, so each changed path's size and mtime (a `stat`, no process) join the
     digest: the agent editing the same file again is still progress.
     """
-    top = toplevel(root)
-    if top is None:
-        return None
-    try:
-        out = _run(
-            top, "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all", "--", ".", *LOOP_FILES
-        )
-    except GitError:
-        forget_repos()  # the repo may be gone: find it afresh next time
-        return None
-    digest = hashlib.sha256(out.encode("utf-8", "surrogateescape"))
-    for path in _changed_paths(out):
+    return Fingerprint(root).result()
+
+
+class Fingerprint:
+    """`fingerprint(root)`, its `git status` started now and read by `result()`: the runner
+    starts it as a turn ends and does its own reading meanwhile (the journal, the state, the
+    task sources), so the process runs beside that work instead of before it. What git sees is
+    the same: nothing the runner writes in between is in the work tree git looks at (its own
+    files are excluded). `close()` ends a look that is no longer wanted."""
+
+    def __init__(self, root: Path) -> None:
+        self.top = toplevel(root)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.done = False
+        self.value: str | None = None
+        if self.top is None:
+            self.done = True
+            return
+        argv = ["git", "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all", "--", "."]
         try:
-            st = (top / path).lstat()
+            self.proc = subprocess.Popen(
+                [*argv, *LOOP_FILES],
+                cwd=self.top,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env={**os.environ, **LOOK_ENV},
+            )
         except OSError:
-            digest.update(f"\0{path}\0-".encode("utf-8", "surrogateescape"))
-            continue
-        digest.update(f"\0{path}\0{st.st_size}:{st.st_mtime_ns}".encode("utf-8", "surrogateescape"))
-    return digest.hexdigest()
+            self._failed()
+
+    def result(self) -> str | None:
+        if self.done:
+            return self.value
+        self.done = True
+        assert self.proc is not None and self.top is not None
+        try:
+            out, _err = self.proc.communicate(timeout=GIT_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.close()
+            self._failed()
+            return None
+        if self.proc.returncode != 0:
+            self._failed()
+            return None
+        text = out.decode("utf-8", "surrogateescape")
+        digest = hashlib.sha256(out)
+        for path in _changed_paths(text):
+            try:
+                st = (self.top / path).lstat()
+            except OSError:
+                digest.update(f"\0{path}\0-".encode("utf-8", "surrogateescape"))
+                continue
+            digest.update(f"\0{path}\0{st.st_size}:{st.st_mtime_ns}".encode("utf-8", "surrogateescape"))
+        self.value = digest.hexdigest()
+        return self.value
+
+    def close(self) -> None:
+        """End the look (killed if it still runs); its answer, if not read yet, is None."""
+        self.done = True
+        if self.proc is not None and self.proc.returncode is None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.communicate()
+
+    def _failed(self) -> None:
+        self.done = True
+        self.value = None
+        forget_repos()  # the repo may be gone: find it afresh next time
 
 
 def _changed_paths(porcelain_v2_z: str) -> list[str]:

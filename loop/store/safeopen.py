@@ -43,7 +43,7 @@ class NotRegularFile(OSError):
 
 def _claude_dir(path: Path) -> Path | None:
     """The `.claude` folder `path` lives under (the nearest), or None."""
-    for parent in path.absolute().parents:
+    for parent in path.parents:
         if parent.name == CLAUDE_DIR:
             return parent
     return None
@@ -56,6 +56,7 @@ def check_parent(path: Path) -> None:
     never asked to write. Files not under any `.claude` (tests, caches elsewhere) are only
     protected by `O_NOFOLLOW`.
     """
+    path = path.absolute()
     claude = _claude_dir(path)
     if claude is None:
         return
@@ -64,8 +65,10 @@ def check_parent(path: Path) -> None:
             f"{claude} is a symlink (to {os.readlink(claude)}); loopdeck writes its files only "
             "inside a real .claude folder of the workspace"
         )
+    if path.parent == claude:
+        return  # the journal, the state's copies: their folder is `.claude` itself, checked just now
     root = os.path.realpath(claude)
-    parent = os.path.realpath(path.absolute().parent)
+    parent = os.path.realpath(path.parent)
     if os.path.commonpath([root, parent]) != root:
         raise UnsafePath(
             f"{path.parent} resolves to {parent}, outside {claude}; refusing to write {path.name} there"
@@ -73,8 +76,12 @@ def check_parent(path: Path) -> None:
 
 
 def make_parents(path: Path) -> None:
-    """`mkdir -p` for `path`'s folder, after checking it stays inside `.claude/`."""
+    """`mkdir -p` for `path`'s folder, after checking it stays inside `.claude/` (and again
+    after making it: what was made must be inside too). A folder already there is left as it
+    is, checked once: every journal line and state write passes here."""
     check_parent(path)
+    if os.path.isdir(path.parent):
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     check_parent(path)
 

@@ -48,7 +48,7 @@ from pathlib import Path
 
 from loop.core.errors import LoopdeckError
 from loop.core.redact import redact
-from loop.processes.agent import _die_with_parent, kill_group
+from loop.processes.agent import child_preexec, kill_group
 from loop.verify import options as verify_options
 
 __all__ = ["DEFAULT_ALLOW", "Check", "CommandRefused", "Outcome", "check", "redact", "run"]
@@ -364,6 +364,7 @@ def run(
     interrupted: Callable[[], bool] | None = None,
     poll: float = 0.2,
     preexec: Callable[[], None] | None = None,
+    register: Callable[[int], None] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Outcome:
     """Run one checked command in its own process group, which dies with the runner (as the
@@ -387,9 +388,11 @@ def run(
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=preexec or _die_with_parent,  # the runner's supervisor registers it
             env=None if env is None else dict(env),
+            preexec_fn=child_preexec(preexec, register),  # the runner's supervisor registers it
         )
+        if register is not None:
+            register(proc.pid)
     except OSError as exc:
         return Outcome(item.command, 127, time.monotonic() - start, f"cannot start: {exc.strerror}")
     lines: deque[bytes] = deque(maxlen=max(1, last_lines))
