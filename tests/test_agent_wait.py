@@ -51,7 +51,7 @@ def test_without_a_pidfd_the_wait_still_ends(
     """Where there is no pidfd, the agent's end is still learned: from its output's end while it
     has one, by `Popen.wait` with a timeout once it closed it (a daemon keeping it open aside)."""
     monkeypatch.delattr(os, "pidfd_open", raising=False)
-    command = "sleep 0.2; echo done" if output else "exec >&- 2>&-; sleep 0.2"
+    command = "sh -c 'sleep 0.2; echo done'" if output else "sh -c 'exec >&- 2>&-; sleep 0.2'"
     result = agent.run(
         command, "", tmp_path, tmp_path / "a.log", timeout=30, interrupt=lambda: None, poll=0.05
     )
