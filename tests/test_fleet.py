@@ -311,3 +311,38 @@ def test_a_stamp_works_out_its_paths_once_and_still_sees_every_change(
     for n in range(10):
         fleet.stamp(tmp_path / f"other{n}")
         assert len(fleet._stamp_paths_of) <= 3
+
+
+def clock_timers(app: MonitorApp) -> dict[str, list[bool]]:
+    """Each panel of the main screen: whether each of its clocks is going."""
+    from tui.widgets.clocks import Clocks
+
+    going: dict[str, list[bool]] = {}
+    for widget in app.main.walk_children():
+        clocks = getattr(widget, "clocks", None)
+        if isinstance(clocks, Clocks):
+            going[type(widget).__name__] = [timer._active.is_set() for timer, _, _ in clocks.timers]
+    return going
+
+
+async def test_the_panels_clocks_rest_behind_the_fleet_and_tick_when_shown(tmp_path: Path) -> None:
+    """Behind the fleet nobody sees the panels: their clocks rest, and go again (ticking at once)
+    when a loop is opened; back on the fleet they rest again."""
+    screenshots.fleet(tmp_path)
+    app = screenshots.app_for(Workspace(tmp_path), prompts=False)
+    assert isinstance(app, MonitorApp)
+    async with app.run_test(size=SIZE) as pilot:
+        await screenshots.settle(app)
+        assert isinstance(app.screen, FleetScreen)
+        hidden = clock_timers(app)
+        assert {"StatusBar", "IterationPanel", "SourcesPanel", "WorkersPanel", "OutputPanel"} <= set(hidden)
+        assert not any(going for timers in hidden.values() for going in timers)
+        await pilot.press("enter")  # billing: a loop of loopdeck's
+        await until(pilot, lambda: app.snapshot is not None and app.workspace.root == tmp_path / "billing")
+        await until(pilot, lambda: not isinstance(app.screen, FleetScreen))
+        shown = clock_timers(app)
+        assert all(shown[name][0] for name in ("StatusBar", "IterationPanel", "SourcesPanel", "WorkersPanel"))
+        assert shown["OutputPanel"][1]  # the slow clock; the fast one follows an output file
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, FleetScreen))
+        await until(pilot, lambda: not any(t for timers in clock_timers(app).values() for t in timers))
