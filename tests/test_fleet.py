@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -19,7 +20,7 @@ from tests.conftest import FIXTURES, Ran
 from tui import screenshots
 from tui.monitor import FLEET, MonitorApp
 from tui.screens.confirm import ConfirmScreen
-from tui.screens.fleet import FleetScreen
+from tui.screens.fleet import FleetScreen, FleetTable
 from tui.screens.neighbour import NeighbourScreen
 
 SIZE = screenshots.SIZE
@@ -346,3 +347,42 @@ async def test_the_panels_clocks_rest_behind_the_fleet_and_tick_when_shown(tmp_p
         await pilot.press("escape")
         await until(pilot, lambda: isinstance(app.screen, FleetScreen))
         await until(pilot, lambda: not any(t for timers in clock_timers(app).values() for t in timers))
+
+
+async def test_the_fleet_ages_change_once_a_minute_all_at_once(tmp_path: Path) -> None:
+    """A cell that changes redraws the table's whole visible part: the "Last event" column is
+    touched only when the clock's minute turns, never while a row's seconds go by."""
+    from datetime import UTC, datetime
+
+    path = session_in(tmp_path / "one", "running")
+    event = datetime(2026, 1, 1, 10, 0, 5, tzinfo=UTC)
+    os.utime(path, (event.timestamp(), event.timestamp()))
+    now = [datetime(2026, 1, 1, 10, 0, 20, tzinfo=UTC)]
+    screen = FleetScreen([tmp_path / "one"], clock=lambda: now[0], poll=False)
+    app = MonitorApp([Workspace(tmp_path / "one")], git=False, prompts=False, watch=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.push_screen(screen)
+        await until(pilot, lambda: screen.reads > 0)
+        table = screen.query_one(FleetTable)
+        (row,) = screen.all_rows()
+        key = f"{row.folder}\0{row.kind}"
+        assert table.get_cell(key, "Last event") == "just now"
+        updated: list[str] = []
+        real = table.update_cell
+
+        def update_cell(row: Any, column: Any, value: str, **kw: Any) -> None:
+            updated.append(value)
+            real(row, column, value, **kw)
+
+        table.update_cell = update_cell  # type: ignore[method-assign,assignment]
+        now[0] = datetime(2026, 1, 1, 10, 0, 59, tzinfo=UTC)  # 54 s after the event: the same minute
+        for _ in range(10):
+            screen.tick()
+        await until(pilot, lambda: screen.reads > 1 and not screen.busy)
+        assert updated == [] and table.get_cell(key, "Last event") == "just now"
+        now[0] = datetime(2026, 1, 1, 10, 1, 1, tzinfo=UTC)  # the minute turned
+        screen.tick()
+        assert updated == ["1m ago"] and table.get_cell(key, "Last event") == "1m ago"
+        for _ in range(10):
+            screen.tick()
+        assert updated == ["1m ago"]
