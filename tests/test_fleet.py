@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -19,7 +20,7 @@ from tests.conftest import FIXTURES, Ran
 from tui import screenshots
 from tui.monitor import FLEET, MonitorApp
 from tui.screens.confirm import ConfirmScreen
-from tui.screens.fleet import FleetScreen
+from tui.screens.fleet import FleetScreen, FleetTable
 from tui.screens.neighbour import NeighbourScreen
 
 SIZE = screenshots.SIZE
@@ -311,3 +312,77 @@ def test_a_stamp_works_out_its_paths_once_and_still_sees_every_change(
     for n in range(10):
         fleet.stamp(tmp_path / f"other{n}")
         assert len(fleet._stamp_paths_of) <= 3
+
+
+def clock_timers(app: MonitorApp) -> dict[str, list[bool]]:
+    """Each panel of the main screen: whether each of its clocks is going."""
+    from tui.widgets.clocks import Clocks
+
+    going: dict[str, list[bool]] = {}
+    for widget in app.main.walk_children():
+        clocks = getattr(widget, "clocks", None)
+        if isinstance(clocks, Clocks):
+            going[type(widget).__name__] = [timer._active.is_set() for timer, _, _ in clocks.timers]
+    return going
+
+
+async def test_the_panels_clocks_rest_behind_the_fleet_and_tick_when_shown(tmp_path: Path) -> None:
+    """Behind the fleet nobody sees the panels: their clocks rest, and go again (ticking at once)
+    when a loop is opened; back on the fleet they rest again."""
+    screenshots.fleet(tmp_path)
+    app = screenshots.app_for(Workspace(tmp_path), prompts=False)
+    assert isinstance(app, MonitorApp)
+    async with app.run_test(size=SIZE) as pilot:
+        await screenshots.settle(app)
+        assert isinstance(app.screen, FleetScreen)
+        hidden = clock_timers(app)
+        assert {"StatusBar", "IterationPanel", "SourcesPanel", "WorkersPanel", "OutputPanel"} <= set(hidden)
+        assert not any(going for timers in hidden.values() for going in timers)
+        await pilot.press("enter")  # billing: a loop of loopdeck's
+        await until(pilot, lambda: app.snapshot is not None and app.workspace.root == tmp_path / "billing")
+        await until(pilot, lambda: not isinstance(app.screen, FleetScreen))
+        shown = clock_timers(app)
+        assert all(shown[name][0] for name in ("StatusBar", "IterationPanel", "SourcesPanel", "WorkersPanel"))
+        assert shown["OutputPanel"][1]  # the slow clock; the fast one follows an output file
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, FleetScreen))
+        await until(pilot, lambda: not any(t for timers in clock_timers(app).values() for t in timers))
+
+
+async def test_the_fleet_ages_change_once_a_minute_all_at_once(tmp_path: Path) -> None:
+    """A cell that changes redraws the table's whole visible part: the "Last event" column is
+    touched only when the clock's minute turns, never while a row's seconds go by."""
+    from datetime import UTC, datetime
+
+    path = session_in(tmp_path / "one", "running")
+    event = datetime(2026, 1, 1, 10, 0, 5, tzinfo=UTC)
+    os.utime(path, (event.timestamp(), event.timestamp()))
+    now = [datetime(2026, 1, 1, 10, 0, 20, tzinfo=UTC)]
+    screen = FleetScreen([tmp_path / "one"], clock=lambda: now[0], poll=False)
+    app = MonitorApp([Workspace(tmp_path / "one")], git=False, prompts=False, watch=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.push_screen(screen)
+        await until(pilot, lambda: screen.reads > 0)
+        table = screen.query_one(FleetTable)
+        (row,) = screen.all_rows()
+        key = f"{row.folder}\0{row.kind}"
+        assert table.get_cell(key, "Last event") == "just now"
+        updated: list[str] = []
+        real = table.update_cell
+
+        def update_cell(row: Any, column: Any, value: str, **kw: Any) -> None:
+            updated.append(value)
+            real(row, column, value, **kw)
+
+        table.update_cell = update_cell  # type: ignore[method-assign,assignment]
+        now[0] = datetime(2026, 1, 1, 10, 0, 59, tzinfo=UTC)  # 54 s after the event: the same minute
+        for _ in range(10):
+            screen.tick()
+        await until(pilot, lambda: screen.reads > 1 and not screen.busy)
+        assert updated == [] and table.get_cell(key, "Last event") == "just now"
+        now[0] = datetime(2026, 1, 1, 10, 1, 1, tzinfo=UTC)  # the minute turned
+        screen.tick()
+        assert updated == ["1m ago"] and table.get_cell(key, "Last event") == "1m ago"
+        for _ in range(10):
+            screen.tick()
+        assert updated == ["1m ago"]

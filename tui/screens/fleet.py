@@ -1,8 +1,8 @@
 """The fleet: one row per loop across many workspaces, who needs a person first.
 
 Rows come from `loop.views.fleet` (the same readers as `status`). The screen owns its clock: every
-second a worker `stat`s each workspace's loop files and reads again only the folders that
-changed, so fifty idle workspaces cost a few hundred `stat` calls a second. A loop that newly
+2 s a worker `stat`s each workspace's loop files and reads again only the folders that
+changed. The "Last event" ages change once a minute, all at once (`minutes_ago`). A loop that newly
 needs a person (paused, waiting, escalated, failed, unreadable) rings the bell once.
 
 A modal screen: the monitor's steering keys apply to one loop, never to a whole fleet.
@@ -26,17 +26,13 @@ from loop.core.timeutil import utcnow
 from loop.views import fleet
 from loop.views.fleet import FleetRow
 from tui import actions
-from tui.widgets.common import roughly_ago
+from tui.widgets.common import minutes_ago
 
 POLL_S = 2.0
 """How often the fleet looks at every workspace (a few `stat`s each): a loop that needs a person
 shows within 2 s; looking every second cost an idle fleet of 200 loops a third more."""
 RESCAN_S = 60.0
 """A `--scan` fleet looks for new loops this often (a walk of the tree, bounded in depth)."""
-REDRAW_EVERY = 8
-"""Ticks (16 s) between redraws when nothing changed: the "last event" ages move every 15 s at most
-(`roughly_ago`), and a cell that changes redraws the table's whole visible part, the most an
-idle fleet of hundreds of loops costs."""
 COLUMNS = (
     ("Folder", 16),
     ("Loop", 18),
@@ -106,6 +102,9 @@ class FleetScreen(ModalScreen[None]):
         self.bells = 0
         self.reads = 0
         self.ticks = 0
+        self.aged_at: int | None = None
+        """The clock's minute the "Last event" ages were worked out at (they change only when it
+        turns: `minutes_ago`)."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-bar", markup=False)
@@ -125,8 +124,11 @@ class FleetScreen(ModalScreen[None]):
         self.ticks += 1
         if not self.busy:
             self.start_read()
-        if self.ticks % REDRAW_EVERY == 0:
+        if self.aged_at is not None and self.minute() != self.aged_at:
             self.refresh_ages()
+
+    def minute(self) -> int:
+        return int(self.clock().timestamp() // 60)
 
     def start_read(self) -> None:
         self.busy = True
@@ -185,6 +187,7 @@ class FleetScreen(ModalScreen[None]):
         table = self.query_one(DataTable)
         rows = self.all_rows()
         now = self.clock()
+        self.aged_at = int(now.timestamp() // 60)
         key = None
         if table.row_count and table.cursor_row < table.row_count:
             key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
@@ -208,12 +211,13 @@ class FleetScreen(ModalScreen[None]):
         self.refresh_bindings()
 
     def refresh_ages(self) -> None:
-        """Only the "Last event" column moves with the clock: its cells alone are updated, and only
-        those whose text changed."""
+        """Only the "Last event" column moves with the clock, once a minute: its cells alone are
+        updated, and only those whose text changed."""
         table = self.query_one(DataTable)
         now = self.clock()
+        self.aged_at = int(now.timestamp() // 60)
         for row in self.all_rows():
-            text = roughly_ago(row.last_event, now) if row.last_event else "-"
+            text = minutes_ago(row.last_event, now) if row.last_event else "-"
             key = f"{row.folder}\0{row.kind}"
             if key in table.rows and table.get_cell(key, "Last event") != text:
                 table.update_cell(key, "Last event", text)
@@ -232,7 +236,7 @@ class FleetScreen(ModalScreen[None]):
             "-" if row.iteration is None else f"{row.iteration}{limit}",
             "-" if row.pending is None else str(row.pending),
             row.waiting_for or ("see the file" if row.problem else "-"),
-            roughly_ago(row.last_event, now) if row.last_event else "-",
+            minutes_ago(row.last_event, now) if row.last_event else "-",
             "-" if row.cost_usd is None else f"${row.cost_usd:.2f}",
         )
 

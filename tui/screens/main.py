@@ -23,6 +23,7 @@ from loop.repo.gitstate import GitStatus
 from loop.views.snapshot import Snapshot
 from tui import actions
 from tui.screens.text import TextScreen
+from tui.widgets.clocks import rest_clocks, wake_clocks
 from tui.widgets.error import ErrorPanel
 from tui.widgets.git import GitPanel
 from tui.widgets.iteration import IterationPanel
@@ -84,6 +85,14 @@ class MainScreen(Screen[None]):
             self.call_after_refresh(self.focus_workers)
         self.set_class(workers, "-workers")
         self.set_class(snapshot.loop is None and bool(snapshot.archive), "-finished")
+
+    def on_screen_suspend(self) -> None:
+        """Behind another screen (the fleet, a neighbour's loop) the panels' clocks rest: nobody
+        sees what they age; shown again, they tick at once."""
+        rest_clocks(self)
+
+    def on_screen_resume(self) -> None:
+        wake_clocks(self)
 
     def focus_workers(self) -> None:
         """The workers' table takes the focus when it appears: its keys act on the selected

@@ -40,6 +40,19 @@ def roughly_ago(ts: str | None, now: datetime) -> str:
     return f"{roughly(seconds // 15 * 15 if seconds < 60 else seconds)} ago"
 
 
+def minutes_ago(ts: str | None, now: datetime) -> str:
+    """`just now`, `3m ago`, `2h 05m ago`: the minutes the clock turned between `ts` and `now`.
+
+    For a column of ages (the fleet's): every age in it changes at the same moment, when the
+    clock's minute turns, so the table is redrawn once a minute, not whenever one of hundreds of
+    rows crosses its own minute (a cell that changes redraws the table's whole visible part)."""
+    moment = parse_iso(ts or "")
+    if moment is None:
+        return "?"
+    minutes = max(0, int(now.timestamp() // 60) - int(moment.timestamp() // 60))
+    return "just now" if minutes == 0 else f"{roughly(minutes * 60)} ago"
+
+
 def roughly(seconds: float) -> str:
     """`42s`, `11m`, `7h 05m`: a long time to the minute, so a clock showing it is redrawn once
     a minute rather than every second (an idle monitor's main cost)."""

@@ -14,6 +14,7 @@ from textual.widgets import Sparkline, Static
 from loop.core.timeutil import parse_iso
 from loop.views.snapshot import Snapshot
 from loop.views.summary import cost_line
+from tui.widgets.clocks import Clocks
 from tui.widgets.common import (
     clock_of,
     duration,
@@ -230,7 +231,8 @@ class IterationPanel(Vertical):
         """The clock is the panel's: it stops with the panel, never ticking into a screen being
         torn down."""
         self.border_title = "Iteration"
-        self.set_interval(1.0, self._tick)
+        self.clocks = Clocks()
+        self.clocks.every(self, 1.0, self._tick)
 
     def _tick(self) -> None:
         if self.snapshot is not None and self.snapshot.loop is not None:

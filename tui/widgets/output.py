@@ -33,6 +33,7 @@ from textual.worker import Worker
 
 from loop.store.paths import Workspace
 from loop.views.snapshot import Snapshot
+from tui.widgets.clocks import Clocks
 from tui.widgets.common import TailLog
 from tui.widgets.search import SearchInput
 
@@ -228,14 +229,15 @@ class OutputPanel(Vertical):
 
     def on_mount(self) -> None:
         self.border_title = "Output"
-        self.ticker = self.set_interval(TICK_S, self.tick, pause=self.target is None)
-        self.set_interval(SLOW_TICK_S, self.tick)  # a file silent for long, looked at now and then
+        self.clocks = Clocks()
+        self.ticker = self.clocks.every(self, TICK_S, self.tick, wanted=lambda: self.target is not None)
+        self.clocks.every(self, SLOW_TICK_S, self.tick)  # a file silent for long, looked at now and then
         self.watch_target(self.target)
 
     def watch_snapshot(self, snapshot: Snapshot | None) -> None:
         self.quiet = 0
         if self.ticker is not None and self.target is not None:
-            self.ticker.resume()  # the loop moved: its output may follow
+            self.clocks.resume(self.ticker)  # the loop moved: its output may follow
         loop = snapshot.loop if snapshot is not None else None
         self.display = loop is not None  # a finished loop has no output to follow
         if snapshot is None or loop is None:
@@ -273,7 +275,7 @@ class OutputPanel(Vertical):
     def watch_target(self, target: Followed | None) -> None:
         self.reader = OutputRead(target) if target is not None else None
         if self.ticker is not None:  # nothing followed, nothing to look for: the clock rests
-            self.ticker.resume() if target is not None else self.ticker.pause()
+            self.clocks.resume(self.ticker) if target is not None else self.ticker.pause()
         if target is None:
             self.start_afresh(None)
             return
@@ -315,7 +317,7 @@ class OutputPanel(Vertical):
                 return
         self.quiet = 0
         if self.ticker is not None:
-            self.ticker.resume()
+            self.clocks.resume(self.ticker)
         self.reading = self.read(reader)
 
     @work(thread=True, group="output", exit_on_error=False)

@@ -15,6 +15,7 @@ from textual.widget import Widget
 
 from loop.core.model import SOURCE_LABELS
 from loop.views.snapshot import Snapshot
+from tui.widgets.clocks import Clocks
 from tui.widgets.common import clock_of, relative, roughly_ago, set_border, wrap_words
 
 START_AGAIN = (
@@ -143,7 +144,8 @@ class SourcesPanel(Widget):
 
     def on_mount(self) -> None:
         self.border_title = "Task sources"
-        self.set_interval(1.0, self._tick)
+        self.clocks = Clocks()
+        self.clocks.every(self, 1.0, self._tick)
 
     def _tick(self) -> None:
         """Ages "checked 12s ago": the subtitle alone, the table stays as drawn."""

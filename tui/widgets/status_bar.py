@@ -10,6 +10,7 @@ from textual.widgets import Static
 
 from loop.core.timeutil import human_duration, parse_iso
 from loop.views.snapshot import Snapshot
+from tui.widgets.clocks import Clocks
 from tui.widgets.common import clock_of
 
 STATES = ("running", "paused", "escalated", "failed", "completed", "idle", "error", "pending")
@@ -33,7 +34,8 @@ class StatusBar(Static):
     """(state, text) on screen: the bar redraws only when this changes."""
 
     def on_mount(self) -> None:
-        self.set_interval(1.0, self._tick)
+        self.clocks = Clocks()
+        self.clocks.every(self, 1.0, self._tick)
 
     def _tick(self) -> None:
         """Ages what waits for a time (a pending command, a usage limit's reset)."""

@@ -24,6 +24,7 @@ from loop.store import control
 from loop.store.paths import Workspace
 from loop.views.snapshot import Snapshot
 from tui import actions
+from tui.widgets.clocks import Clocks
 from tui.widgets.common import clip, clock_of, duration, set_border
 
 
@@ -118,7 +119,8 @@ class WorkersPanel(Vertical):
     def on_mount(self) -> None:
         self.border_title = "Workers"
         self.query_one(DataTable).add_columns("task", "worker", "files locked", "elapsed", "turns", "status")
-        self.set_interval(1.0, self._tick)
+        self.clocks = Clocks()
+        self.clocks.every(self, 1.0, self._tick)
 
     def _tick(self) -> None:
         """Ages each worker's elapsed time."""
