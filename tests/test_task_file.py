@@ -460,3 +460,32 @@ def test_a_box_ticked_in_a_long_checklist_is_not_parsed_whole(
     assert report.items == tuple(whole.items)
     kept = task_file._PARSED[str(todo.resolve())]
     assert kept.result.first_pending_line == whole.first_pending_line == 303
+
+
+@pytest.mark.parametrize("tasks", [task_file.MAX_ITEMS - 1, task_file.MAX_ITEMS])
+def test_a_checklist_listed_whole_is_never_parsed_whole_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tasks: int
+) -> None:
+    """A runner's checklist of up to as many tasks as a report lists (every box known): each
+    box ticked is one line parsed, whichever box, with the full parse's result."""
+    todo = tmp_path / "TODO.md"
+    lines = [f"- [ ] task {i}" for i in range(tasks)]
+    todo.write_text("\n".join(lines) + "\n")
+    whole_parses: list[str] = []
+    real_parse = task_file.parse
+
+    def parse_whole(text: str) -> task_file.Checklist:
+        whole_parses.append(text)
+        return real_parse(text)
+
+    monkeypatch.setattr(task_file, "parse", parse_whole)
+    task_file.check(tmp_path, "TODO.md", NOW)
+    for i in range(0, tasks, 7):
+        lines[i] = lines[i].replace("[ ]", "[x]")
+        todo.write_text("\n".join(lines) + "\n")
+        report = task_file.check(tmp_path, "TODO.md", NOW)
+        whole = real_parse(todo.read_text())
+        assert report.items == tuple(whole.items) and report.pending == whole.pending
+        kept = task_file._PARSED[str(todo.resolve())]
+        assert kept.result.first_pending_line == whole.first_pending_line
+    assert len(whole_parses) == 1

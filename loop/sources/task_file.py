@@ -266,7 +266,10 @@ def reparse(old: bytes, parsed: Checklist, new: bytes) -> Checklist | None:
         boxes.append(TaskItem(title=match.group(2).strip(), status=_STATUS[match.group(1)], line=line))
     items = parsed.items
     before = [item for item in items if item.line is not None and item.line < first]
-    if len(items) < MAX_ITEMS:  # every box of `old` is listed: the list is put together again
+    boxes_of_old = parsed.pending + parsed.in_progress + parsed.done + parsed.skipped
+    if len(items) < MAX_ITEMS or len(items) == boxes_of_old:
+        # Every box of `old` is listed (a checklist of exactly MAX_ITEMS boxes included): the
+        # list is put together again.
         after = [
             replace(item, line=item.line + delta)
             for item in items
