@@ -271,7 +271,7 @@ def reparse(old: bytes, parsed: Checklist, new: bytes) -> Checklist | None:
         # Every box of `old` is listed (a checklist of exactly MAX_ITEMS boxes included): the
         # list is put together again.
         after = [
-            replace(item, line=item.line + delta)
+            item if not delta else replace(item, line=item.line + delta)  # a box ticked: as is
             for item in items
             if rest_old is not None and item.line is not None and item.line >= rest_old
         ]
