@@ -433,22 +433,28 @@ def test_a_parse_of_the_lines_changed_equals_a_full_parse(
             assert _parsed(again) == _parsed(parse(text))
 
 
+@pytest.fixture
+def whole_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The texts `task_file` parsed whole from here on."""
+    texts: list[str] = []
+    real_parse = task_file.parse
+
+    def parse_whole(text: str) -> task_file.Checklist:
+        texts.append(text)
+        return real_parse(text)
+
+    monkeypatch.setattr(task_file, "parse", parse_whole)
+    return texts
+
+
 def test_a_box_ticked_in_a_long_checklist_is_not_parsed_whole(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, whole_parses: list[str]
 ) -> None:
     """A loop ticks one box of a long checklist per iteration: the monitor and the driver count
     it again from the lines that changed, not from 10,000 lines, with the same result."""
     todo = tmp_path / "TODO.md"
     lines = [f"- [ ] task {i}" for i in range(10_000)]
     todo.write_text("# Plan\n\n" + "\n".join(lines) + "\n")
-    whole_parses: list[str] = []
-    real_parse = task_file.parse
-
-    def parse_whole(text: str) -> task_file.Checklist:
-        whole_parses.append(text)
-        return real_parse(text)
-
-    monkeypatch.setattr(task_file, "parse", parse_whole)
     assert task_file.check(tmp_path, "TODO.md", NOW).pending == 10_000
     for i in range(300):
         lines[i] = lines[i].replace("[ ]", "[x]")
@@ -464,27 +470,19 @@ def test_a_box_ticked_in_a_long_checklist_is_not_parsed_whole(
 
 @pytest.mark.parametrize("tasks", [task_file.MAX_ITEMS - 1, task_file.MAX_ITEMS])
 def test_a_checklist_listed_whole_is_never_parsed_whole_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tasks: int
+    tmp_path: Path, whole_parses: list[str], tasks: int
 ) -> None:
     """A runner's checklist of up to as many tasks as a report lists (every box known): each
     box ticked is one line parsed, whichever box, with the full parse's result."""
     todo = tmp_path / "TODO.md"
     lines = [f"- [ ] task {i}" for i in range(tasks)]
     todo.write_text("\n".join(lines) + "\n")
-    whole_parses: list[str] = []
-    real_parse = task_file.parse
-
-    def parse_whole(text: str) -> task_file.Checklist:
-        whole_parses.append(text)
-        return real_parse(text)
-
-    monkeypatch.setattr(task_file, "parse", parse_whole)
     task_file.check(tmp_path, "TODO.md", NOW)
     for i in range(0, tasks, 7):
         lines[i] = lines[i].replace("[ ]", "[x]")
         todo.write_text("\n".join(lines) + "\n")
         report = task_file.check(tmp_path, "TODO.md", NOW)
-        whole = real_parse(todo.read_text())
+        whole = parse(todo.read_text())
         assert report.items == tuple(whole.items) and report.pending == whole.pending
         kept = task_file._PARSED[str(todo.resolve())]
         assert kept.result.first_pending_line == whole.first_pending_line
