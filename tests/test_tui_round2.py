@@ -14,6 +14,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import RichLog
 
+from loop.core.model import replace
 from loop.store.journal import Journal
 from loop.store.state import StateStore
 from tests.conftest import REPO, loopdeck_cmd
@@ -137,6 +138,78 @@ async def test_output_panel_follows_the_iteration_log_full_screen_and_searchable
         await until(pilot, lambda: "a raw line" in output_text(monitor))
         await pilot.press("o")
         assert monitor.screen.maximized is None
+
+
+async def test_an_iterations_output_lines_are_drawn_with_its_snapshot(tmp_path: Path) -> None:
+    """The lines the agent wrote and the journal lines the runner wrote after them reach their
+    panels with the same snapshot (one frame), read where the panel is, not by a thread."""
+    from loop.views.snapshot import read
+
+    ws = make(tmp_path, "running")
+    monitor = app(ws, watch=False, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        panel = monitor.query_one(OutputPanel)
+        assert panel.target is not None
+        await until(pilot, lambda: "▸ Read api.py" in output_text(monitor))
+        with panel.target.path.open("a") as out:
+            out.write("the agent's last words\n")
+        Journal(ws.journal).append("warning", 12, {"message": "runner-says"})
+        monitor.show_snapshot(read(ws))  # no await: nothing else runs in between
+        assert "the agent's last words" in output_text(monitor)
+        journal = monitor.query_one("#journal-lines", RichLog)
+        assert any("runner-says" in line.text for line in journal.lines)
+        assert panel.reads_in_thread == 0
+
+
+async def test_the_output_moves_to_the_next_iterations_log_with_the_snapshot(tmp_path: Path) -> None:
+    """A snapshot of the next iteration moves the panel to its log and shows its lines at once
+    (in that snapshot's frame), not on a clock of the panel's own."""
+    from loop.views.snapshot import read
+
+    ws = make(tmp_path, "running")
+    monitor = app(ws, watch=False, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        panel = monitor.query_one(OutputPanel)
+        assert panel.target is not None and panel.target.path.name == "0012.log"
+        await until(pilot, lambda: "▸ Read api.py" in output_text(monitor))
+        panel.switched_at -= 10  # the last move was long ago
+        (panel.target.path.parent / "0013.log").write_text("iteration thirteen speaks\n")
+        store = StateStore(ws)
+        state = store.read()
+        assert state is not None
+        store.write(replace(state, iteration=13))
+        Journal(ws.journal).append("iteration-started", 13, {})
+        monitor.show_snapshot(read(ws))
+        assert panel.target.path.name == "0013.log"
+        assert output_text(monitor).strip() == "iteration thirteen speaks"
+
+
+async def test_lines_found_by_the_output_clock_wait_a_moment_for_a_snapshot(tmp_path: Path) -> None:
+    """Between snapshots the panel's clock finds new lines but leaves them a moment for the
+    snapshot that usually follows (it draws them with the journal's); with none, they still
+    come on their own; a large catch-up is read by a thread."""
+    from tui.widgets import output
+
+    ws = make(tmp_path, "running")
+    monitor = app(ws, watch=False, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        panel = monitor.query_one(OutputPanel)
+        assert panel.target is not None and panel.reader is not None
+        await until(pilot, lambda: "▸ Read api.py" in output_text(monitor))
+        offset = panel.reader.offset
+        with panel.target.path.open("a") as out:
+            out.write("said between snapshots\n")
+        panel.tick()
+        assert panel.reader.offset == offset and panel.reading is None  # held, not read
+        await until(pilot, lambda: "said between snapshots" in output_text(monitor))
+        with panel.target.path.open("a") as out:
+            out.writelines("x" * 80 + "\n" for _ in range(output.SMALL_READ // 80 + 10))
+            out.write("after a flood\n")
+        await until(pilot, lambda: "after a flood" in output_text(monitor))
+        assert panel.reads_in_thread == 1
 
 
 async def test_output_panel_shows_every_clis_words_and_tool_calls(tmp_path: Path) -> None:
