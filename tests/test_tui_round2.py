@@ -186,6 +186,42 @@ async def test_the_output_moves_to_the_next_iterations_log_with_the_snapshot(tmp
         assert output_text(monitor).strip() == "iteration thirteen speaks"
 
 
+async def test_a_new_log_repaints_the_outputs_subtitle_row_not_its_whole_border(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file's name in the border's bottom row changes with every new iteration: that row is
+    repainted, not every row of the panel's border, and the screen shows the new name."""
+    from loop.views.snapshot import read
+
+    ws = make(tmp_path, "running")
+    monitor = app(ws, watch=False, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        panel = monitor.query_one(OutputPanel)
+        assert panel.target is not None
+        await until(pilot, lambda: "▸ Read api.py" in output_text(monitor))
+        refreshed: list[tuple[object, ...]] = []
+        real = OutputPanel.refresh
+
+        def refresh(self: OutputPanel, *regions: Any, **kwargs: Any) -> Any:
+            if self is panel:
+                refreshed.append(regions)
+            return real(self, *regions, **kwargs)
+
+        monkeypatch.setattr(OutputPanel, "refresh", refresh)
+        panel.switched_at -= 10
+        (panel.target.path.parent / "0013.log").write_text("iteration thirteen speaks\n")
+        store = StateStore(ws)
+        state = store.read()
+        assert state is not None
+        store.write(replace(state, iteration=13))
+        monitor.show_snapshot(read(ws))
+        assert panel.target.path.name == "0013.log"
+        assert refreshed and all(len(regions) == 1 and regions[0].height == 1 for regions in refreshed)
+        await pilot.pause()
+        assert "iteration log 0013.log" in screen_text(monitor)
+
+
 async def test_lines_found_by_the_output_clock_wait_a_moment_for_a_snapshot(tmp_path: Path) -> None:
     """Between snapshots the panel's clock finds new lines but leaves them a moment for the
     snapshot that usually follows (it draws them with the journal's); with none, they still

@@ -40,7 +40,7 @@ from textual.worker import Worker
 
 from loop.store.paths import Workspace
 from loop.views.snapshot import Snapshot
-from tui.widgets.common import TailLog
+from tui.widgets.common import TailLog, set_border
 from tui.widgets.search import SearchInput
 
 TICK_S = 0.05
@@ -319,10 +319,10 @@ class OutputPanel(Vertical):
         log = self.query_one(RichLog)
         log.clear()
         if target is None:
-            self.border_subtitle = ""
+            set_border(self, subtitle="")
             log.write(Text("waiting for the agent's output", style="dim"))
             return
-        self.border_subtitle = f"{target.kind} {target.path.name}"
+        set_border(self, subtitle=f"{target.kind} {target.path.name}")
 
     def tick(self) -> None:
         """The panel's clock: lines written between snapshots (an agent at work) are drawn once
