@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widgets import RichLog
 
@@ -200,10 +201,10 @@ async def test_a_new_log_repaints_the_outputs_subtitle_row_not_its_whole_border(
         panel = monitor.query_one(OutputPanel)
         assert panel.target is not None
         await until(pilot, lambda: "▸ Read api.py" in output_text(monitor))
-        refreshed: list[tuple[object, ...]] = []
+        refreshed: list[tuple[Region, ...]] = []
         real = OutputPanel.refresh
 
-        def refresh(self: OutputPanel, *regions: Any, **kwargs: Any) -> Any:
+        def refresh(self: OutputPanel, *regions: Region, **kwargs: Any) -> Any:
             if self is panel:
                 refreshed.append(regions)
             return real(self, *regions, **kwargs)
