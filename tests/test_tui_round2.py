@@ -249,6 +249,26 @@ async def test_lines_found_by_the_output_clock_wait_a_moment_for_a_snapshot(tmp_
         assert panel.reads_in_thread == 1
 
 
+async def test_the_output_clock_rests_while_the_followed_file_is_not_there(tmp_path: Path) -> None:
+    """A file followed that is not there (yet, or any more: a loop's logs archived) is looked
+    at on the slow clock once it has been missing for a while, not twenty times a second."""
+    from tui.widgets import output
+
+    ws = make(tmp_path, "running")
+    monitor = app(ws, watch=False, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        panel = monitor.query_one(OutputPanel)
+        panel.target = Followed(tmp_path / "not-yet.log", "iteration log")
+        await pilot.pause()
+        assert panel.ticker is not None
+        for _ in range(output.QUIET_TICKS):
+            panel.tick()
+        assert not panel.ticker._active.is_set()  # paused: the slow clock looks now and then
+        (tmp_path / "not-yet.log").write_text("here at last\n")
+        await until(pilot, lambda: "here at last" in output_text(monitor))
+
+
 async def test_output_panel_shows_every_clis_words_and_tool_calls(tmp_path: Path) -> None:
     """Codex's, Gemini's and OpenCode's JSON lines (real outputs) in the iteration log show as the
     agent's text and its tool calls, as Claude Code's do."""

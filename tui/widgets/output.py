@@ -43,11 +43,11 @@ from loop.views.snapshot import Snapshot
 from tui.widgets.common import TailLog, set_border
 from tui.widgets.search import SearchInput
 
-TICK_S = 0.05
+TICK_S = 0.1
 """How often the panel looks for new output between snapshots."""
 HOLD_S = 0.05
 """Lines found by the clock are drawn when they have waited this long for a snapshot to take
-them along (50 to 100 ms after they were written: under the 100 ms a person notices)."""
+them along (50 to 150 ms after they were written)."""
 SMALL_READ = 64 * 1024
 """At most this much new is read without a thread."""
 TICK_BYTES = 512 * 1024
@@ -59,7 +59,7 @@ SWITCH_EVERY_S = 0.5
 """The panel moves to another file (a new iteration's log) at most this often, with a snapshot
 that comes once this has passed; `LATE_S` after the last move at the latest, when none comes."""
 LATE_S = 2 * SWITCH_EVERY_S
-QUIET_TICKS = 40
+QUIET_TICKS = 20
 """After this many ticks that found nothing new (2 s), the clock rests: the file is looked at
 every `SLOW_TICK_S`, and again at every tick once it grows or the loop moves."""
 SLOW_TICK_S = 1.0
@@ -334,27 +334,30 @@ class OutputPanel(Vertical):
             self.start_afresh(reader.target)  # the new file said nothing for a while: shown empty
         if self.reading is not None and not self.reading.is_finished:
             return  # one read at a time: a tick that finds the last one still going lets it finish
-        if reader.offset is not None:  # a stat is cheap; a read per idle tick is not
-            try:
-                grew = os.stat(reader.target.path).st_size != reader.offset
-            except OSError:
-                grew = False
-            if not grew:
-                self.grown_at = None
-                self.quiet += 1
-                if self.quiet >= QUIET_TICKS and self.ticker is not None:
-                    self.ticker.pause()  # silent for a while (a paused loop): the slow clock looks
-                return
-            self.quiet = 0
-            if self.ticker is not None:
-                self.ticker.resume()
-            now = time.monotonic()
-            if self.grown_at is None:
-                self.grown_at = now
-            if now - self.grown_at < HOLD_S:
-                return  # the snapshot that usually follows takes these lines into its frame
+        try:  # a stat is cheap; a read per idle tick is not
+            size: int | None = os.stat(reader.target.path).st_size
+        except OSError:
+            size = None  # not there (yet): nothing to read
+        if size is None or size == reader.offset:
+            self.grown_at = None
+            self.quiet += 1
+            if self.quiet >= QUIET_TICKS and self.ticker is not None:
+                self.ticker.pause()  # silent for a while (a paused loop): the slow clock looks
+            return
         self.quiet = 0
-        self.catch_up()
+        if self.ticker is not None:
+            self.ticker.resume()
+        if self.grown_at is None:  # the snapshot that usually follows takes these lines into its frame
+            self.grown_at = time.monotonic()
+            self.set_timer(HOLD_S, self._held)
+            return
+        if time.monotonic() - self.grown_at >= HOLD_S:
+            self.catch_up()
+
+    def _held(self) -> None:
+        """`HOLD_S` after the clock found new lines: drawn now if no snapshot took them."""
+        if self.grown_at is not None:
+            self.catch_up()
 
     def catch_up(self) -> None:
         """The lines added to the file since the last look, drawn in the frame being made: read
