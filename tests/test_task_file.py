@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loop.sources import task_file
+from loop.sources.base import MAX_ITEMS
 from loop.sources.task_file import parse
 from loop.store import safeopen
 
@@ -468,7 +469,7 @@ def test_a_box_ticked_in_a_long_checklist_is_not_parsed_whole(
     assert kept.result.first_pending_line == whole.first_pending_line == 303
 
 
-@pytest.mark.parametrize("tasks", [task_file.MAX_ITEMS - 1, task_file.MAX_ITEMS])
+@pytest.mark.parametrize("tasks", [MAX_ITEMS - 1, MAX_ITEMS])
 def test_a_checklist_listed_whole_is_never_parsed_whole_again(
     tmp_path: Path, whole_parses: list[str], tasks: int
 ) -> None:

@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widgets import RichLog
 
+from loop.core.model import replace
 from loop.store.journal import Journal
 from loop.store.state import StateStore
 from tests.conftest import REPO, loopdeck_cmd
@@ -137,6 +139,134 @@ async def test_output_panel_follows_the_iteration_log_full_screen_and_searchable
         await until(pilot, lambda: "a raw line" in output_text(monitor))
         await pilot.press("o")
         assert monitor.screen.maximized is None
+
+
+async def test_an_iterations_output_lines_are_drawn_with_its_snapshot(tmp_path: Path) -> None:
+    """The lines the agent wrote and the journal lines the runner wrote after them reach their
+    panels with the same snapshot (one frame), read where the panel is, not by a thread."""
+    from loop.views.snapshot import read
+
+    ws = make(tmp_path, "running")
+    monitor = app(ws, watch=False, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        panel = monitor.query_one(OutputPanel)
+        assert panel.target is not None
+        await until(pilot, lambda: "▸ Read api.py" in output_text(monitor))
+        with panel.target.path.open("a") as out:
+            out.write("the agent's last words\n")
+        Journal(ws.journal).append("warning", 12, {"message": "runner-says"})
+        monitor.show_snapshot(read(ws))  # no await: nothing else runs in between
+        assert "the agent's last words" in output_text(monitor)
+        journal = monitor.query_one("#journal-lines", RichLog)
+        assert any("runner-says" in line.text for line in journal.lines)
+        assert panel.reads_in_thread == 0
+
+
+async def test_the_output_moves_to_the_next_iterations_log_with_the_snapshot(tmp_path: Path) -> None:
+    """A snapshot of the next iteration moves the panel to its log and shows its lines at once
+    (in that snapshot's frame), not on a clock of the panel's own."""
+    from loop.views.snapshot import read
+
+    ws = make(tmp_path, "running")
+    monitor = app(ws, watch=False, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        panel = monitor.query_one(OutputPanel)
+        assert panel.target is not None and panel.target.path.name == "0012.log"
+        await until(pilot, lambda: "▸ Read api.py" in output_text(monitor))
+        panel.switched_at -= 10  # the last move was long ago
+        (panel.target.path.parent / "0013.log").write_text("iteration thirteen speaks\n")
+        store = StateStore(ws)
+        state = store.read()
+        assert state is not None
+        store.write(replace(state, iteration=13))
+        Journal(ws.journal).append("iteration-started", 13, {})
+        monitor.show_snapshot(read(ws))
+        assert panel.target.path.name == "0013.log"
+        assert output_text(monitor).strip() == "iteration thirteen speaks"
+
+
+async def test_a_new_log_repaints_the_outputs_subtitle_row_not_its_whole_border(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file's name in the border's bottom row changes with every new iteration: that row is
+    repainted, not every row of the panel's border, and the screen shows the new name."""
+    from loop.views.snapshot import read
+
+    ws = make(tmp_path, "running")
+    monitor = app(ws, watch=False, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        panel = monitor.query_one(OutputPanel)
+        assert panel.target is not None
+        await until(pilot, lambda: "▸ Read api.py" in output_text(monitor))
+        refreshed: list[tuple[Region, ...]] = []
+        real = OutputPanel.refresh
+
+        def refresh(self: OutputPanel, *regions: Region, **kwargs: Any) -> Any:
+            if self is panel:
+                refreshed.append(regions)
+            return real(self, *regions, **kwargs)
+
+        monkeypatch.setattr(OutputPanel, "refresh", refresh)
+        panel.switched_at -= 10
+        (panel.target.path.parent / "0013.log").write_text("iteration thirteen speaks\n")
+        store = StateStore(ws)
+        state = store.read()
+        assert state is not None
+        store.write(replace(state, iteration=13))
+        monitor.show_snapshot(read(ws))
+        assert panel.target.path.name == "0013.log"
+        assert refreshed and all(len(regions) == 1 and regions[0].height == 1 for regions in refreshed)
+        await pilot.pause()
+        assert "iteration log 0013.log" in screen_text(monitor)
+
+
+async def test_lines_found_by_the_output_clock_wait_a_moment_for_a_snapshot(tmp_path: Path) -> None:
+    """Between snapshots the panel's clock finds new lines but leaves them a moment for the
+    snapshot that usually follows (it draws them with the journal's); with none, they still
+    come on their own; a large catch-up is read by a thread."""
+    from tui.widgets import output
+
+    ws = make(tmp_path, "running")
+    monitor = app(ws, watch=False, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        panel = monitor.query_one(OutputPanel)
+        assert panel.target is not None and panel.reader is not None
+        await until(pilot, lambda: "▸ Read api.py" in output_text(monitor))
+        offset = panel.reader.offset
+        with panel.target.path.open("a") as out:
+            out.write("said between snapshots\n")
+        panel.tick()
+        assert panel.reader.offset == offset and panel.reading is None  # held, not read
+        await until(pilot, lambda: "said between snapshots" in output_text(monitor))
+        with panel.target.path.open("a") as out:
+            out.writelines("x" * 80 + "\n" for _ in range(output.SMALL_READ // 80 + 10))
+            out.write("after a flood\n")
+        await until(pilot, lambda: "after a flood" in output_text(monitor))
+        assert panel.reads_in_thread == 1
+
+
+async def test_the_output_clock_rests_while_the_followed_file_is_not_there(tmp_path: Path) -> None:
+    """A file followed that is not there (yet, or any more: a loop's logs archived) is looked
+    at on the slow clock once it has been missing for a while, not twenty times a second."""
+    from tui.widgets import output
+
+    ws = make(tmp_path, "running")
+    monitor = app(ws, watch=False, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        panel = monitor.query_one(OutputPanel)
+        panel.target = Followed(tmp_path / "not-yet.log", "iteration log")
+        await pilot.pause()
+        assert panel.ticker is not None
+        for _ in range(output.QUIET_TICKS):
+            panel.tick()
+        assert not panel.ticker._active.is_set()  # paused: the slow clock looks now and then
+        (tmp_path / "not-yet.log").write_text("here at last\n")
+        await until(pilot, lambda: "here at last" in output_text(monitor))
 
 
 async def test_output_panel_shows_every_clis_words_and_tool_calls(tmp_path: Path) -> None:

@@ -32,6 +32,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
+    from tui import allocator
+
+    allocator.tune()  # a monitor runs for days: its memory stays flat (`tui/allocator.py`)
     if getattr(args, "temporal", None):  # the loops of a Temporal server
         temporal_app(args).run()
         return 0

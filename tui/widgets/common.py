@@ -9,7 +9,7 @@ from weakref import WeakKeyDictionary
 from rich.cells import cell_len
 from rich.console import RenderableType
 from textual.cache import LRUCache
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.reactive import Reactive
 from textual.visual import VisualType
 from textual.widget import Widget
@@ -225,16 +225,38 @@ _BORDERS: WeakKeyDictionary[Widget, tuple[str | None, str | None]] = WeakKeyDict
 
 
 def set_border(widget: Widget, *, title: str | None = None, subtitle: str | None = None) -> None:
-    """Set a panel's border texts, only when they change (None: leave as is).
+    """Set a panel's border texts, only when they change (None: leave as is), repainting only
+    the border row that shows them.
 
     Textual redraws the whole widget each time a border text is set, even to the same text; a
     panel that refreshes its "checked 2s ago" with every read would redraw its table five times
-    a second for nothing."""
+    a second for nothing. And a panel around a log (the output, the journal) whose subtitle
+    changes would have every row of its border sides drawn again, where one row changed."""
     old_title, old_subtitle = _BORDERS.get(widget, (None, None))
     if title is not None and title != old_title:
-        widget.border_title = title
+        _border_text(widget, "title", title)
         old_title = title
     if subtitle is not None and subtitle != old_subtitle:
-        widget.border_subtitle = subtitle
+        _border_text(widget, "subtitle", subtitle)
         old_subtitle = subtitle
     _BORDERS[widget] = (old_title, old_subtitle)
+
+
+def _border_text(widget: Widget, which: str, text: str) -> None:
+    """`widget.border_title = text` (or `border_subtitle`), repainting the top (bottom) row only.
+
+    Textual's setter refreshes the whole widget; this stores the text as that setter does
+    (Textual 8.2) and marks the one row dirty. A widget not laid out yet, or an empty text, is
+    left to the setter."""
+    outer = widget.outer_size
+    offset = widget.content_offset
+    if not text or outer.height < 2 or not outer.width:
+        setattr(widget, f"border_{which}", text)
+        return
+    content = widget.render_str(text).expand_tabs(4).split()[0]
+    row = -offset.y if which == "title" else outer.height - 1 - offset.y  # in content coordinates
+    if which == "title":
+        widget._border_title = content
+    else:
+        widget._border_subtitle = content
+    widget.refresh(Region(-offset.x, row, outer.width, 1))

@@ -6,11 +6,18 @@ transcript lines, Codex's `--json` events, Gemini's `stream-json`, OpenCode's `-
 parts) is shown as the agent's text and its tool calls, read by that CLI's adapter
 (`loop.agents`); anything else line by line.
 
-The panel owns its clock: a timer started on mount (and stopped with the panel) reads only the
-bytes added since the last tick, from the end: a transcript of hundreds of MB costs what its
-last lines cost. A tick reads at most `TICK_BYTES`: a log written faster than that is followed
-by skipping ahead (and saying so), never by falling behind. Reading happens in a thread worker,
-so a slow disk never stalls the screen.
+The panel follows the loop's snapshots: each one that comes (the app reads one whenever the
+loop's files change) may move it to another file (a new iteration's log) and takes the lines
+added since the last look along, so that an iteration's journal lines and output lines are drawn
+in one frame. Between snapshots (an agent talking for minutes), its own clock, a timer started
+on mount and stopped with the panel, looks for new lines; lines it finds wait a moment
+(`HOLD_S`) for the snapshot that usually follows them (the agent done, the runner journaling)
+before they are drawn on their own. Only the bytes added since the last look are read, from the
+end: a transcript of hundreds of MB costs what its last lines cost. A look reads at most
+`TICK_BYTES`: a log written faster than that is followed by skipping ahead (and saying so), never
+by falling behind. A few KB are read where the panel is (no thread for each look: a thread's
+memory arena outlives the read); a larger catch-up is read in a thread worker, so a slow disk
+never stalls the screen.
 """
 
 from __future__ import annotations
@@ -34,18 +41,25 @@ from textual.worker import Worker
 from loop.store.paths import Workspace
 from loop.views.snapshot import Snapshot
 from tui.widgets.clocks import Clocks
-from tui.widgets.common import TailLog
+from tui.widgets.common import TailLog, set_border
 from tui.widgets.search import SearchInput
 
 TICK_S = 0.1
-"""How often the panel looks for new output: well under the 100 ms a person notices."""
+"""How often the panel looks for new output between snapshots."""
+HOLD_S = 0.05
+"""Lines found by the clock are drawn when they have waited this long for a snapshot to take
+them along (50 to 150 ms after they were written)."""
+SMALL_READ = 64 * 1024
+"""At most this much new is read without a thread."""
 TICK_BYTES = 512 * 1024
 """At most this much is read per tick (5 MB/s followed); beyond, the panel skips to the end."""
 FIRST_LOOK = 64 * 1024
 """A file met for the first time is read from its last this-many bytes."""
 KEEP_LINES = 2000
 SWITCH_EVERY_S = 0.5
-"""The panel moves to another file (a new iteration's log) at most this often."""
+"""The panel moves to another file (a new iteration's log) at most this often, with a snapshot
+that comes once this has passed; `LATE_S` after the last move at the latest, when none comes."""
+LATE_S = 2 * SWITCH_EVERY_S
 QUIET_TICKS = 20
 """After this many ticks that found nothing new (2 s), the clock rests: the file is looked at
 every `SLOW_TICK_S`, and again at every tick once it grows or the loop moves."""
@@ -213,15 +227,19 @@ class OutputPanel(Vertical):
         """The width the lines were wrapped at."""
         self.switched_at = 0.0
         self.switch_due = False
-        """When the panel last moved to another file, and whether a move waits for its moment."""
+        """When the panel last moved to another file, and whether a move waits for a snapshot."""
         self.quiet = 0
         """Ticks in a row that found the file as it was (any change of the loop resets it)."""
+        self.grown_at: float | None = None
+        """When the clock found the file grown (its lines wait `HOLD_S` for a snapshot)."""
         self.fresh = False
         """A new file is followed and none of its lines shown yet: the last file's stay until
         they come (or until `SILENT_S` has passed)."""
         self.looked: tuple[object, ...] | None = None
         """What `target` was last worked out from: the folder is listed (or the state read) again
         only when the loop moves to another iteration or session, not on every snapshot."""
+        self.reads_in_thread = 0
+        """Reads handed to a thread worker (a large catch-up): for tests."""
 
     def compose(self) -> ComposeResult:
         yield SearchInput(placeholder="search the output (Enter keeps it, Escape clears)", id="output-search")
@@ -259,21 +277,30 @@ class OutputPanel(Vertical):
             wait = self.switched_at + SWITCH_EVERY_S - time.monotonic()
             if self.target is not None and wait > 0:
                 # Iterations faster than a person reads: the file followed now is kept a moment
-                # (its lines still stream), and the newest one taken when the moment is over.
+                # (its lines still come), and the newest one taken by the first snapshot that
+                # comes once the moment is over, in that snapshot's frame. The loop gone quiet,
+                # a timer takes it.
                 if not self.switch_due:
                     self.switch_due = True
-                    self.set_timer(wait, self._switch)
+                    self.set_timer(wait + LATE_S - SWITCH_EVERY_S, self._switch_late)
+                self.catch_up()
                 return
+            self.switch_due = False
             self.looked = key
             self.switched_at = time.monotonic()
-            self.target = followed(Workspace(Path(snapshot.workspace)), snapshot)
+            target = followed(Workspace(Path(snapshot.workspace)), snapshot)
+            if target != self.target:
+                self.target = target  # `watch_target` reads its first lines
+                return
+        self.catch_up()
 
-    def _switch(self) -> None:
-        self.switch_due = False
-        self.watch_snapshot(self.snapshot)
+    def _switch_late(self) -> None:
+        if self.switch_due:
+            self.watch_snapshot(self.snapshot)
 
     def watch_target(self, target: Followed | None) -> None:
         self.reader = OutputRead(target) if target is not None else None
+        self.grown_at = None
         if self.ticker is not None:  # nothing followed, nothing to look for: the clock rests
             self.clocks.resume(self.ticker) if target is not None else self.ticker.pause()
         if target is None:
@@ -283,8 +310,7 @@ class OutputPanel(Vertical):
         # then its lines a frame later (a loop at five iterations a second: ten frames a second
         # of the panel for nothing); a file that stays silent is shown as such after a moment.
         self.fresh = True
-        self.set_timer(SILENT_S, lambda: self.start_afresh(target) if self.fresh else None)
-        self.tick()
+        self.catch_up()
 
     def start_afresh(self, target: Followed | None) -> None:
         """The panel emptied for `target` (the file followed now, or None)."""
@@ -295,29 +321,69 @@ class OutputPanel(Vertical):
         log = self.query_one(RichLog)
         log.clear()
         if target is None:
-            self.border_subtitle = ""
+            set_border(self, subtitle="")
             log.write(Text("waiting for the agent's output", style="dim"))
             return
-        self.border_subtitle = f"{target.kind} {target.path.name}"
+        set_border(self, subtitle=f"{target.kind} {target.path.name}")
 
     def tick(self) -> None:
-        # One read at a time: a tick that finds the last one still going lets it finish.
+        """The panel's clock: lines written between snapshots (an agent at work) are drawn once
+        they have waited `HOLD_S` for a snapshot to take them along."""
         reader = self.reader
-        if reader is None or (self.reading is not None and not self.reading.is_finished):
+        if reader is None:
             return
-        if reader.offset is not None:  # a stat is cheap; a thread per idle tick is not
-            try:
-                grew = os.stat(reader.target.path).st_size != reader.offset
-            except OSError:
-                grew = False
-            if not grew:
-                self.quiet += 1
-                if self.quiet >= QUIET_TICKS and self.ticker is not None:
-                    self.ticker.pause()  # silent for a while (a paused loop): the slow clock looks
-                return
+        if self.fresh and time.monotonic() - self.switched_at >= SILENT_S:
+            self.start_afresh(reader.target)  # the new file said nothing for a while: shown empty
+        if self.reading is not None and not self.reading.is_finished:
+            return  # one read at a time: a tick that finds the last one still going lets it finish
+        try:  # a stat is cheap; a read per idle tick is not
+            size: int | None = os.stat(reader.target.path).st_size
+        except OSError:
+            size = None  # not there (yet): nothing to read
+        if size is None or size == reader.offset:
+            self.grown_at = None
+            self.quiet += 1
+            if self.quiet >= QUIET_TICKS and self.ticker is not None:
+                self.ticker.pause()  # silent for a while (a paused loop): the slow clock looks
+            return
         self.quiet = 0
         if self.ticker is not None:
             self.clocks.resume(self.ticker)
+        if self.grown_at is None:  # the snapshot that usually follows takes these lines into its frame
+            self.grown_at = time.monotonic()
+            self.set_timer(HOLD_S, self._held)
+            return
+        if time.monotonic() - self.grown_at >= HOLD_S:
+            self.catch_up()
+
+    def _held(self) -> None:
+        """`HOLD_S` after the clock found new lines: drawn now if no snapshot took them."""
+        if self.grown_at is not None:
+            self.catch_up()
+
+    def catch_up(self) -> None:
+        """The lines added to the file since the last look, drawn in the frame being made: read
+        here when they are a few KB, else in a thread worker (drawn when it is done)."""
+        reader = self.reader
+        if reader is None or (self.reading is not None and not self.reading.is_finished):
+            return
+        self.grown_at = None
+        try:
+            size = os.stat(reader.target.path).st_size
+        except OSError:
+            return
+        if reader.offset is not None and size == reader.offset:
+            return
+        if reader.offset is None:
+            pending = min(size, FIRST_LOOK)
+        else:
+            pending = size - reader.offset if size > reader.offset else size  # shorter: read again
+        if pending <= SMALL_READ:
+            lines = reader.read()
+            if lines:
+                self.add_lines(reader, lines)
+            return
+        self.reads_in_thread += 1
         self.reading = self.read(reader)
 
     @work(thread=True, group="output", exit_on_error=False)
