@@ -41,7 +41,8 @@ def own_state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     """Each test keeps loopdeck's machine-local records (what a person confirmed) to itself,
     never in the home folder of whoever runs the suite; no test inherits the marks of an
     agent's session from the shell that runs the suite; and no Stop starts a hook server that
-    would outlive the test (tests/test_hook_server.py starts its own, and stops them)."""
+    would outlive the test (tests/test_hook_server.py starts its own, and stops them; Claude
+    Code's end-to-end suite runs its hooks with the server, and stops it at its end)."""
     from loop.trust.person import AGENT_MARKERS
 
     folder = tmp_path_factory.mktemp("trust-home")
@@ -106,6 +107,31 @@ def cli(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> Callable[..., Ran]
 def loopdeck_cmd() -> list[str]:
     """`loopdeck` as the console script runs it."""
     return [sys.executable, "-m", "tui.cli"]
+
+
+def hook_servers(launcher: Path) -> list[int]:
+    """Every process running the hook server of the loopdeck whose launcher is `launcher`."""
+    found = []
+    for entry in os.listdir("/proc") if sys.platform == "linux" else ():
+        if entry.isdigit():
+            try:
+                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if str(launcher).encode() in argv and b"hook-server" in argv:
+                found.append(int(entry))
+    return found
+
+
+def stop_payload(ws: Workspace) -> dict[str, object]:
+    """A first Stop of session `s` in `ws`, as Claude Code sends it to the hook."""
+    return {
+        "session_id": "s",
+        "transcript_path": str(ws.root / "transcript.jsonl"),
+        "cwd": str(ws.root),
+        "hook_event_name": "Stop",
+        "stop_hook_active": False,
+    }
 
 
 def run_loopdeck(

@@ -30,23 +30,9 @@ import pytest
 from loop.drivers import hook_client
 from loop.store.paths import Workspace
 from loop.store.state import StateStore
-from tests.conftest import REPO, run_loopdeck
+from tests.conftest import REPO, hook_servers, run_loopdeck, stop_payload
 
 IMPORTED_THE_HOOK = re.compile(r"\|\s+loop\.drivers\.hook$", re.MULTILINE)
-
-
-def servers_of(launcher: Path) -> list[int]:
-    """Every process running the server of this copy of loopdeck."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if str(launcher).encode() in argv and b"hook-server" in argv:
-                found.append(int(entry))
-    return found
 
 
 def await_(condition: Callable[[], object], what: str, timeout: float = 30.0) -> object:
@@ -78,9 +64,9 @@ def launcher(tmp_path: Path) -> Iterator[Path]:
     shutil.copytree(REPO / "loop", copy)
     path = copy / "launcher.py"
     yield path
-    for pid in servers_of(path):
+    for pid in hook_servers(path):
         os.kill(pid, signal.SIGTERM)
-    await_(lambda: not servers_of(path), "the servers left")
+    await_(lambda: not hook_servers(path), "the servers left")
 
 
 @pytest.fixture
@@ -96,13 +82,7 @@ def stop(
 ) -> tuple[dict[str, object], str]:
     """One Stop through the copy's launcher, with the server allowed: its answer and stderr."""
     env = {key: value for key, value in os.environ.items() if key != hook_client.ENV}
-    payload = {
-        "session_id": "s",
-        "transcript_path": str(ws.root / "transcript.jsonl"),
-        "cwd": str(ws.root),
-        "hook_event_name": "Stop",
-        "stop_hook_active": False,
-    }
+    payload = stop_payload(ws)
     done = subprocess.run(
         [sys.executable, *flags, "-I", "-S", str(launcher), "stop"],
         cwd=ws.root,
@@ -161,7 +141,7 @@ def test_a_server_whose_code_changed_leaves_and_the_stop_is_answered_by_the_new_
     answer, err = stop(launcher, project, ("-X", "importtime"))
     assert IMPORTED_THE_HOOK.search(err), "answered in its own process, by the new code"
     assert answer["decision"] == "block"
-    await_(lambda: old not in servers_of(launcher), "the old server left")
+    await_(lambda: old not in hook_servers(launcher), "the old server left")
     new = await_(lambda: listening(launcher), "a new server listens")
     assert new != old
 
@@ -190,7 +170,7 @@ def test_a_stop_the_server_is_too_slow_to_take_is_answered_once_in_process(
         assert conn.recv(1 << 16) == b"", "the client sent a request it answered itself"
         conn.close()
         # The server the client started found the name taken: let it leave before the fake does.
-        await_(lambda: not servers_of(launcher), "the server started meanwhile left")
+        await_(lambda: not hook_servers(launcher), "the server started meanwhile left")
     finally:
         fake.close()
     assert iteration(project) == before + 1
@@ -267,7 +247,7 @@ def test_a_server_whose_queue_is_full_never_holds_a_stop(launcher: Path, project
         )
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["decision"] == "block"
-        await_(lambda: not servers_of(launcher), "the server started meanwhile left")
+        await_(lambda: not hook_servers(launcher), "the server started meanwhile left")
     finally:
         for probe in queued:
             probe.close()

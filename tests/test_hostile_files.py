@@ -33,7 +33,7 @@ from loop.store import control
 from loop.store.journal import Journal
 from loop.store.paths import Workspace
 from loop.store.state import StateStore
-from tests.conftest import REPO
+from tests.conftest import REPO, stop_payload
 
 NESTED = "---\niteration: 1\nmax_iterations: 0\nx: " + "[" * 100_000 + "\n---\nbody\n"
 
@@ -153,13 +153,7 @@ def stop(
     preexec: Callable[[], None] | None = None,
 ) -> tuple[dict[str, Any] | None, subprocess.CompletedProcess[str]]:
     """One Stop through the hook as `loopdeck install` writes it; its answer (checked)."""
-    payload = payload or {
-        "session_id": "s",
-        "transcript_path": str(ws.root / "transcript.jsonl"),
-        "cwd": str(ws.root),
-        "hook_event_name": "Stop",
-        "stop_hook_active": False,
-    }
+    payload = payload or stop_payload(ws)
     done = subprocess.run(
         [*(prefix or []), *shlex.split(hook_runner()), "stop"],
         cwd=ws.root,

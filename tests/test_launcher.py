@@ -17,7 +17,7 @@ import pytest
 from loop.cli.install import install
 from loop.store.paths import Workspace
 from loop.store.state import StateStore
-from tests.conftest import run_loopdeck
+from tests.conftest import run_loopdeck, stop_payload
 
 
 @pytest.fixture
@@ -48,13 +48,7 @@ def installed(ws: Workspace, event: str) -> list[str]:
 
 
 def stop(ws: Workspace, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    payload = {
-        "session_id": "s",
-        "transcript_path": str(ws.root / "transcript.jsonl"),
-        "cwd": str(ws.root),
-        "hook_event_name": "Stop",
-        "stop_hook_active": False,
-    }
+    payload = stop_payload(ws)
     return subprocess.run(
         installed(ws, "Stop"),
         cwd=ws.root,

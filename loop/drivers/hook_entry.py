@@ -14,7 +14,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
     from importlib.machinery import ModuleSpec
     from types import ModuleType
 
@@ -48,21 +48,26 @@ class SiteOnDemand:
         return None
 
 
-def sources() -> dict[str, tuple[int, int]]:
-    """(mtime, size) of every module file of the `loop` package, as `hook_server.loaded` takes
-    them: before the server imports them, so that a file changed while it did is seen."""
-    folder = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+def stamps(paths: Iterable[str]) -> dict[str, tuple[int, int]]:
+    """(mtime, size) of each file of `paths`; (0, -1) for one that is gone. The hook server's
+    way to see an upgrade: `sources()` before it imports, its own modules at each Stop."""
     found: dict[str, tuple[int, int]] = {}
-    for where, _folders, files in os.walk(folder):
-        for name in files:
-            if name.endswith(".py"):
-                path = os.path.join(where, name)
-                try:
-                    info = os.stat(path)
-                except OSError:
-                    continue
-                found[path] = (info.st_mtime_ns, info.st_size)
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except OSError:
+            found[path] = (0, -1)
+        else:
+            found[path] = (info.st_mtime_ns, info.st_size)
     return found
+
+
+def sources() -> dict[str, tuple[int, int]]:
+    """`stamps` of every module file of the `loop` package, taken before the hook server
+    imports them, so that a file changed while it did is seen."""
+    folder = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    files = (os.path.join(where, name) for where, _, names in os.walk(folder) for name in names)
+    return stamps(path for path in files if path.endswith(".py"))
 
 
 def main(argv: list[str]) -> int:
@@ -83,7 +88,7 @@ def main(argv: list[str]) -> int:
         code = hook.main(event=event[0], input_file=given[1] if given else None)
         sys.stdout.flush()
         sys.stderr.flush()
-        if served in ("absent", "refused"):  # hook_client.ABSENT, .REFUSED
+        if served in (hook_client.ABSENT, hook_client.REFUSED):
             hook_client.start_server()  # for the next Stop, now that this one is answered
         os._exit(code)  # the answer is out: the interpreter's teardown is of no use to anyone
     if event == ["hook-server"] and not given:

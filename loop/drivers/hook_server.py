@@ -21,7 +21,7 @@ import sys
 import threading
 
 from loop import trust  # noqa: F401 - imported for the children, as a Stop of a live loop does
-from loop.drivers import hook, hook_client
+from loop.drivers import hook, hook_client, hook_entry
 from loop.sources import aggregate  # noqa: F401 - the same
 
 IDLE_S = 600.0
@@ -83,18 +83,10 @@ def main(before: dict[str, tuple[int, int]] | None = None) -> int:
 
 
 def loaded() -> dict[str, tuple[int, int]]:
-    """(mtime, size) of every loopdeck module this server imported: a change is an upgrade."""
+    """`hook_entry.stamps` of every loopdeck module this server imported: a change is an upgrade."""
     folder = hook_client.loop_folder()
-    found: dict[str, tuple[int, int]] = {}
-    for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None)
-        if isinstance(path, str) and path.startswith(folder):
-            try:
-                info = os.stat(path)
-            except OSError:
-                info = None
-            found[path] = (info.st_mtime_ns, info.st_size) if info else (0, -1)
-    return found
+    files = (getattr(module, "__file__", None) for module in list(sys.modules.values()))
+    return hook_entry.stamps(path for path in files if isinstance(path, str) and path.startswith(folder))
 
 
 def peer(conn: socket.socket) -> tuple[int, int, int]:
