@@ -8,8 +8,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from rich.segment import Segment
+from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.geometry import Region
 from textual.screen import Screen
+from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -20,12 +24,13 @@ from loop.views.snapshot import Snapshot
 from tests.test_tui import SIZE, app, make, text_of, until
 from tests.test_tui_round2 import isolated, output_text  # noqa: F401  (autouse: no user config, fixed git)
 from tui import screenshots
-from tui.widgets.common import TailLog, roughly, roughly_ago, set_border, update_static
+from tui.widgets.common import roughly, roughly_ago, set_border, update_static
 from tui.widgets.git import GitPanel
 from tui.widgets.iteration import IterationPanel
 from tui.widgets.journal import JournalPanel
 from tui.widgets.output import OutputPanel
 from tui.widgets.sources import SourcesPanel
+from tui.widgets.tail_log import TailLog
 
 
 def count_refreshes(widget: Widget) -> list[int]:
@@ -226,6 +231,89 @@ async def test_a_layout_elsewhere_does_not_redraw_the_logs_scrollbar() -> None:
         assert bar == [0]
 
 
+def count_lines_drawn(log: TailLog) -> list[int]:
+    """Counts the log's lines drawn (styled for the screen) from now on."""
+    calls = [0]
+    original = log.render_line
+
+    def counting(y: int) -> Strip:
+        calls[0] += 1
+        return original(y)
+
+    log.render_line = counting  # type: ignore[method-assign]
+    return calls
+
+
+async def test_a_followed_log_draws_only_its_new_line() -> None:
+    """A line added to a followed log scrolls it: Textual styled every row of it again; the
+    rows already drawn are kept by their line, so only the new one is drawn."""
+    tailing = Tailing()
+    async with tailing.run_test(size=(80, 24)) as pilot:
+        log = tailing.query_one(TailLog)
+        for n in range(30):
+            log.write(f"[{n}] line {n}", scroll_end=True)
+        await pilot.pause()
+        drawn = count_lines_drawn(log)
+        for n in range(30, 35):
+            log.write(f"line {n}")
+            await pilot.pause()
+        assert log.scroll_y == log.max_scroll_y > 0
+        assert 0 < drawn[0] <= 5
+
+
+def drawn_rows(log: TailLog) -> list[list[Segment]]:
+    return [list(strip) for strip in log.render_lines(Region(0, 0, log.size.width, log.size.height))]
+
+
+def fresh_rows(log: TailLog) -> list[list[Segment]]:
+    """The rows as drawn with nothing kept from before."""
+    log._rows.clear()
+    log._styles_cache.clear()
+    return drawn_rows(log)
+
+
+async def test_rows_kept_are_the_rows_a_fresh_draw_makes() -> None:
+    """Whatever happened since (lines dropped at the top, a scroll up, focus, another theme, a
+    cleared log written again, a narrower log), the rows shown are those drawn afresh."""
+    tailing = Tailing()
+    async with tailing.run_test(size=(80, 24)) as pilot:
+        log = tailing.query_one(TailLog)
+
+        async def same() -> None:
+            await pilot.pause()
+            kept = drawn_rows(log)
+            assert kept == fresh_rows(log)
+
+        for n in range(5):
+            log.write(f"first {n}")
+        await same()
+        log.clear()  # its lines are numbered from 0 again
+        for n in range(5):
+            log.write(f"again {n}")  # as wide: only the words differ
+        await same()
+        for n in range(320):  # 300 kept: the first 20 dropped
+            log.write(Text(f"line {n}", style="bold red" if n % 2 else ""))
+            if n % 40 == 0:
+                await pilot.pause()
+        await same()
+        log.scroll_to(y=log.max_scroll_y - 4, animate=False, immediate=True)
+        await same()
+        log.scroll_end(animate=False, immediate=True)
+        log.focus()
+        await same()
+        tailing.theme = "textual-light"
+        await same()
+        log.styles.color = "red"
+        await same()
+        log.clear()
+        for n in range(15):
+            log.write(f"another {n}")
+        await same()
+        log.styles.width = 25
+        await until(pilot, lambda: log.size.width == 25)
+        await same()
+
+
 async def test_a_panels_text_lays_the_screen_out_again_only_when_its_height_changes() -> None:
     tailing = Tailing()
     async with tailing.run_test(size=(80, 24)) as pilot:
@@ -274,3 +362,34 @@ def test_ages_on_screen_change_every_15_seconds_then_every_minute() -> None:
     assert [at(s) for s in (60, 119, 689)] == ["1m ago", "1m ago", "11m ago"]
     assert roughly(7 * 3600 + 5 * 60 + 59) == "7h 05m"
     assert roughly_ago("not a time", now) == "?"
+
+
+def clocks_going(app: App[None]) -> list[float]:
+    """The intervals of every timer going in the app (its own, its screens', its widgets')."""
+    from textual.timer import Timer
+
+    pumps: list[Any] = [app, *app.screen_stack]
+    for screen in app.screen_stack:
+        pumps.extend(screen.walk_children())
+    timers: set[Timer] = set()
+    for pump in pumps:
+        timers.update(pump._timers)
+    return sorted(t._interval for t in timers if t._repeat is None and t._active.is_set() and t._task)
+
+
+async def test_a_watched_monitor_wakes_once_a_second(tmp_path: Path) -> None:
+    """Every panel that ages what it shows (the status bar, the sources, the iteration, the
+    workers, the output's look at a silent file) does it on one shared clock: one wake-up a
+    second for the app, where each of five panels woke on its own. Git, watched, is read when
+    the tree moves: no clock of its own."""
+    ws = screenshots.running(tmp_path)
+    monitor = screenshots.app_for(ws, watch=True, prompts=False)
+    assert isinstance(monitor, App)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        await until(pilot, lambda: monitor.query_one(OutputPanel).target is not None)
+        going = [interval for interval in clocks_going(monitor) if interval >= 1.0]
+        assert going == [1.0]
+        before = text_of(monitor, "#iteration-facts")
+        monitor.clock = lambda: screenshots.NOW + timedelta(minutes=5)  # type: ignore[attr-defined]
+        await until(pilot, lambda: text_of(monitor, "#iteration-facts") != before, timeout=5)  # a tick

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Self
 from weakref import WeakKeyDictionary
 
 from rich.cells import cell_len
-from rich.console import RenderableType
-from textual.cache import LRUCache
-from textual.geometry import Region, Size
-from textual.reactive import Reactive
+from textual.geometry import Region
 from textual.visual import VisualType
 from textual.widget import Widget
-from textual.widgets import RichLog, Static
+from textual.widgets import Static
 
 from loop.core.timeutil import human_duration, parse_iso, utcnow
 
@@ -142,83 +138,6 @@ def update_static(widget: Static, content: VisualType) -> None:
     if height < 0 or _HEIGHTS.get(widget, (width, widget.content_size.height)) != (width, height):
         widget.refresh(layout=True)
     _HEIGHTS[widget] = (width, height)
-
-
-class TailLog(RichLog):
-    """A `RichLog` for a log that is followed while it grows, drawn as few times as it can be.
-
-    - Lines wrap at the panel's width. `RichLog` wraps at 78 columns at least, so a log narrower
-      than that hid the end of every long line behind a sideways scrollbar.
-    - It follows its tail unless the person has scrolled up.
-    - A write lays nothing out and, following the tail, scrolls in the same frame. `RichLog`
-      lays the whole screen out for every line written (its length is a layout value), then
-      scrolls after the next refresh: two frames where one does.
-    - A log shown at its end stays there when the panel gets shorter.
-    - A layout that leaves the log as it was draws nothing. Textual redraws the scrollbars of
-      every scrolling widget on every layout of the screen, whatever moved; here that was most
-      of what a panel elsewhere changing cost.
-    - Its cache of drawn lines holds a few screens: while following, every line drawn is drawn
-      under a new key, and `RichLog`'s 1,024 lines filled with lines never shown again."""
-
-    DEFAULT_CSS = """
-    TailLog {
-        overflow-x: hidden;
-        scrollbar-gutter: stable;
-        scrollbar-size-vertical: 1;
-        scrollbar-background: $background;
-        scrollbar-background-hover: $background;
-        scrollbar-background-active: $background;
-    }
-    """
-
-    LINE_CACHE = 256
-
-    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
-    """As a widget's, but a change lays nothing out: a log's place on screen does not depend on
-    its length, only its scrollbar does, and that is updated here, before the frame is drawn."""
-
-    def watch_virtual_size(self, size: Size) -> None:
-        if self.container_size:
-            self._scroll_update(size)
-
-    def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("min_width", 1)
-        kwargs.setdefault("wrap", True)
-        super().__init__(**kwargs)
-        self._line_cache = LRUCache(self.LINE_CACHE)
-        self._sized: tuple[Size, Size, Size, Size] | None = None
-
-    def write(
-        self,
-        content: RenderableType | object,
-        width: int | None = None,
-        expand: bool = False,
-        shrink: bool = True,
-        scroll_end: bool | None = None,
-        animate: bool = False,
-    ) -> Self:
-        if not self._size_known:  # kept until the log has a size, then written through here
-            return super().write(content, width, expand, shrink, scroll_end, animate)
-        follow = (
-            self.auto_scroll if scroll_end is None else scroll_end
-        ) and self.scroll_y >= self.max_scroll_y
-        super().write(content, width, expand, shrink, scroll_end=False, animate=animate)
-        if follow:
-            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
-        return self
-
-    def _size_updated(
-        self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True
-    ) -> bool:
-        sized = (size, virtual_size, container_size, self.virtual_size)
-        if sized == self._sized:
-            return False
-        self._sized = sized
-        following = self.auto_scroll and self.scroll_y >= self.max_scroll_y
-        resized = super()._size_updated(size, virtual_size, container_size, layout)
-        if following:  # a log shown at its end stays at its end when it gets shorter
-            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
-        return resized
 
 
 _BORDERS: WeakKeyDictionary[Widget, tuple[str | None, str | None]] = WeakKeyDictionary()

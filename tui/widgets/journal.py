@@ -19,8 +19,9 @@ from textual.widgets import RichLog
 from loop.core.timeutil import log_stamp
 from loop.store.journal import Event, message
 from loop.views.snapshot import JOURNAL_TAIL, Snapshot
-from tui.widgets.common import TailLog, set_border
+from tui.widgets.common import set_border
 from tui.widgets.search import SearchInput
+from tui.widgets.tail_log import TailLog
 
 HANGING_MIN = 24
 """Columns a message needs beside the time and kind before it is wrapped under itself; a

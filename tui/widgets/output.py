@@ -41,8 +41,9 @@ from textual.worker import Worker
 from loop.store.paths import Workspace
 from loop.views.snapshot import Snapshot
 from tui.widgets.clocks import Clocks
-from tui.widgets.common import TailLog, set_border
+from tui.widgets.common import set_border
 from tui.widgets.search import SearchInput
+from tui.widgets.tail_log import TailLog
 
 TICK_S = 0.1
 """How often the panel looks for new output between snapshots."""
@@ -62,8 +63,8 @@ that comes once this has passed; `LATE_S` after the last move at the latest, whe
 LATE_S = 2 * SWITCH_EVERY_S
 QUIET_TICKS = 20
 """After this many ticks that found nothing new (2 s), the clock rests: the file is looked at
-every `SLOW_TICK_S`, and again at every tick once it grows or the loop moves."""
-SLOW_TICK_S = 1.0
+once a second (on the app's shared second), and again at every tick once it grows or the loop
+moves."""
 SILENT_S = 1.0
 """A newly followed file that has said nothing for this long is shown empty."""
 WRITE_LINES = 100
@@ -249,7 +250,7 @@ class OutputPanel(Vertical):
         self.border_title = "Output"
         self.clocks = Clocks()
         self.ticker = self.clocks.every(self, TICK_S, self.tick, wanted=lambda: self.target is not None)
-        self.clocks.every(self, SLOW_TICK_S, self.tick)  # a file silent for long, looked at now and then
+        self.clocks.every_second(self, self.tick)  # a file silent for long, looked at now and then
         self.watch_target(self.target)
 
     def watch_snapshot(self, snapshot: Snapshot | None) -> None:

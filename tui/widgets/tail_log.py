@@ -1,0 +1,157 @@
+"""A log panel's lines: a `RichLog` followed while it grows, at the cost of its new lines only."""
+
+from __future__ import annotations
+
+from typing import Any, Self
+
+from rich.console import RenderableType
+from textual.cache import LRUCache
+from textual.geometry import Region, Size
+from textual.reactive import Reactive
+from textual.strip import Strip
+from textual.widgets import RichLog
+
+
+class TailLog(RichLog):
+    """A `RichLog` for a log that is followed while it grows, drawn as few times as it can be.
+
+    - Lines wrap at the panel's width. `RichLog` wraps at 78 columns at least, so a log narrower
+      than that hid the end of every long line behind a sideways scrollbar.
+    - It follows its tail unless the person has scrolled up.
+    - A write lays nothing out and, following the tail, scrolls in the same frame. `RichLog`
+      lays the whole screen out for every line written (its length is a layout value), then
+      scrolls after the next refresh: two frames where one does.
+    - A log shown at its end stays there when the panel gets shorter.
+    - A layout that leaves the log as it was draws nothing. Textual redraws the scrollbars of
+      every scrolling widget on every layout of the screen, whatever moved; here that was most
+      of what a panel elsewhere changing cost.
+    - Its cache of drawn lines holds a few screens: while following, every line drawn is drawn
+      under a new key, and `RichLog`'s 1,024 lines filled with lines never shown again.
+    - A line scrolled up is not styled again (`render_lines`): a log one line longer draws one
+      line, where Textual styled every row of the panel again at every scroll (a loop at five
+      iterations a second: most of what the monitor cost)."""
+
+    DEFAULT_CSS = """
+    TailLog {
+        overflow-x: hidden;
+        scrollbar-gutter: stable;
+        scrollbar-size-vertical: 1;
+        scrollbar-background: $background;
+        scrollbar-background-hover: $background;
+        scrollbar-background-active: $background;
+    }
+    """
+
+    LINE_CACHE = 256
+
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
+    """As a widget's, but a change lays nothing out: a log's place on screen does not depend on
+    its length, only its scrollbar does, and that is updated here, before the frame is drawn."""
+
+    def watch_virtual_size(self, size: Size) -> None:
+        if self.container_size:
+            self._scroll_update(size)
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("min_width", 1)
+        kwargs.setdefault("wrap", True)
+        super().__init__(**kwargs)
+        self._line_cache = LRUCache(self.LINE_CACHE)
+        self._sized: tuple[Size, Size, Size, Size] | None = None
+        self._rows: dict[int, Strip] = {}
+        """Rows as drawn on screen, by the number of their line in the log (counted from its
+        first line ever, as `RichLog` counts them: lines dropped at the top keep the numbers)."""
+        self._rows_look: tuple[object, ...] | None = None
+        """What the rows were drawn with (width, colours, style); another look draws them again."""
+        self.rows_styled = 0
+        """Rows styled in all (not taken from `_rows`): for tests."""
+
+    def write(
+        self,
+        content: RenderableType | object,
+        width: int | None = None,
+        expand: bool = False,
+        shrink: bool = True,
+        scroll_end: bool | None = None,
+        animate: bool = False,
+    ) -> Self:
+        if not self._size_known:  # kept until the log has a size, then written through here
+            return super().write(content, width, expand, shrink, scroll_end, animate)
+        follow = (
+            self.auto_scroll if scroll_end is None else scroll_end
+        ) and self.scroll_y >= self.max_scroll_y
+        super().write(content, width, expand, shrink, scroll_end=False, animate=animate)
+        if follow:
+            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
+        return self
+
+    def _size_updated(
+        self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True
+    ) -> bool:
+        sized = (size, virtual_size, container_size, self.virtual_size)
+        if sized == self._sized:
+            return False
+        self._sized = sized
+        following = self.auto_scroll and self.scroll_y >= self.max_scroll_y
+        resized = super()._size_updated(size, virtual_size, container_size, layout)
+        if following:  # a log shown at its end stays at its end when it gets shorter
+            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
+        return resized
+
+    def clear(self) -> Self:
+        self._rows.clear()  # the numbers of lines start again at 0
+        return super().clear()
+
+    def _look(self) -> tuple[object, ...] | None:
+        """Everything besides its line that a row's drawing depends on; None when the log has a
+        border, padding, outline, hatch or tint (rows then depend on where they are: not kept)."""
+        styles = self.styles
+        if any(styles.gutter) or any(edge for edge, _color in styles.outline) or styles.tint.a:
+            return None
+        if styles.has_rule("hatch") and styles.hatch != "none":
+            return None
+        app = self.app
+        return (
+            self.size,
+            self.content_region.size,
+            self.scroll_offset.x,
+            self._widest_line_width,
+            self.rich_style,
+            self.background_colors,
+            self.opacity,
+            styles.text_opacity,
+            app.ansi_theme,
+            app.native_ansi_color,
+        )
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """The rows of `crop`, those already drawn at another scroll taken as they were.
+
+        Textual keeps a widget's styled rows by their place on screen, and a scroll (a line
+        added to a followed log) marks every place changed. Here rows are kept by their line
+        instead, and handed to Textual's cache (`_styles_cache`, Textual 8.2) before it draws:
+        it draws only the rows it has not got, the log's new lines."""
+        look = self._look()
+        if look != self._rows_look or look is None:
+            self._rows.clear()
+            self._rows_look = look
+        if look is None:
+            return super().render_lines(crop)
+        cache = self._styles_cache
+        first = int(self.scroll_offset.y) + self._start_line
+        end = self._start_line + len(self.lines)
+        for y in crop.line_range:
+            row = self._rows.get(first + y)
+            if row is not None:
+                cache._cache[y] = row
+                cache._dirty_lines.discard(y)
+            elif first + y < end:
+                self.rows_styled += 1
+        strips = super().render_lines(crop)
+        for y in crop.line_range:
+            if first + y < end and y in cache._cache:
+                self._rows[first + y] = cache._cache[y]
+        height = max(1, self.size.height)
+        if len(self._rows) > 3 * height:  # a few screens: the rows around the one shown
+            self._rows = {n: row for n, row in self._rows.items() if first - height <= n < first + 2 * height}
+        return strips
