@@ -322,7 +322,7 @@ def clock_timers(app: MonitorApp) -> dict[str, list[bool]]:
     for widget in app.main.walk_children():
         clocks = getattr(widget, "clocks", None)
         if isinstance(clocks, Clocks):
-            going[type(widget).__name__] = [timer._active.is_set() for timer, _, _ in clocks.timers]
+            going[type(widget).__name__] = clocks.going()
     return going
 
 

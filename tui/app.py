@@ -166,9 +166,10 @@ class LoopdeckApp(App[None]):
         if self.use_git:
             self.git_dirty = False
             self.load_git()
-            self.set_interval(GIT_EVERY_S, self.git_tick)
             if self.watching:
                 self.watch_tree()
+            else:  # no watcher tells when the tree moves: a loop file's change hints at a commit
+                self.set_interval(GIT_EVERY_S, self.git_tick)
 
     def _show_summary(self, snapshot: Snapshot | None) -> None:
         self.summary = snapshot

@@ -232,7 +232,7 @@ class IterationPanel(Vertical):
         torn down."""
         self.border_title = "Iteration"
         self.clocks = Clocks()
-        self.clocks.every(self, 1.0, self._tick)
+        self.clocks.every_second(self, self._tick)
 
     def _tick(self) -> None:
         if self.snapshot is not None and self.snapshot.loop is not None:

@@ -145,7 +145,7 @@ class SourcesPanel(Widget):
     def on_mount(self) -> None:
         self.border_title = "Task sources"
         self.clocks = Clocks()
-        self.clocks.every(self, 1.0, self._tick)
+        self.clocks.every_second(self, self._tick)
 
     def _tick(self) -> None:
         """Ages "checked 12s ago": the subtitle alone, the table stays as drawn."""

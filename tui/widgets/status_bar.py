@@ -35,7 +35,7 @@ class StatusBar(Static):
 
     def on_mount(self) -> None:
         self.clocks = Clocks()
-        self.clocks.every(self, 1.0, self._tick)
+        self.clocks.every_second(self, self._tick)
 
     def _tick(self) -> None:
         """Ages what waits for a time (a pending command, a usage limit's reset)."""

@@ -120,7 +120,7 @@ class WorkersPanel(Vertical):
         self.border_title = "Workers"
         self.query_one(DataTable).add_columns("task", "worker", "files locked", "elapsed", "turns", "status")
         self.clocks = Clocks()
-        self.clocks.every(self, 1.0, self._tick)
+        self.clocks.every_second(self, self._tick)
 
     def _tick(self) -> None:
         """Ages each worker's elapsed time."""
