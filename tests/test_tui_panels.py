@@ -24,6 +24,7 @@ from loop.views.snapshot import Snapshot
 from tests.test_tui import SIZE, app, make, text_of, until
 from tests.test_tui_round2 import isolated, output_text  # noqa: F401  (autouse: no user config, fixed git)
 from tui import screenshots
+from tui.app import LoopdeckApp
 from tui.widgets.common import roughly, roughly_ago, set_border, update_static
 from tui.widgets.git import GitPanel
 from tui.widgets.iteration import IterationPanel
@@ -384,7 +385,7 @@ async def test_a_watched_monitor_wakes_once_a_second(tmp_path: Path) -> None:
     the tree moves: no clock of its own."""
     ws = screenshots.running(tmp_path)
     monitor = screenshots.app_for(ws, watch=True, prompts=False)
-    assert isinstance(monitor, App)
+    assert isinstance(monitor, LoopdeckApp)
     async with monitor.run_test(size=SIZE) as pilot:
         await screenshots.settle(monitor)
         await until(pilot, lambda: monitor.query_one(OutputPanel).target is not None)
