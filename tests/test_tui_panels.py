@@ -392,5 +392,5 @@ async def test_a_watched_monitor_wakes_once_a_second(tmp_path: Path) -> None:
         going = [interval for interval in clocks_going(monitor) if interval >= 1.0]
         assert going == [1.0]
         before = text_of(monitor, "#iteration-facts")
-        monitor.clock = lambda: screenshots.NOW + timedelta(minutes=5)  # type: ignore[attr-defined]
+        monitor.clock = lambda: screenshots.NOW + timedelta(minutes=5)
         await until(pilot, lambda: text_of(monitor, "#iteration-facts") != before, timeout=5)  # a tick
