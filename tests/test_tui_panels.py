@@ -269,10 +269,10 @@ def drawn_rows(log: TailLog) -> list[list[Segment]]:
 
 
 def fresh_rows(log: TailLog) -> list[list[Segment]]:
-    """The rows as drawn with nothing kept from before."""
+    """The rows as Textual draws them, with nothing kept from before."""
     log._rows.clear()
     log._styles_cache.clear()
-    return drawn_rows(log)
+    return [list(strip) for strip in Widget.render_lines(log, Region(0, 0, log.size.width, log.size.height))]
 
 
 async def test_rows_kept_are_the_rows_a_fresh_draw_makes() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Self
 
 from rich.console import RenderableType
+from rich.style import Style
 from textual.cache import LRUCache
 from textual.geometry import Region, Size
 from textual.reactive import Reactive
@@ -64,6 +65,9 @@ class TailLog(RichLog):
         self._rows_look: tuple[object, ...] | None = None
         """What the rows were drawn with (width, colours, style); another look draws them again."""
         self.rows_styled = 0
+        self._frame: tuple[Style, int] | None = None
+        """The log's style and width while a frame is drawn: worked out once for its rows, where
+        `RichLog` works its style out (walking every ancestor's CSS) twice for each row."""
         """Rows styled in all (not taken from `_rows`): for tests."""
 
     def write(
@@ -147,7 +151,11 @@ class TailLog(RichLog):
                 cache._dirty_lines.discard(y)
             elif first + y < end:
                 self.rows_styled += 1
-        strips = super().render_lines(crop)
+        self._frame = (self.rich_style, self.scrollable_content_region.width)
+        try:
+            strips = super().render_lines(crop)
+        finally:
+            self._frame = None
         for y in crop.line_range:
             if first + y < end and y in cache._cache:
                 self._rows[first + y] = cache._cache[y]
@@ -155,3 +163,17 @@ class TailLog(RichLog):
         if len(self._rows) > 3 * height:  # a few screens: the rows around the one shown
             self._rows = {n: row for n, row in self._rows.items() if first - height <= n < first + 2 * height}
         return strips
+
+    def render_line(self, y: int) -> Strip:
+        if self._frame is None:
+            return super().render_line(y)
+        style, width = self._frame
+        scroll_x, scroll_y = self.scroll_offset
+        index = scroll_y + y
+        if index >= len(self.lines):
+            return Strip.blank(width, style)
+        key = (index + self._start_line, scroll_x, width, self._widest_line_width)
+        line = self._line_cache.get(key)
+        if line is None:  # as `RichLog` draws a line, with the style worked out once a frame
+            line = self._line_cache[key] = self.lines[index].crop_extend(scroll_x, scroll_x + width, style)
+        return line.apply_style(style)
