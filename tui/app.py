@@ -224,7 +224,24 @@ class LoopdeckApp(App[None]):
     @work(exclusive=True, group="git-watch", exit_on_error=False)
     async def watch_tree(self) -> None:
         """Git followed live: the working tree watched recursively (not what `.gitignore`
-        ignores, not loopdeck's files), debounced; git itself is read by `load_git`'s thread."""
+        ignores, not loopdeck's files), debounced; git itself is read by `load_git`'s thread.
+        inotify on the event loop where it can be had (`tui.tree_watch`); watchfiles where not,
+        or once inotify runs out of watches."""
+        from tui import inotify
+
+        if inotify.available():
+            from tui.tree_watch import TreeWatch
+
+            try:
+                async with await TreeWatch(self.workspace.root).start() as watch:
+                    async for _paths in watch.changes():
+                        self.post_message(TreeChanged())
+                return
+            except OSError:
+                # What the watch may have missed, once. (With no watches left, watchfiles'
+                # own inotify, which watches more folders, usually fails as well: then git is
+                # not followed live, as before this watch.)
+                self.post_message(TreeChanged())
         from watchfiles import awatch
 
         async for _changes in awatch(

@@ -6,9 +6,9 @@ second, and a change waited up to two steps. inotify's descriptor is read by the
 itself when the kernel has something: nothing runs while nothing changes, and a change is
 handed over as soon as its burst is over (`QUIET_S`, `BURST_S`).
 
-Folders are watched one level deep, as the monitor asks (`tui.watch.watch_paths`). Elsewhere
-than Linux (or when inotify cannot be had: no watches left), `available()` says so and the
-monitor uses watchfiles.
+Folders are watched one level deep, as the monitor asks (`tui.watch.watch_paths`); the working
+tree, recursively, by `tui.tree_watch` on the same pieces. Elsewhere than Linux (or when
+inotify cannot be had: no watches left), `available()` says so and the monitor uses watchfiles.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import ctypes
 import os
 import struct
 import sys
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
 
 IN_MODIFY = 0x002
@@ -32,6 +32,9 @@ IN_DELETE_SELF = 0x400
 IN_MOVE_SELF = 0x800
 IN_Q_OVERFLOW = 0x4000
 IN_IGNORED = 0x8000
+IN_ISDIR = 0x40000000
+IN_ONLYDIR = 0x01000000
+IN_DONT_FOLLOW = 0x02000000
 IN_NONBLOCK = 0o4000
 IN_CLOEXEC = 0o2000000
 MASK = IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
@@ -46,20 +49,37 @@ BURST_S = 0.060
 for what a decision wrote, not one per file)."""
 
 
-def _libc() -> ctypes.CDLL | None:
+def load_libc() -> ctypes.CDLL | None:
+    """The C library with inotify's calls, or None (not Linux, or a libc without them)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.inotify_init1  # noqa: B018 - present, or AttributeError
         libc.inotify_add_watch  # noqa: B018
+        libc.inotify_rm_watch  # noqa: B018
     except (OSError, AttributeError):
         return None
     return libc
 
 
 def available() -> bool:
-    return _libc() is not None
+    return load_libc() is not None
+
+
+def events(fd: int) -> Iterator[tuple[int, int, bytes]]:
+    """The events waiting on the descriptor `fd` (non-blocking), as (wd, mask, name), until
+    there are none."""
+    while True:
+        try:
+            data = os.read(fd, 64 * 1024)
+        except BlockingIOError:
+            return
+        pos = 0
+        while pos + EVENT.size <= len(data):
+            wd, mask, _cookie, size = EVENT.unpack_from(data, pos)
+            yield wd, mask, data[pos + EVENT.size : pos + EVENT.size + size].rstrip(b"\0")
+            pos += EVENT.size + size
 
 
 class Watch:
@@ -67,7 +87,7 @@ class Watch:
     that changed, a burst at a time; `close()` (or leaving the `async with`) lets it go."""
 
     def __init__(self, folders: Iterable[Path]) -> None:
-        libc = _libc()
+        libc = load_libc()
         if libc is None:
             raise OSError("inotify is not available here")
         self.libc = libc
@@ -107,25 +127,17 @@ class Watch:
         went, or when the kernel's queue overflowed: something changed, look). A file written
         in many pieces (`sed -i`'s temp file) makes as many events: one path."""
         paths: dict[str, None] = {}
-        while True:
-            try:
-                data = os.read(self.fd, 64 * 1024)
-            except BlockingIOError:
-                return list(paths)
-            pos = 0
-            while pos + EVENT.size <= len(data):
-                wd, mask, _cookie, size = EVENT.unpack_from(data, pos)
-                name = data[pos + EVENT.size : pos + EVENT.size + size].rstrip(b"\0")
-                pos += EVENT.size + size
-                folder = self.folders.get(wd)
-                if mask & IN_Q_OVERFLOW or folder is None:
-                    paths.update(dict.fromkeys(self.folders.values()))
-                elif mask & IN_IGNORED:
-                    self.folders.pop(wd, None)
-                elif name:
-                    paths[os.path.join(folder, os.fsdecode(name))] = None
-                else:
-                    paths[folder] = None
+        for wd, mask, name in events(self.fd):
+            folder = self.folders.get(wd)
+            if mask & IN_Q_OVERFLOW or folder is None:
+                paths.update(dict.fromkeys(self.folders.values()))
+            elif mask & IN_IGNORED:
+                self.folders.pop(wd, None)
+            elif name:
+                paths[os.path.join(folder, os.fsdecode(name))] = None
+            else:
+                paths[folder] = None
+        return list(paths)
 
     async def changes(self) -> AsyncIterator[list[str]]:
         """Bursts of changed paths, as they happen."""

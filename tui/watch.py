@@ -86,6 +86,8 @@ def interesting(folders: set[Path], files: set[Path]) -> Callable[[object, str],
 
 GIT_DEBOUNCE_MS = 300
 """A save, a formatter run and a build touch many files at once: one git read for the burst."""
+GIT_BURST_MS = 1000
+"""... but a tree that never rests (a build writing for minutes) is still read this often."""
 
 
 class TreeChanged(Message):
@@ -95,34 +97,79 @@ class TreeChanged(Message):
         return isinstance(message, TreeChanged)
 
 
+GIT_FOLLOWED = (".git/HEAD", ".git/index", ".git/refs/heads/")
+"""What of git's own folder a commit, a checkout or a `git add` moves (a name ending in `/`:
+all it holds); the rest (objects, logs, locks) changes only along with these."""
+
+
 def ignored_patterns(root: Path) -> list[str]:
-    """The top-level `.gitignore`'s patterns (plain globs; negations are left to git itself,
-    which the read that follows consults anyway)."""
-    try:
-        lines = (root / ".gitignore").read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return []
+    """The patterns of the top-level `.gitignore` and of the repository's own exclude file
+    (`.git/info/exclude`: where loopdeck keeps its workers' worktrees out): plain globs;
+    negations are left to git itself, which the read that follows consults anyway."""
+    lines: list[str] = []
+    for source in (root / ".gitignore", root / ".git" / "info" / "exclude"):
+        try:
+            lines += source.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
     return [line.strip().strip("/") for line in lines if line.strip() and not line.startswith(("#", "!"))]
 
 
+class TreeRules:
+    """Which paths of the working tree count for git: not loopdeck's own files (`.claude/`),
+    not what `.gitignore` ignores, not git's internals except `GIT_FOLLOWED`. One place for
+    both questions a watcher asks: does a change of this path count (`accepts`), and is this
+    folder worth watching at all (`descends`: something under it could count)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.prefix = str(root).rstrip("/") + "/"
+        self.patterns = ignored_patterns(root)
+
+    def relative(self, path: str) -> str | None:
+        """`path` inside the root, or None (the root itself is "")."""
+        if path == self.prefix[:-1]:
+            return ""
+        return path[len(self.prefix) :] if path.startswith(self.prefix) else None
+
+    def ignored(self, rel: str) -> bool:
+        """A pattern matches one of the path's names or, with a `/` in it, the path or a folder
+        it is in (an ignored folder takes all it holds along, as in git)."""
+        parts = rel.split("/")
+        prefixes = ["/".join(parts[:n]) for n in range(1, len(parts) + 1)]
+        for pattern in self.patterns:
+            names = prefixes if "/" in pattern else parts
+            if any(fnmatch(name, pattern) for name in names):
+                return True
+        return False
+
+    def accepts(self, path: str) -> bool:
+        rel = self.relative(path)
+        if not rel:
+            return False
+        top = rel.split("/", 1)[0]
+        if top == ".git":
+            return any(rel == f or (f.endswith("/") and rel.startswith(f)) for f in GIT_FOLLOWED)
+        return top != ".claude" and not self.ignored(rel)
+
+    def descends(self, folder: str) -> bool:
+        rel = self.relative(folder)
+        if rel is None:
+            return False
+        if rel == "":
+            return True
+        top = rel.split("/", 1)[0]
+        if top == ".git":  # the folders on the way to what is followed, and all under refs/heads
+            inside = rel + "/"
+            return any(f.startswith(inside) or inside.startswith(f) for f in GIT_FOLLOWED if f.endswith("/"))
+        return top != ".claude" and not self.ignored(rel)
+
+
 def tree_filter(root: Path) -> Callable[[object, str], bool]:
-    """A watchfiles filter for the working tree: not loopdeck's own files (`.claude/`), not
-    what `.gitignore` ignores, not git's internals except what a commit or checkout moves."""
-    patterns = ignored_patterns(root)
-    prefix = str(root).rstrip("/") + "/"
+    """A watchfiles filter for the working tree (`TreeRules.accepts`)."""
+    rules = TreeRules(root)
 
     def accept(change: object, path: str) -> bool:
-        if not path.startswith(prefix):
-            return False
-        rel = path[len(prefix) :]
-        parts = rel.split("/")
-        if parts[0] == ".git":
-            return rel in (".git/HEAD", ".git/index") or rel.startswith(".git/refs/heads/")
-        if parts[0] == ".claude":
-            return False
-        for pattern in patterns:
-            if fnmatch(rel, pattern) or any(fnmatch(part, pattern) for part in parts):
-                return False
-        return True
+        return rules.accepts(path)
 
     return accept
