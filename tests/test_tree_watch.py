@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from loop.store.paths import Workspace
-from tests.test_tui import app, make, text_of, until_seen
+from tests.test_tui import app, make, text_of, until, until_seen
 from tui import inotify, screenshots
 from tui.tree_watch import TreeWatch
 from tui.watch import TreeRules, tree_filter
@@ -354,12 +354,15 @@ async def test_a_folder_that_cannot_be_watched_later_ends_the_changes(
 class Awatch:
     """watchfiles' `awatch`, with its calls recorded (the tree's: the root, recursive)."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, root: Path, refuse: bool = False) -> None:
+    def __init__(
+        self, monkeypatch: pytest.MonkeyPatch, root: Path, refuse: bool = False, exhausted: bool = False
+    ) -> None:
         import watchfiles
 
         self.real = watchfiles.awatch
         self.root = root
         self.refuse = refuse
+        self.exhausted = exhausted
         self.tree_calls = 0
         monkeypatch.setattr(watchfiles, "awatch", self)
 
@@ -368,6 +371,8 @@ class Awatch:
             self.tree_calls += 1
             if self.refuse:
                 raise AssertionError("the tree is watched with watchfiles")
+            if self.exhausted:  # as watchfiles says when the kernel refuses a watch
+                raise OSError(errno.ENOSPC, "OS file watch limit reached")
         return self.real(*paths, **kw)
 
 
@@ -412,3 +417,29 @@ async def test_with_no_watches_left_the_monitor_follows_git_with_watchfiles(
     awatch = Awatch(monkeypatch, ws.root)
     await git_followed(ws)
     assert awatch.tree_calls == 1
+
+
+async def test_with_no_watcher_for_the_tree_git_is_read_after_a_loop_file_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Neither inotify nor watchfiles can watch the tree: git is read again on the monitor's
+    2 s clock once a loop file changed (as when the monitor does not watch), never left as it
+    was at the start."""
+
+    def exhausted(self: TreeWatch, folder: str) -> bool:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), folder)
+
+    monkeypatch.setattr(TreeWatch, "add", exhausted)
+    ws = make(tmp_path, "running")
+    awatch = Awatch(monkeypatch, ws.root, exhausted=True)
+    monitor = app(ws, watch=True, git=True)
+    async with monitor.run_test(size=screenshots.SIZE) as pilot:
+        await screenshots.settle(monitor)
+        await until(pilot, lambda: awatch.tree_calls == 1)
+        (ws.root / "fresh.py").write_text("print('hi')\n")
+
+        def loop_file_changes() -> None:
+            with ws.journal.open("a") as journal:
+                journal.write('{"ts": "2026-01-01T00:00:00Z", "kind": "warning", "data": {}}\n')
+
+        await until_seen(pilot, loop_file_changes, lambda: "3 new" in text_of(monitor, "#git"))

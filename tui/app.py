@@ -105,6 +105,8 @@ class LoopdeckApp(App[None]):
         self.clock = clock
         """What "now" is: tests and screenshots fix it."""
         self.watching = watch
+        self.tree_watched = False
+        """Whether a watcher follows the working tree (git is then read when it moves)."""
         self.use_git = git
         self.prompts = prompts
         self.on_quit = on_quit
@@ -166,6 +168,7 @@ class LoopdeckApp(App[None]):
         if self.use_git:
             self.git_dirty = False
             self.load_git()
+            self.tree_watched = self.watching
             if self.watching:
                 self.watch_tree()
             else:  # no watcher tells when the tree moves: a loop file's change hints at a commit
@@ -244,13 +247,23 @@ class LoopdeckApp(App[None]):
                 self.post_message(TreeChanged())
         from watchfiles import awatch
 
-        async for _changes in awatch(
-            self.workspace.root,
-            watch_filter=tree_filter(self.workspace.root),
-            debounce=GIT_DEBOUNCE_MS,
-            step=GIT_WATCH_STEP_MS,
-        ):
-            self.post_message(TreeChanged())
+        try:
+            async for _changes in awatch(
+                self.workspace.root,
+                watch_filter=tree_filter(self.workspace.root),
+                debounce=GIT_DEBOUNCE_MS,
+                step=GIT_WATCH_STEP_MS,
+            ):
+                self.post_message(TreeChanged())
+        except OSError:
+            self.follow_git_by_clock()
+
+    def follow_git_by_clock(self) -> None:
+        """No watcher can follow the tree (no inotify watches left for it): git is read again
+        once a loop file changed, on a 2 s clock, as when the monitor does not watch."""
+        if self.tree_watched:
+            self.tree_watched = False
+            self.set_interval(GIT_EVERY_S, self.git_tick)
 
     def on_tree_changed(self, message: TreeChanged) -> None:
         self.git_dirty = False
@@ -259,7 +272,7 @@ class LoopdeckApp(App[None]):
     def on_files_changed(self, message: FilesChanged) -> None:
         # With the working tree watched, git is read when the tree moves; without, a loop file's
         # change is the hint that a commit may have happened, picked up by the 2 s tick.
-        if not self.watching:
+        if not self.tree_watched:
             self.git_dirty = True
         self.load_snapshot()
 
