@@ -336,14 +336,13 @@ async def test_the_panels_clocks_rest_behind_the_fleet_and_tick_when_shown(tmp_p
         await screenshots.settle(app)
         assert isinstance(app.screen, FleetScreen)
         hidden = clock_timers(app)
-        assert {"StatusBar", "IterationPanel", "SourcesPanel", "WorkersPanel", "OutputPanel"} <= set(hidden)
+        assert {"StatusBar", "IterationPanel", "SourcesPanel", "WorkersPanel"} <= set(hidden)
         assert not any(going for timers in hidden.values() for going in timers)
         await pilot.press("enter")  # billing: a loop of loopdeck's
         await until(pilot, lambda: app.snapshot is not None and app.workspace.root == tmp_path / "billing")
         await until(pilot, lambda: not isinstance(app.screen, FleetScreen))
         shown = clock_timers(app)
         assert all(shown[name][0] for name in ("StatusBar", "IterationPanel", "SourcesPanel", "WorkersPanel"))
-        assert shown["OutputPanel"][1]  # the slow clock; the fast one follows an output file
         await pilot.press("escape")
         await until(pilot, lambda: isinstance(app.screen, FleetScreen))
         await until(pilot, lambda: not any(t for timers in clock_timers(app).values() for t in timers))

@@ -249,11 +249,39 @@ async def test_lines_found_by_the_output_clock_wait_a_moment_for_a_snapshot(tmp_
         assert panel.reads_in_thread == 1
 
 
-async def test_the_output_clock_rests_while_the_followed_file_is_not_there(tmp_path: Path) -> None:
-    """A file followed that is not there (yet, or any more: a loop's logs archived) is looked
-    at on the slow clock once it has been missing for a while, not twenty times a second."""
+async def test_the_output_panel_follows_its_file_by_watching_it_not_on_a_clock(tmp_path: Path) -> None:
+    """Where inotify can be had, the panel looks at its file when the kernel says it was
+    written (nothing runs while the agent is silent): no clock of its own; lines written
+    between snapshots, and a file that appears only later, still show."""
+    ws = make(tmp_path, "running")
+    monitor = app(ws, watch=False, git=False)  # no snapshot follows the writes: only the panel's watch
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        panel = monitor.query_one(OutputPanel)
+        assert panel.target is not None and panel.watching
+        await until(pilot, lambda: "▸ Read api.py" in output_text(monitor))
+        assert panel.ticker is None and not panel.clocks.timers and not panel.clocks.each_second
+        with panel.target.path.open("a") as out:
+            out.write("said between snapshots\n")
+        await until(pilot, lambda: "said between snapshots" in output_text(monitor))
+        panel.target = Followed(tmp_path / "not-yet.log", "iteration log")
+        await pilot.pause()
+        (tmp_path / "not-yet.log").write_text("here at last\n")
+        await until(pilot, lambda: "here at last" in output_text(monitor))
+        panel.target = Followed(tmp_path / "no-folder" / "0001.log", "iteration log")
+        await until(pilot, lambda: panel.ticker is not None)  # no folder to watch: the clock looks
+
+
+async def test_the_output_clock_rests_while_the_followed_file_is_not_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without inotify, a file followed that is not there (yet, or any more: a loop's logs
+    archived) is looked at on the slow clock once it has been missing for a while, not twenty
+    times a second."""
+    from tui import inotify
     from tui.widgets import output
 
+    monkeypatch.setattr(inotify, "available", lambda: False)
     ws = make(tmp_path, "running")
     monitor = app(ws, watch=False, git=False)
     async with monitor.run_test(size=SIZE) as pilot:

@@ -544,11 +544,11 @@ async def settle(app: object) -> None:
     assert isinstance(app, LoopdeckApp)
 
     async def finite_workers() -> None:
-        # The watcher never completes. A read replaced by a newer one (a change seen meanwhile)
+        # The watchers never complete. A read replaced by a newer one (a change seen meanwhile)
         # ends cancelled, and one that failed is the app's to report: neither is waited on.
         from textual.worker import WorkerCancelled, WorkerFailed
 
-        for worker in [w for w in app.workers if w.group not in ("watch", "git-watch")]:
+        for worker in [w for w in app.workers if w.group not in ("watch", "git-watch", "output-watch")]:
             with contextlib.suppress(WorkerCancelled, WorkerFailed):
                 await worker.wait()
 

@@ -9,8 +9,9 @@ parts) is shown as the agent's text and its tool calls, read by that CLI's adapt
 The panel follows the loop's snapshots: each one that comes (the app reads one whenever the
 loop's files change) may move it to another file (a new iteration's log) and takes the lines
 added since the last look along, so that an iteration's journal lines and output lines are drawn
-in one frame. Between snapshots (an agent talking for minutes), its own clock, a timer started
-on mount and stopped with the panel, looks for new lines; lines it finds wait a moment
+in one frame. Between snapshots (an agent talking for minutes), the panel's own watch on the
+file (inotify, read by the event loop: nothing runs while the agent is silent; a clock looking
+every 0.1 s where inotify cannot be had) tells it the file grew; lines it finds wait a moment
 (`HOLD_S`) for the snapshot that usually follows them (the agent done, the runner journaling)
 before they are drawn on their own. Only the bytes added since the last look are read, from the
 end: a transcript of hundreds of MB costs what its last lines cost. A look reads at most
@@ -222,8 +223,10 @@ class OutputPanel(Vertical):
         """Lines taken from the file in all: for tests and the bench."""
         self.reading: Worker[None] | None = None
         self.ticker: Timer | None = None
-        """The panel's clock (started on mount, stopped with the panel), paused while nothing
-        is followed."""
+        """The panel's clock where the file cannot be watched (started then, stopped with the
+        panel), paused while nothing is followed."""
+        self.watching = False
+        """Whether the file followed is watched (inotify) rather than looked at on a clock."""
         self.drawn_width = 0
         """The width the lines were wrapped at."""
         self.switched_at = 0.0
@@ -247,11 +250,39 @@ class OutputPanel(Vertical):
         yield TailLog(id="output-lines", wrap=True, max_lines=KEEP_LINES, auto_scroll=True)
 
     def on_mount(self) -> None:
+        from tui import inotify
+
         self.border_title = "Output"
         self.clocks = Clocks()
-        self.ticker = self.clocks.every(self, TICK_S, self.tick, wanted=lambda: self.target is not None)
-        self.clocks.every_second(self, self.tick)  # a file silent for long, looked at now and then
+        self.watching = inotify.available()
+        if not self.watching:
+            self.follow_by_clock()
         self.watch_target(self.target)
+
+    def follow_by_clock(self) -> None:
+        """No inotify (or no watch to be had): the file is looked at on a clock, every `TICK_S`
+        while it grows, once a second while it is silent."""
+        self.watching = False
+        if self.ticker is None:
+            self.ticker = self.clocks.every(self, TICK_S, self.tick, wanted=lambda: self.target is not None)
+            self.clocks.every_second(self, self.tick)  # a file silent for long, looked at now and then
+
+    @work(exclusive=True, group="output-watch", exit_on_error=False)
+    async def watch_writes(self, target: Followed) -> None:
+        """The followed file's folder watched with inotify until the panel follows another: each
+        burst of writes to the file is looked at once (`grown`)."""
+        from tui import inotify
+
+        try:
+            watch = inotify.Watch([target.path.parent])
+        except OSError:  # no folder (yet), no watches left
+            self.follow_by_clock()
+            return
+        name, folder = str(target.path), str(target.path.parent)
+        async with watch:
+            async for paths in watch.changes():
+                if name in paths or folder in paths:  # the file, or the folder moved or overflowed
+                    self.look()
 
     def watch_snapshot(self, snapshot: Snapshot | None) -> None:
         self.quiet = 0
@@ -304,6 +335,12 @@ class OutputPanel(Vertical):
         self.grown_at = None
         if self.ticker is not None:  # nothing followed, nothing to look for: the clock rests
             self.clocks.resume(self.ticker) if target is not None else self.ticker.pause()
+        if self.watching:  # on mount and after
+            if target is None:
+                self.workers.cancel_group(self, "output-watch")
+            else:
+                self.watch_writes(target)
+                self.set_timer(SILENT_S, lambda: self.silent(target))
         if target is None:
             self.start_afresh(None)
             return
@@ -327,6 +364,11 @@ class OutputPanel(Vertical):
             return
         set_border(self, subtitle=f"{target.kind} {target.path.name}")
 
+    def silent(self, target: Followed) -> None:
+        """`SILENT_S` after the panel moved to `target`: shown empty if it said nothing yet."""
+        if self.fresh and self.reader is not None and self.reader.target is target:
+            self.start_afresh(target)
+
     def tick(self) -> None:
         """The panel's clock: lines written between snapshots (an agent at work) are drawn once
         they have waited `HOLD_S` for a snapshot to take them along."""
@@ -335,8 +377,16 @@ class OutputPanel(Vertical):
             return
         if self.fresh and time.monotonic() - self.switched_at >= SILENT_S:
             self.start_afresh(reader.target)  # the new file said nothing for a while: shown empty
+        self.look()
+
+    def look(self) -> None:
+        """Whether the file grew (a stat); lines written between snapshots (an agent at work) are
+        drawn once they have waited `HOLD_S` for a snapshot to take them along."""
+        reader = self.reader
+        if reader is None:
+            return
         if self.reading is not None and not self.reading.is_finished:
-            return  # one read at a time: a tick that finds the last one still going lets it finish
+            return  # one read at a time: a look that finds the last one still going lets it finish
         try:  # a stat is cheap; a read per idle tick is not
             size: int | None = os.stat(reader.target.path).st_size
         except OSError:
