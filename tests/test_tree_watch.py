@@ -21,19 +21,12 @@ import pytest
 
 from loop.store.paths import Workspace
 from tests.test_tui import app, make, text_of, until, until_seen
+from tests.test_tui_round2 import isolated  # noqa: F401  (autouse: no user config, fixed git)
 from tui import inotify, screenshots
 from tui.tree_watch import TreeWatch
 from tui.watch import TreeRules, tree_filter
 
 pytestmark = pytest.mark.skipif(not inotify.available(), reason="inotify is Linux's")
-
-
-@pytest.fixture(autouse=True)
-def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-home"))
-    monkeypatch.setenv("LOOPDECK_KEYMAP", str(tmp_path / "no-keymap.toml"))
-    for key, value in screenshots.GIT_ENV.items():
-        monkeypatch.setenv(key, value)
 
 
 def git(root: Path, *args: str) -> None:
@@ -376,6 +369,15 @@ class Awatch:
         return self.real(*paths, **kw)
 
 
+def no_watches_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel refuses the tree's watches, as when its inotify watches are all taken."""
+
+    def exhausted(self: TreeWatch, folder: str) -> bool:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), folder)
+
+    monkeypatch.setattr(TreeWatch, "add", exhausted)
+
+
 async def git_followed(ws: Workspace) -> None:
     """The monitor shows a file made in the tree (the scenario has two new files already)."""
     monitor = app(ws, watch=True, git=True)
@@ -396,23 +398,14 @@ async def test_the_monitor_follows_git_with_inotify(tmp_path: Path, monkeypatch:
     assert awatch.tree_calls == 0
 
 
-async def test_without_inotify_the_monitor_follows_git_with_watchfiles(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("why", ["no inotify", "no watches left"])
+async def test_without_inotify_watches_the_monitor_follows_git_with_watchfiles(
+    why: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(inotify, "available", lambda: False)
-    ws = make(tmp_path, "running")
-    awatch = Awatch(monkeypatch, ws.root)
-    await git_followed(ws)
-    assert awatch.tree_calls == 1
-
-
-async def test_with_no_watches_left_the_monitor_follows_git_with_watchfiles(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def exhausted(self: TreeWatch, folder: str) -> bool:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), folder)
-
-    monkeypatch.setattr(TreeWatch, "add", exhausted)
+    if why == "no inotify":
+        monkeypatch.setattr(inotify, "available", lambda: False)
+    else:
+        no_watches_left(monkeypatch)
     ws = make(tmp_path, "running")
     awatch = Awatch(monkeypatch, ws.root)
     await git_followed(ws)
@@ -425,11 +418,7 @@ async def test_with_no_watcher_for_the_tree_git_is_read_after_a_loop_file_change
     """Neither inotify nor watchfiles can watch the tree: git is read again on the monitor's
     2 s clock once a loop file changed (as when the monitor does not watch), never left as it
     was at the start."""
-
-    def exhausted(self: TreeWatch, folder: str) -> bool:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), folder)
-
-    monkeypatch.setattr(TreeWatch, "add", exhausted)
+    no_watches_left(monkeypatch)
     ws = make(tmp_path, "running")
     awatch = Awatch(monkeypatch, ws.root, exhausted=True)
     monitor = app(ws, watch=True, git=True)
