@@ -4,6 +4,7 @@ bound to it, works out the part it shows and redraws only when that part changed
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -437,3 +438,33 @@ async def test_the_durations_chart_draws_what_textuals_sparkline_draws(height: i
         ours.refresh()
         await pilot.pause()
         assert ours._drawn is worked_out  # drawn again as it was: nothing worked out again
+
+
+async def test_the_shared_second_never_ticks_into_a_screen_being_torn_down(tmp_path: Path) -> None:
+    """The panels' second is the app's: while a screen is taken down (the app quitting) its
+    panels' parts may be gone, and a tick then must not reach them (a panel's own clock
+    stopped with it)."""
+    from tui.widgets.clocks import second_of
+
+    ws = screenshots.running(tmp_path)
+    monitor = screenshots.app_for(ws, prompts=False)
+    assert isinstance(monitor, LoopdeckApp)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        second = second_of(monitor)
+        ticked: list[str] = []
+
+        def recorder(widget: Widget) -> Callable[[], object]:
+            return lambda: ticked.append(type(widget).__name__)
+
+        second.ticking = [(widget, recorder(widget), clocks) for widget, _callback, clocks in second.ticking]
+        second.tick()
+        assert "IterationPanel" in ticked
+        ticked.clear()
+        monitor.screen._closing = True  # as the app does first when it quits
+        try:
+            second.tick()
+        finally:
+            monitor.screen._closing = False
+        assert ticked == []
+        await pilot.pause()

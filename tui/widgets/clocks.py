@@ -15,9 +15,11 @@ Textual's own.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 from weakref import WeakKeyDictionary
 
 from textual.app import App
+from textual.message_pump import MessagePump
 from textual.timer import Timer
 from textual.widget import Widget
 
@@ -28,7 +30,7 @@ class Second:
     """The app's clock for every panel's once-a-second work: one wake-up calls them all. It
     rests while no panel that wants it is shown."""
 
-    def __init__(self, app: App[object]) -> None:
+    def __init__(self, app: App[Any]) -> None:
         self.ticking: list[tuple[Widget, Callable[[], object], Clocks]] = []
         self.timer = app.set_interval(SECOND, self.tick, pause=True)
 
@@ -43,17 +45,29 @@ class Second:
             widget, callback, clocks = entry
             if not widget.is_attached:  # the panel is gone: its clock with it
                 self.ticking.remove(entry)
-            elif not clocks.resting:
+            elif not clocks.resting and not _closing(widget):
                 wanted = True
                 callback()
         if not wanted:
             self.timer.pause()
 
 
-_SECONDS: WeakKeyDictionary[App[object], Second] = WeakKeyDictionary()
+def _closing(widget: Widget) -> bool:
+    """Whether `widget`, or a node above it (its screen, the app), is being taken down: its
+    parts may be gone already. A clock of the panel's own stopped with it; the shared one is
+    the app's, and must not tick into a screen being torn down."""
+    node: MessagePump | None = widget
+    while node is not None:
+        if node._closing or node._closed or getattr(node, "_pruning", False):
+            return True
+        node = node._parent
+    return False
 
 
-def second_of(app: App[object]) -> Second:
+_SECONDS: WeakKeyDictionary[App[Any], Second] = WeakKeyDictionary()
+
+
+def second_of(app: App[Any]) -> Second:
     second = _SECONDS.get(app)
     if second is None:
         second = _SECONDS[app] = Second(app)
