@@ -94,7 +94,7 @@ class Clocks:
 
     def going(self) -> list[bool]:
         """Whether each clock is going (own clocks first, then the shared second's): for tests."""
-        own = [timer._active.is_set() for timer, _callback, _wanted in self.timers]
+        own: list[bool] = [timer._active.is_set() for timer, _callback, _wanted in self.timers]
         shared = self.second is not None and not self.resting and self.second.timer._active.is_set()
         return own + [shared] * len(self.each_second)
 
