@@ -221,7 +221,7 @@ class IterationPanel(Vertical):
     snapshot: var[Snapshot | None] = var(None, init=False)
     """The workspace as last read (bound to the app's)."""
     view: var[IterationView | None] = var(None, init=False)
-    """What is on screen; the panel's own 1 s clock recomputes it (the time since the start)."""
+    """What is on screen; the shared second recomputes it (the time since the start)."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="iteration-bar")
@@ -229,8 +229,8 @@ class IterationPanel(Vertical):
         yield DurationsChart([], id="iteration-times")
 
     def on_mount(self) -> None:
-        """The clock is the panel's: it stops with the panel, never ticking into a screen being
-        torn down."""
+        """The elapsed time ages on the app's shared second, which stops reaching the panel when
+        it goes and never ticks into a screen being torn down (`tui/widgets/clocks.py`)."""
         self.border_title = "Iteration"
         self.clocks = Clocks()
         self.clocks.every_second(self, self._tick)
