@@ -106,9 +106,10 @@ class TailLog(RichLog):
         self._rows.clear()  # the numbers of lines start again at 0
         return super().clear()
 
-    def _look(self) -> tuple[object, ...] | None:
-        """Everything besides its line that a row's drawing depends on; None when the log has a
-        border, padding, outline, hatch or tint (rows then depend on where they are: not kept)."""
+    def _look(self, style: Style) -> tuple[object, ...] | None:
+        """Everything besides its line that a row's drawing depends on (`style`: the log's own,
+        worked out once a frame); None when the log has a border, padding, outline, hatch or
+        tint (rows then depend on where they are: not kept)."""
         styles = self.styles
         if any(styles.gutter) or any(edge for edge, _color in styles.outline) or styles.tint.a:
             return None
@@ -120,7 +121,7 @@ class TailLog(RichLog):
             self.content_region.size,
             self.scroll_offset.x,
             self._widest_line_width,
-            self.rich_style,
+            style,
             self.background_colors,
             self.opacity,
             styles.text_opacity,
@@ -135,7 +136,8 @@ class TailLog(RichLog):
         added to a followed log) marks every place changed. Here rows are kept by their line
         instead, and handed to Textual's cache (`_styles_cache`, Textual 8.2) before it draws:
         it draws only the rows it has not got, the log's new lines."""
-        look = self._look()
+        style = self.rich_style
+        look = self._look(style)
         if look != self._rows_look or look is None:
             self._rows.clear()
             self._rows_look = look
@@ -151,7 +153,7 @@ class TailLog(RichLog):
                 cache._dirty_lines.discard(y)
             elif first + y < end:
                 self.rows_styled += 1
-        self._frame = (self.rich_style, self.scrollable_content_region.width)
+        self._frame = (style, self.scrollable_content_region.width)
         try:
             strips = super().render_lines(crop)
         finally:
