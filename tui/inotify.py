@@ -18,7 +18,7 @@ import ctypes
 import os
 import struct
 import sys
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncGenerator, Iterable, Iterator
 from pathlib import Path
 
 IN_MODIFY = 0x002
@@ -139,7 +139,7 @@ class Watch:
                 paths[folder] = None
         return list(paths)
 
-    async def changes(self) -> AsyncIterator[list[str]]:
+    async def changes(self) -> AsyncGenerator[list[str], None]:
         """Bursts of changed paths, as they happen."""
         loop = asyncio.get_running_loop()
         ready = asyncio.Event()
@@ -155,9 +155,9 @@ class Watch:
                 await ready.wait()
                 ready.clear()
                 paths = self.read()
-                began = loop.time()
-                while loop.time() - began < BURST_S:  # until the burst is over
-                    await asyncio.sleep(QUIET_S)
+                ends = loop.time() + BURST_S
+                while (left := ends - loop.time()) > 0:  # until the burst is over, not later
+                    await asyncio.sleep(min(QUIET_S, left))
                     more = self.read()
                     if not more:
                         break
