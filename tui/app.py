@@ -128,6 +128,10 @@ class LoopdeckApp(App[None]):
         """Reads the workspace's snapshots, each only what changed since the last."""
         self.pace = SummaryPace(self._show_summary, self.set_timer, time.monotonic)
         """When a snapshot reaches the summary panels."""
+        self.settles = False
+        """Whether the app freezes what it holds once its first snapshot is on screen
+        (`tui.collector`): set for the monitor a person runs, never in a process that starts
+        apps by the hundred (tests), whose frozen objects would never be freed."""
 
     def get_default_screen(self) -> Screen[None]:
         return MainScreen(id="main")
@@ -310,6 +314,10 @@ class LoopdeckApp(App[None]):
         self.report_applied(snapshot)
         self.refresh_bindings_if_changed()
         self.snapshots_shown += 1
+        if self.settles and self.snapshots_shown == 1:
+            from tui import collector
+
+            self.call_after_refresh(collector.settle)
         if self.watching:
             folders, files = watch_paths(self.workspace, snapshot)
             wanted = (frozenset(folders), frozenset(files))

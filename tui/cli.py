@@ -38,7 +38,9 @@ def cmd_tui(args: argparse.Namespace) -> int:
     if getattr(args, "temporal", None):  # the loops of a Temporal server
         temporal_app(args).run()
         return 0
-    monitor_app(args).run()
+    app = monitor_app(args)
+    app.settles = True  # and its garbage collector too (`tui/collector.py`)
+    app.run()
     return 0
 
 
@@ -177,7 +179,9 @@ def _monitor(root: Path, argv: list[str]) -> int:
                 runner.kill()
 
     try:
-        LoopdeckApp(ws, on_quit=end_runner).run()
+        app = LoopdeckApp(ws, on_quit=end_runner)
+        app.settles = True
+        app.run()
     finally:
         end_runner()
     print(f"loopdeck demo: ended; the workspace stays in {root} (the runner's log: {log})")
