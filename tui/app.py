@@ -7,6 +7,8 @@ sends commands (`loop.store.control`); the driver applies them. Quitting never s
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -28,7 +30,7 @@ from loop.repo.gitstate import GitStatus
 from loop.store import control
 from loop.store.paths import Workspace
 from loop.views.snapshot import Reader, Snapshot
-from tui import actions
+from tui import actions, hangup
 from tui.pace import SummaryPace
 from tui.prompts import Prompts
 from tui.screens.confirm import ConfirmScreen
@@ -168,6 +170,7 @@ class LoopdeckApp(App[None]):
             self.set_keymap(keymap)
         if problem:
             self.notify(problem, severity="warning", timeout=8)
+        self.watch_terminal()
         self.load_snapshot()
         if self.use_git:
             self.git_dirty = False
@@ -177,6 +180,18 @@ class LoopdeckApp(App[None]):
                 self.watch_tree()
             else:  # no watcher tells when the tree moves: a loop file's change hints at a commit
                 self.set_interval(GIT_EVERY_S, self.git_tick)
+
+    def watch_terminal(self) -> None:
+        """Quit when the terminal is gone, SIGHUP or none (`tui.hangup`)."""
+        stdin = sys.__stdin__
+        if self.is_headless or self.is_web or stdin is None:
+            return
+        try:
+            fd = stdin.fileno()
+        except (OSError, ValueError):
+            return
+        if os.isatty(fd):
+            hangup.watch(fd, lambda: self.call_later(self.action_quit))
 
     def _show_summary(self, snapshot: Snapshot | None) -> None:
         self.summary = snapshot
