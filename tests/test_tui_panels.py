@@ -440,6 +440,83 @@ async def test_the_durations_chart_draws_what_textuals_sparkline_draws(height: i
         assert ours._drawn is worked_out  # drawn again as it was: nothing worked out again
 
 
+class TextualDrawnSources(SourcesPanel):
+    """The same panel, its rows drawn Textual's own way (from `render`)."""
+
+    render_line = Widget.render_line
+
+
+def cells_of(strips: list[Strip]) -> list[list[tuple[str, object]]]:
+    """Each row as its cells and their styles: what a terminal shows, however cut in segments."""
+    return [[(char, segment.style) for segment in strip for char in segment.text] for strip in strips]
+
+
+class Tables(App[None]):
+    CSS = "SourcesPanel { width: 1fr; }"
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        super().__init__()
+        self.shown = snapshot
+
+    def compose(self) -> ComposeResult:
+        yield SourcesPanel(id="ours")
+        yield TextualDrawnSources(id="textual")
+
+    def on_mount(self) -> None:
+        for panel in self.query(SourcesPanel):
+            panel.snapshot = self.shown
+
+
+@pytest.mark.parametrize("scenario", ["running", "unavailable", "workers", "completed"])
+@pytest.mark.parametrize("width", [46, 120])
+async def test_the_sources_table_draws_what_textual_draws_from_its_text(
+    tmp_path: Path, scenario: str, width: int
+) -> None:
+    """The table's rows are drawn straight from its text: the same cells in the same styles as
+    Textual draws from that text, at any width, for every kind of row (counts, items, off and
+    unavailable sources, no loop at all); and drawn again only when the table changes."""
+    from loop.views.snapshot import read
+
+    snapshot = read(make(tmp_path, "running" if scenario == "unavailable" else scenario))
+    if scenario == "unavailable":  # a source that could not be read, beside one that is off
+        assert snapshot.sources is not None
+        first, *rest = snapshot.sources.sources
+        failed = replace(first, available=False, error="gh: not logged in to github.com, run gh auth login")
+        snapshot = dataclasses.replace(snapshot, sources=replace(snapshot.sources, sources=(failed, *rest)))
+    tables = Tables(snapshot)
+    async with tables.run_test(size=(width, 40)) as pilot:
+        await pilot.pause()
+        ours = tables.query_one("#ours", SourcesPanel)
+        textual = tables.query_one("#textual", SourcesPanel)
+        assert ours.size == textual.size and ours.size.height > 2
+        region = Region(0, 0, *ours.outer_size)
+        assert cells_of(ours.render_lines(region)) == cells_of(textual.render_lines(region))
+        drawn = ours.lines
+        ours.refresh()
+        await pilot.pause()
+        assert ours.lines is drawn  # the same table: nothing drawn again
+
+
+async def test_a_sources_table_narrower_than_its_counts_cuts_its_rows_rather_than_pushing_them_down(
+    tmp_path: Path,
+) -> None:
+    """Narrower than the counts' columns (Textual would wrap the header onto a second row and
+    lose the table's last row below the panel), each row keeps its one line, cut with "…"."""
+    from loop.views.snapshot import read
+
+    tables = Tables(read(make(tmp_path, "running")))
+    async with tables.run_test(size=(30, 40)) as pilot:
+        await pilot.pause()
+        ours = tables.query_one("#ours", SourcesPanel)
+        width = ours.size.width
+        table = ours.text_at(width).plain.splitlines()
+        strips = [ours.render_line(y) for y in range(ours.size.height)]
+        rows = ["".join(segment.text for segment in strip).rstrip() for strip in strips]
+        assert len(rows) == len(table) == ours.size.height
+        assert rows[0].startswith("source") and rows[0].endswith("…") and len(rows[0]) == width
+        assert all(len(row) <= width for row in rows)
+
+
 async def test_the_shared_second_never_ticks_into_a_screen_being_torn_down(tmp_path: Path) -> None:
     """The panels' second is the app's: while a screen is taken down (the app quitting) its
     panels' parts may be gone, and a tick then must not reach them (a panel's own clock
