@@ -6,6 +6,7 @@ workers post their results, and the app updates widgets from those messages on t
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from fnmatch import fnmatch
 from pathlib import Path
@@ -76,8 +77,9 @@ def interesting(folders: set[Path], files: set[Path]) -> Callable[[object, str],
     def accept(change: object, path: str) -> bool:
         if path in names:
             return True
-        parent = str(Path(path).parent)
-        if parent in task_dirs and path.endswith(".json"):
+        # `os.path`, not `Path`: a Path interns every part of its name, and the runner's
+        # temp files (a random name per write) would each stay in the interpreter's table.
+        if path.endswith(".json") and os.path.dirname(path) in task_dirs:
             return True
         return path.endswith("/.claude") or "/.claude/loops/" in path
 

@@ -24,8 +24,8 @@ The kinds:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from loop.core.model import LoopState
 from loop.store.paths import Workspace
@@ -145,7 +145,7 @@ def is_driver(pid: int, driver: str | None, written_at: float | None = None) -> 
 
 def looks_like_driver(argv: list[str], name: str, driver: str | None) -> bool:
     """The command-line test behind `is_driver`, pure for tests."""
-    words = [Path(arg).name for arg in argv]
+    words = [os.path.basename(arg.rstrip("/")) for arg in argv]  # not Path: it interns every part
     if driver == "runner":
         ours = any(w.startswith("loopdeck") for w in words) or ("-m" in argv and "loop.cli" in argv)
         return ours and "run" in argv

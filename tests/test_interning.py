@@ -1,0 +1,58 @@
+"""What the monitor does with every change it is told of keeps no new string in the
+interpreter's table of interned strings. A `Path` interns every part of its name, and the
+runner's temporary files (a random name per write) went through one several times an
+iteration: the table filled with dead entries and was rebuilt, once at double its size, a
+megabyte at once in a long run's memory."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from loop.drivers.classify import looks_like_driver
+from loop.store.paths import Workspace
+from tui.watch import interesting, watch_paths
+
+
+def interned_during(monkeypatch: pytest.MonkeyPatch, act: Callable[[], object]) -> tuple[object, list[str]]:
+    """What `act` returns, and the strings interned meanwhile."""
+    seen: list[str] = []
+    real = sys.intern
+
+    def recording(text: str) -> str:
+        seen.append(text)
+        return real(text)
+
+    monkeypatch.setattr(sys, "intern", recording)
+    return act(), seen
+
+
+def test_a_loop_file_change_is_told_apart_without_interning_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = Workspace(tmp_path)
+    ws.claude_dir.mkdir()
+    tasks = tmp_path / "tasks" / "the-list"  # Claude Code's tasks: a folder per list
+    tasks.mkdir(parents=True)
+    folders, files = watch_paths(ws, None)
+    accept = interesting(folders | {tasks}, files)
+    temp = str(ws.claude_dir / ".orchestrator-loop.local.md.4242.9f8e7d6c.tmp")
+    cases = {
+        str(ws.state): True,
+        str(tasks / "3.json"): True,
+        str(tmp_path / "src" / "app.py"): False,
+        temp: False,
+    }
+    for path, wanted in cases.items():
+        assert interned_during(monkeypatch, partial(accept, None, path)) == (wanted, []), path
+
+
+def test_the_driver_check_interns_no_part_of_a_command_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    argv = ["/usr/bin/python3", "/home/someone/.venv/bin/loopdeck", "-C", "/tmp/ws-9f8e7d6c", "run", "go"]
+    assert interned_during(monkeypatch, lambda: looks_like_driver(argv, "python3", "runner")) == (True, [])
+    folder = ["/opt/tools/loopdeck/", "run"]
+    assert interned_during(monkeypatch, lambda: looks_like_driver(folder, "x", "runner")) == (True, [])
