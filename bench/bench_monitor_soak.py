@@ -138,6 +138,13 @@ class Terminal:
                     return None
                 self.updated.wait(left)
 
+    def check(self, what: str) -> None:
+        """Stop the bench, with the app's last screen, if the app ended before it was asked to."""
+        if self.proc.poll() is not None:
+            with self.updated:
+                screen = "\n".join(line.rstrip() for line in self.screen.display)
+            sys.exit(f"the {what} ended by itself (exit {self.proc.returncode}); its last screen:\n{screen}")
+
     def close(self) -> None:
         try:
             os.write(self.master, b"q")
@@ -261,6 +268,7 @@ def window(
             samples.append(seen * 1000)
         time.sleep(max(0.0, MARK_EVERY_S - (seen or 5.0)))
     elapsed = time.monotonic() - start
+    monitor.check("monitor")
     found = {k: (cpu_seconds(p) - before[k]) / elapsed * 100 for k, p in pids.items()}
     if spying is not None:
         spying.wait()
@@ -302,6 +310,7 @@ def main() -> None:
             if monitor.wait_for("Journal", 30) is None or reference.wait_for("reference", 30) is None:
                 sys.exit("an app never drew its first screen")
             soak.until(args.first, 3600)
+            monitor.check("monitor")
             if any("confirm" in line for line in monitor.screen.display):
                 sys.exit("the monitor asks for a confirmation: not the screen to measure")
             rss_first = rss_mb(monitor.proc.pid), rss_mb(reference.proc.pid)
@@ -337,6 +346,7 @@ def main() -> None:
             soak.pace(0)
             soak.steer("resume", "--yes")
             soak.until(args.iterations, 7200)
+            monitor.check("monitor")
             rss_last = rss_mb(monitor.proc.pid), rss_mb(reference.proc.pid)
             rows.append(
                 f"RSS at iteration {soak.iteration():,}: monitor {rss_last[0]:.1f} MB "
