@@ -299,6 +299,9 @@ def main() -> None:
     args = parser.parse_args()
     if not LOOPDECK.exists():
         sys.exit(f"{LOOPDECK} not found: run from the project's virtual environment")
+    # Stopped with SIGTERM, the bench still ends its apps (`finally` below): an app whose
+    # terminal vanishes without a hang-up may spin a core, and spoil every later measurement.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(f"stopped by signal {signum}"))
     rows: list[str] = []
     with tempfile.TemporaryDirectory(prefix="loopdeck-soak-") as tmp_name:
         soak = Soak(Path(tmp_name), tasks=args.iterations + 500)
