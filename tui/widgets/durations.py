@@ -3,10 +3,9 @@ cells.
 
 Textual's `Sparkline` yields every cell as a Rich segment of its own, measured, styled and cut
 into lines by Rich's console, with its buckets counted in `Fraction`s: about 1.2 ms for a chart
-of two rows (0.2 ms here), drawn again with every iteration of a running loop (the summaries'
-most costly panel beside the task sources). This one draws the same cells in the same styles straight into
-the rows Textual puts on screen, and draws them only when the durations, its size or its
-colours change.
+of two rows (0.2 ms here), drawn again with every iteration of a running loop. This one draws
+the same cells in the same styles straight into the rows Textual puts on screen, and draws them
+only when the durations, its size or its colours change.
 """
 
 from __future__ import annotations
