@@ -15,7 +15,11 @@ import pytest
 
 from loop.drivers.classify import looks_like_driver
 from loop.store.paths import Workspace
+from loop.store.state import StateStore
+from loop.views.snapshot import read
+from tests.test_tui import make
 from tui.watch import interesting, watch_paths
+from tui.widgets.output import followed
 
 
 def interned_during(monkeypatch: pytest.MonkeyPatch, act: Callable[[], object]) -> tuple[object, list[str]]:
@@ -56,3 +60,20 @@ def test_the_driver_check_interns_no_part_of_a_command_line(monkeypatch: pytest.
     assert interned_during(monkeypatch, lambda: looks_like_driver(argv, "python3", "runner")) == (True, [])
     folder = ["/opt/tools/loopdeck/", "run"]
     assert interned_during(monkeypatch, lambda: looks_like_driver(folder, "x", "runner")) == (True, [])
+
+
+def test_the_output_panel_finds_a_new_iterations_log_without_interning_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every iteration's log has a name of its own: a `Path` to it kept that name interned for
+    good, one more for each iteration the panel moved to."""
+    ws = make(tmp_path, "running")
+    state = StateStore(ws).read()
+    assert state is not None
+    logs = ws.iteration_logs(state.started_at)
+    log = logs / "0012.log"
+    log.write_text("twelve\n")
+    snapshot = read(ws)
+    found, interned = interned_during(monkeypatch, lambda: followed(Workspace(ws.root), snapshot))
+    assert "0012.log" not in interned
+    assert found is not None and found.path == str(log)

@@ -50,7 +50,7 @@ def test_two_loops_never_share_an_iteration_log(demo: Workspace) -> None:
     # an older loopdeck's shared folder still holds a later-numbered log: never followed
     (demo.private_dir / "iterations" / "0006.log").write_text("someone else's iteration\n")
     target = followed(demo, read(demo))
-    assert target is not None and target.path == own / "0001.log"
+    assert target is not None and target.path == str(own / "0001.log")
 
 
 def test_a_replaced_loop_takes_its_logs_to_its_archive(

@@ -145,7 +145,7 @@ async def test_the_output_is_wrapped_again_when_shown_full_screen(tmp_path: Path
         log = panel.query_one(TailLog)
         assert panel.target is not None
         words = [f"w{n}" for n in range(60)]
-        with panel.target.path.open("a") as out:
+        with open(panel.target.path, "a") as out:
             out.write(" ".join(words) + "\n")
         await until(pilot, lambda: "w59" in output_text(monitor))
         narrow = max(line.cell_length for line in log.lines)

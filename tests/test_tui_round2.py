@@ -76,7 +76,7 @@ def test_render_line_shows_text_and_tool_calls_and_passes_raw_lines() -> None:
 def test_reader_reads_only_what_was_added_and_skips_ahead_when_far_behind(tmp_path: Path) -> None:
     log = tmp_path / "0001.log"
     log.write_bytes(b"first\nsecond\npart")
-    reader = OutputRead(Followed(log, "iteration log"))
+    reader = OutputRead(Followed(str(log), "iteration log"))
     assert reader.read() == ["first", "second"]
     with log.open("ab") as out:
         out.write(b"ial\nthird\n")
@@ -103,21 +103,27 @@ def test_the_iterations_log_is_found_without_listing_every_log(
     logs = ws.iteration_logs(state.started_at)
     for n in range(1, 12):
         (logs / f"{n:04d}.log").write_text("old\n")
-    listed: list[Path] = []
-    real_iterdir = Path.iterdir
+    listed: list[str] = []
+    real_scandir = os.scandir
 
-    def iterdir(self: Path) -> Any:
-        listed.append(self)
-        return real_iterdir(self)
+    def scandir(path: Any = ".") -> Any:
+        listed.append(os.fspath(path))
+        return real_scandir(path)
 
-    monkeypatch.setattr(Path, "iterdir", iterdir)
+    monkeypatch.setattr(os, "scandir", scandir)
     found = followed(Workspace(ws.root), read(ws))
-    assert found is not None and found.path.name == "0012.log"
+    assert found is not None and Path(found.path).name == "0012.log"
     Journal(ws.journal).append("retry", 12, {"in_s": 1, "attempt": 2})
     (logs / "0012.retry1.log").write_text("second attempt\n")
     found = followed(Workspace(ws.root), read(ws))
-    assert found is not None and found.path.name == "0012.retry1.log"
-    assert logs not in listed
+    assert found is not None and Path(found.path).name == "0012.retry1.log"
+    assert str(logs) not in listed
+    for n in (12,):  # not where the journal says: then the folder is listed, once
+        (logs / f"{n:04d}.log").unlink()
+        (logs / f"{n:04d}.retry1.log").unlink()
+    found = followed(Workspace(ws.root), read(ws))
+    assert found is not None and Path(found.path).name == "0011.log"
+    assert listed.count(str(logs)) == 1
 
 
 async def test_output_panel_follows_the_iteration_log_full_screen_and_searchable(tmp_path: Path) -> None:
@@ -126,9 +132,9 @@ async def test_output_panel_follows_the_iteration_log_full_screen_and_searchable
     async with monitor.run_test(size=SIZE) as pilot:
         await screenshots.settle(monitor)
         panel = monitor.query_one(OutputPanel)
-        assert panel.target is not None and panel.target.path.name == "0012.log"
+        assert panel.target is not None and Path(panel.target.path).name == "0012.log"
         await until(pilot, lambda: "▸ Read api.py" in output_text(monitor))
-        with panel.target.path.open("a") as out:
+        with open(panel.target.path, "a") as out:
             out.write("a raw line from the agent\n")
         await until(pilot, lambda: "a raw line from the agent" in output_text(monitor))
         await pilot.press("o")
@@ -153,7 +159,7 @@ async def test_an_iterations_output_lines_are_drawn_with_its_snapshot(tmp_path: 
         panel = monitor.query_one(OutputPanel)
         assert panel.target is not None
         await until(pilot, lambda: "▸ Read api.py" in output_text(monitor))
-        with panel.target.path.open("a") as out:
+        with open(panel.target.path, "a") as out:
             out.write("the agent's last words\n")
         Journal(ws.journal).append("warning", 12, {"message": "runner-says"})
         monitor.show_snapshot(read(ws))  # no await: nothing else runs in between
@@ -173,17 +179,17 @@ async def test_the_output_moves_to_the_next_iterations_log_with_the_snapshot(tmp
     async with monitor.run_test(size=SIZE) as pilot:
         await screenshots.settle(monitor)
         panel = monitor.query_one(OutputPanel)
-        assert panel.target is not None and panel.target.path.name == "0012.log"
+        assert panel.target is not None and Path(panel.target.path).name == "0012.log"
         await until(pilot, lambda: "▸ Read api.py" in output_text(monitor))
         panel.switched_at -= 10  # the last move was long ago
-        (panel.target.path.parent / "0013.log").write_text("iteration thirteen speaks\n")
+        (Path(panel.target.path).parent / "0013.log").write_text("iteration thirteen speaks\n")
         store = StateStore(ws)
         state = store.read()
         assert state is not None
         store.write(replace(state, iteration=13))
         Journal(ws.journal).append("iteration-started", 13, {})
         monitor.show_snapshot(read(ws))
-        assert panel.target.path.name == "0013.log"
+        assert Path(panel.target.path).name == "0013.log"
         assert output_text(monitor).strip() == "iteration thirteen speaks"
 
 
@@ -211,13 +217,13 @@ async def test_a_new_log_repaints_the_outputs_subtitle_row_not_its_whole_border(
 
         monkeypatch.setattr(OutputPanel, "refresh", refresh)
         panel.switched_at -= 10
-        (panel.target.path.parent / "0013.log").write_text("iteration thirteen speaks\n")
+        (Path(panel.target.path).parent / "0013.log").write_text("iteration thirteen speaks\n")
         store = StateStore(ws)
         state = store.read()
         assert state is not None
         store.write(replace(state, iteration=13))
         monitor.show_snapshot(read(ws))
-        assert panel.target.path.name == "0013.log"
+        assert Path(panel.target.path).name == "0013.log"
         assert refreshed and all(len(regions) == 1 and regions[0].height == 1 for regions in refreshed)
         await pilot.pause()
         assert "iteration log 0013.log" in screen_text(monitor)
@@ -237,12 +243,12 @@ async def test_lines_found_by_the_output_clock_wait_a_moment_for_a_snapshot(tmp_
         assert panel.target is not None and panel.reader is not None
         await until(pilot, lambda: "▸ Read api.py" in output_text(monitor))
         offset = panel.reader.offset
-        with panel.target.path.open("a") as out:
+        with open(panel.target.path, "a") as out:
             out.write("said between snapshots\n")
         panel.tick()
         assert panel.reader.offset == offset and panel.reading is None  # held, not read
         await until(pilot, lambda: "said between snapshots" in output_text(monitor))
-        with panel.target.path.open("a") as out:
+        with open(panel.target.path, "a") as out:
             out.writelines("x" * 80 + "\n" for _ in range(output.SMALL_READ // 80 + 10))
             out.write("after a flood\n")
         await until(pilot, lambda: "after a flood" in output_text(monitor))
@@ -261,14 +267,14 @@ async def test_the_output_panel_follows_its_file_by_watching_it_not_on_a_clock(t
         assert panel.target is not None and panel.watching
         await until(pilot, lambda: "▸ Read api.py" in output_text(monitor))
         assert panel.ticker is None and not panel.clocks.timers and not panel.clocks.each_second
-        with panel.target.path.open("a") as out:
+        with open(panel.target.path, "a") as out:
             out.write("said between snapshots\n")
         await until(pilot, lambda: "said between snapshots" in output_text(monitor))
-        panel.target = Followed(tmp_path / "not-yet.log", "iteration log")
+        panel.target = Followed(str(tmp_path / "not-yet.log"), "iteration log")
         await pilot.pause()
         (tmp_path / "not-yet.log").write_text("here at last\n")
         await until(pilot, lambda: "here at last" in output_text(monitor))
-        panel.target = Followed(tmp_path / "no-folder" / "0001.log", "iteration log")
+        panel.target = Followed(str(tmp_path / "no-folder" / "0001.log"), "iteration log")
         await until(pilot, lambda: panel.ticker is not None)  # no folder to watch: the clock looks
 
 
@@ -287,7 +293,7 @@ async def test_the_output_clock_rests_while_the_followed_file_is_not_there(
     async with monitor.run_test(size=SIZE) as pilot:
         await screenshots.settle(monitor)
         panel = monitor.query_one(OutputPanel)
-        panel.target = Followed(tmp_path / "not-yet.log", "iteration log")
+        panel.target = Followed(str(tmp_path / "not-yet.log"), "iteration log")
         await pilot.pause()
         assert panel.ticker is not None
         for _ in range(output.QUIET_TICKS):
@@ -309,7 +315,7 @@ async def test_output_panel_shows_every_clis_words_and_tool_calls(tmp_path: Path
         panel = monitor.query_one(OutputPanel)
         assert panel.target is not None
         for name in ("codex-success.exit0", "gemini-stream.exit0", "opencode-success.exit0"):
-            with panel.target.path.open("a") as out:
+            with open(panel.target.path, "a") as out:
                 out.write((FIXTURES / "agents" / f"{name}.log").read_text())
         await until(pilot, lambda: output_text(monitor).count("Ticked one task.") == 3)
         shown = output_text(monitor)

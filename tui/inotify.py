@@ -86,7 +86,7 @@ class Watch:
     """An inotify descriptor watching `folders` (one level deep). `changes()` yields the paths
     that changed, a burst at a time; `close()` (or leaving the `async with`) lets it go."""
 
-    def __init__(self, folders: Iterable[Path]) -> None:
+    def __init__(self, folders: Iterable[str | Path]) -> None:
         libc = load_libc()
         if libc is None:
             raise OSError("inotify is not available here")
@@ -104,7 +104,7 @@ class Watch:
             self.close()
             raise
 
-    def add(self, folder: Path) -> None:
+    def add(self, folder: str | Path) -> None:
         wd = self.libc.inotify_add_watch(self.fd, os.fsencode(folder), MASK)
         if wd < 0:
             errno = ctypes.get_errno()

@@ -76,7 +76,10 @@ WRITE_LINES = 100
 class Followed:
     """The file the panel follows, and what kind of lines it holds."""
 
-    path: Path
+    path: str
+    """A string, not a `Path`: a `Path` interns every part of its name in the interpreter's
+    table for good, and every iteration's log has a name of its own (the monitor's memory grew
+    with each iteration it followed)."""
     kind: str
     """`iteration log` (the runner's) or `transcript` (a hook loop's session)."""
     agent: str | None = None
@@ -90,12 +93,15 @@ def followed(workspace: Workspace, snapshot: Snapshot | None) -> Followed | None
         return None
     if loop.driver == "runner":
         logs = workspace.iteration_logs(loop.started_at)  # this loop's own, never an earlier one's
-        newest = _current_log(logs, loop.iteration, snapshot)
+        newest = _current_log(str(logs), loop.iteration, snapshot)
         if newest is None:  # not where the journal says: the newest of the folder
             try:
-                newest = max((p for p in logs.iterdir() if p.suffix == ".log"), key=_log_order, default=None)
+                with os.scandir(logs) as entries:
+                    names = [e.name for e in entries if e.name.endswith(".log")]
             except OSError:
                 return None
+            last = max(names, key=_log_order, default=None)
+            newest = None if last is None else os.path.join(logs, last)
         agent = next(
             (e.data.get("agent") for e in reversed(snapshot.events) if e.kind == "iteration-started"), None
         )
@@ -109,11 +115,11 @@ def followed(workspace: Workspace, snapshot: Snapshot | None) -> Followed | None
     except Exception:  # a corrupt state is the error panel's to show, not this one's
         return None
     if state is not None and state.transcript_path:
-        return Followed(Path(state.transcript_path), "transcript", "claude")
+        return Followed(str(state.transcript_path), "transcript", "claude")
     return None
 
 
-def _current_log(logs: Path, iteration: int, snapshot: Snapshot) -> Path | None:
+def _current_log(logs: str, iteration: int, snapshot: Snapshot) -> str | None:
     """The iteration's log, named as the runner names it (`0042.log`, then `0042.retry1.log`…
     for each retry or agent switch the journal shows): found with a look or two, where listing
     the folder costs a look at every log of the loop's history."""
@@ -121,16 +127,16 @@ def _current_log(logs: Path, iteration: int, snapshot: Snapshot) -> Path | None:
         1 for e in snapshot.events if e.iteration == iteration and e.kind in ("retry", "agent-switched")
     )
     for n in range(runs, -1, -1):
-        path = logs / (f"{iteration:04d}.log" if n == 0 else f"{iteration:04d}.retry{n}.log")
-        if path.is_file():
+        path = os.path.join(logs, f"{iteration:04d}.log" if n == 0 else f"{iteration:04d}.retry{n}.log")
+        if os.path.isfile(path):
             return path
     return None
 
 
-def _log_order(path: Path) -> tuple[int, str]:
+def _log_order(name: str) -> tuple[int, str]:
     """Iteration logs in the order they were written: `0042.log`, `0042.retry1.log`, … `10000.log`."""
-    number = path.name.split(".", 1)[0]
-    return (int(number) if number.isdigit() else -1, path.name)
+    number = name.split(".", 1)[0]
+    return (int(number) if number.isdigit() else -1, name)
 
 
 STYLES = {"▸": "cyan", "■": "bold", "●": "dim", "!": "yellow", "  ✗": "red", "  exit": "red"}
@@ -274,11 +280,11 @@ class OutputPanel(Vertical):
         from tui import inotify
 
         try:
-            watch = inotify.Watch([target.path.parent])
+            name, folder = target.path, os.path.dirname(target.path)
+            watch = inotify.Watch([folder])
         except OSError:  # no folder (yet), no watches left
             self.follow_by_clock()
             return
-        name, folder = str(target.path), str(target.path.parent)
         async with watch:
             async for paths in watch.changes():
                 if name in paths or folder in paths:  # the file, or the folder moved or overflowed
@@ -362,7 +368,7 @@ class OutputPanel(Vertical):
             set_border(self, subtitle="")
             log.write(Text("waiting for the agent's output", style="dim"))
             return
-        set_border(self, subtitle=f"{target.kind} {target.path.name}")
+        set_border(self, subtitle=f"{target.kind} {os.path.basename(target.path)}")
 
     def silent(self, target: Followed) -> None:
         """`SILENT_S` after the panel moved to `target`: shown empty if it said nothing yet."""
