@@ -202,6 +202,35 @@ async def test_n_shows_the_neighbour_read_only_and_c_cancels_a_ralph_loop(tmp_pa
         await until(pilot, lambda: not isinstance(app.screen, NeighbourScreen))
 
 
+async def test_the_keys_on_offer_are_worked_out_once_a_snapshot_with_the_neighbours_it_found(
+    tmp_path: Path,
+) -> None:
+    """Every key's check runs for each snapshot (several a second while a loop runs): once, with
+    the neighbours already looked for, so a neighbour that just appeared is on offer at once."""
+    ws = screenshots.running(tmp_path / "p")
+    app = screenshots.app_for(ws, git=False, prompts=False)
+    assert isinstance(app, MonitorApp)
+    async with app.run_test(size=SIZE) as pilot:
+        await screenshots.settle(app)
+        assert app.check_action("next_loop", ()) is False
+        asked: list[bool] = []
+        check = app.check_action
+
+        def checking(action: str, parameters: tuple[object, ...]) -> bool | None:
+            answer = check(action, parameters)
+            if action == "next_loop":
+                asked.append(bool(answer))
+            return answer
+
+        app.check_action = checking  # type: ignore[method-assign]
+        ralph_in(ws.root)
+        snapshot = app.snapshot
+        assert snapshot is not None
+        app.show_snapshot(snapshot)
+        assert asked == [True]
+        await pilot.pause()
+
+
 async def test_a_folder_with_only_a_neighbour_opens_on_it(tmp_path: Path) -> None:
     ws = Workspace(tmp_path)
     path = ralph_in(tmp_path)

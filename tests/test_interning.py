@@ -19,7 +19,7 @@ from loop.store.state import StateStore
 from loop.views.snapshot import read
 from tests.test_tui import make
 from tui.watch import interesting, watch_paths
-from tui.widgets.output import followed
+from tui.widgets.output import Followed, followed
 
 
 def interned_during(monkeypatch: pytest.MonkeyPatch, act: Callable[[], object]) -> tuple[object, list[str]]:
@@ -76,4 +76,4 @@ def test_the_output_panel_finds_a_new_iterations_log_without_interning_its_name(
     snapshot = read(ws)
     found, interned = interned_during(monkeypatch, lambda: followed(Workspace(ws.root), snapshot))
     assert "0012.log" not in interned
-    assert found is not None and found.path == str(log)
+    assert isinstance(found, Followed) and found.path == str(log)

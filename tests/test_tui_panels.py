@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.geometry import Region, Size
@@ -197,6 +198,50 @@ async def test_a_followed_log_scrolls_with_the_write_not_a_frame_later() -> None
         log.scroll_to(y=0, animate=False, immediate=True)  # the person scrolled up: stay there
         log.write("one more")
         assert log.scroll_y == 0
+
+
+TEXTS = [
+    Text("plain"),
+    Text("12:00:01 iteration-started  the agent began", style="cyan"),
+    Text("styled by an object", style=Style(color="red", bold=True)),
+    Text("a head  its message\n         wrapped under itself", style="dim"),
+    Text("too wide for the log " * 4, style="yellow"),
+    Text(""),
+    Text("an empty line\n\nbetween"),
+    Text("wide ☃ 漢字 cells"),
+    Text("a\ttab"),
+    Text.assemble(("two ", "bold"), ("styles", "red")),
+    Text("trailing spaces   "),
+    Text("x" * 38),
+    Text("y" * 39),
+]
+
+
+@pytest.mark.parametrize("width", [None, 38])
+async def test_lines_written_together_are_drawn_as_one_at_a_time(width: int | None) -> None:
+    """`write_texts` cuts a fitting line of one style into its strip itself: every kind of
+    line comes out as `write` draws it, and the log scrolls once for all of them."""
+    one, together = Tailing(), Tailing()
+    async with one.run_test(size=(80, 24)) as pilot, together.run_test(size=(80, 24)) as pilot2:
+        await pilot.pause()
+        await pilot2.pause()
+        single, batch = one.query_one(TailLog), together.query_one(TailLog)
+        for text in TEXTS:
+            single.write(text.copy(), width=width)
+        scrolls = [0]
+        original = batch.scroll_to
+
+        def scroll_to(*args: Any, **kwargs: Any) -> None:
+            scrolls[0] += 1
+            original(*args, **kwargs)
+
+        batch.scroll_to = scroll_to  # type: ignore[method-assign]
+        batch.write_texts([text.copy() for text in TEXTS], width=width)
+        assert batch.lines == single.lines
+        assert [line.cell_length for line in batch.lines] == [line.cell_length for line in single.lines]
+        assert batch.virtual_size == single.virtual_size
+        assert batch.scroll_y == single.scroll_y == single.max_scroll_y > 0
+        assert scrolls == [1]
 
 
 class Shrinking(Tailing):

@@ -73,12 +73,12 @@ class MonitorApp(LoopdeckApp):
     # --- one folder, several loops ---------------------------------------------------------
 
     def show_snapshot(self, snapshot: Snapshot) -> None:
+        # The neighbours first: the keys on offer, worked out once a snapshot, depend on them.
+        self.neighbours = formats.detect(self.workspace.root)
         try:
             super().show_snapshot(snapshot)
         except NoMatches:
             return  # a snapshot that arrives while the app closes finds no panels: nothing to show
-        self.neighbours = formats.detect(self.workspace.root)
-        self.refresh_bindings_if_changed()
         only_neighbours = snapshot.loop is None and snapshot.error is None and self.neighbours
         if only_neighbours and not self.opened_neighbour and len(self.screen_stack) == 1:
             # Nothing of loopdeck's here: show the loop that is, rather than an empty monitor.

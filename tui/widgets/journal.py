@@ -119,26 +119,30 @@ class JournalPanel(Vertical):
         dropped = len(self.events) + len(added) - len(events)
         self.events = events
         self.matches = self.matches[dropped:]
-        log = self.query_one(RichLog)
-        for event in added:
-            self.write_event(log, event)
+        self.write_events(added)
         self.show_count()
 
-    def write_event(self, log: RichLog, event: Event) -> None:
-        stamp = f"{log_stamp(event.ts)[11:19]} "
-        kind = f"{event.kind:<{KIND_WIDTH}} "
-        body = message(event)
+    def write_events(self, events: tuple[Event, ...]) -> None:
+        """The events' lines, those the search wants, added to the log in one go (one scroll)."""
+        log = self.query_one(TailLog)
+        width = log.scrollable_content_region.width
         wanted = self.query_text.lower()
-        match = not wanted or wanted in (stamp + kind + body).lower()
-        self.matches.append(match)
-        if match:
-            style = self.get_component_rich_style(KIND_CLASS[event.kind]) if event.kind in KIND_CLASS else ""
-            width = log.scrollable_content_region.width
-            head = stamp + kind if width - len(stamp + kind) >= HANGING_MIN else stamp
-            # Written at the log's width: left to measure itself, a line is cut to the console's
-            # width, which can be narrower than the log (a headless console is 80 wide).
-            log.write(self.hanging(head, body, width, style), width=width if width > 0 else None)
-            self.lines_written += 1
+        texts = []
+        for event in events:
+            stamp = f"{log_stamp(event.ts)[11:19]} "
+            kind = f"{event.kind:<{KIND_WIDTH}} "
+            body = message(event)
+            match = not wanted or wanted in (stamp + kind + body).lower()
+            self.matches.append(match)
+            if match:
+                look = KIND_CLASS.get(event.kind)
+                style = self.get_component_rich_style(look) if look is not None else ""
+                head = stamp + kind if width - len(stamp + kind) >= HANGING_MIN else stamp
+                texts.append(self.hanging(head, body, width, style))
+        # Written at the log's width: left to measure itself, a line is cut to the console's
+        # width, which can be narrower than the log (a headless console is 80 wide).
+        log.write_texts(texts, width=width if width > 0 else None)
+        self.lines_written += len(texts)
 
     def hanging(self, head: str, body: str, width: int, style: Style | str) -> Text:
         """An event's line with its message wrapped under itself, clear of the time (and kind)
@@ -156,8 +160,7 @@ class JournalPanel(Vertical):
         log.clear()
         self.matches = []
         self.placeholder = False
-        for event in self.events:
-            self.write_event(log, event)
+        self.write_events(self.events)
         if not any(self.matches):
             log.write(Text("no events" + (f" matching {self.query_text!r}" if self.query_text else "")))
             self.placeholder = True

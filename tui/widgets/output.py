@@ -454,9 +454,9 @@ class OutputPanel(Vertical):
             return  # a read of a file no longer followed
         if self.fresh:
             self.start_afresh(reader.target)
-        log = self.query_one(RichLog)  # it follows its tail unless the person scrolled up
+        notes = []
         if reader.skipped:
-            log.write(Text(f"… {reader.skipped // 1024} KB skipped", style="dim"))
+            notes.append(Text(f"… {reader.skipped // 1024} KB skipped", style="dim"))
             reader.skipped = 0
         wanted = self.query_text.lower()
         self.lines_read += len(raw)
@@ -467,10 +467,11 @@ class OutputPanel(Vertical):
                 if not wanted or wanted in text.plain.lower():
                     shown.append(text)
         if len(shown) > WRITE_LINES:  # nobody reads faster than this: the search still has them
-            log.write(Text(f"… {len(shown) - WRITE_LINES} lines passed by (search finds them)", style="dim"))
+            passed = len(shown) - WRITE_LINES
+            notes.append(Text(f"… {passed} lines passed by (search finds them)", style="dim"))
             shown = shown[-WRITE_LINES:]
-        for text in shown:
-            log.write(text)
+        # In one go: it follows its tail (unless the person scrolled up) with one scroll.
+        self.query_one(TailLog).write_texts(notes + shown)
 
     def watch_query_text(self, text: str) -> None:
         self.rewrite()
@@ -484,12 +485,10 @@ class OutputPanel(Vertical):
             self.drawn_width = event.size.width
 
     def rewrite(self) -> None:
-        log = self.query_one(RichLog)
-        log.clear()
         wanted = self.query_text.lower()
-        for line in self.lines:
-            if not wanted or wanted in line.plain.lower():
-                log.write(line)
+        self.query_one(TailLog).clear().write_texts(
+            [line for line in self.lines if not wanted or wanted in line.plain.lower()]
+        )
 
     def start_search(self) -> None:
         self.add_class("-searching")

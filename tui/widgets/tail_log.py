@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Self
 
-from rich.console import RenderableType
+from rich.cells import cell_len
+from rich.console import Console, RenderableType
+from rich.segment import Segment
 from rich.style import Style
+from rich.text import Text
 from textual.cache import LRUCache
 from textual.geometry import Region, Size
 from textual.reactive import Reactive
@@ -26,6 +30,9 @@ class TailLog(RichLog):
     - A layout that leaves the log as it was draws nothing. Textual redraws the scrollbars of
       every scrolling widget on every layout of the screen, whatever moved; here that was most
       of what a panel elsewhere changing cost.
+    - Lines written together (`write_texts`: an iteration's journal lines, a burst of output)
+      are added with one scroll and one change of size, and a line of one style that fits is
+      cut into its strip without Rich's measuring, wrapping and rendering.
     - Its cache of drawn lines holds a few screens: while following, every line drawn is drawn
       under a new key, and `RichLog`'s 1,024 lines filled with lines never shown again.
     - A line scrolled up is not styled again (`render_lines`): a log one line longer draws one
@@ -85,6 +92,43 @@ class TailLog(RichLog):
             self.auto_scroll if scroll_end is None else scroll_end
         ) and self.scroll_y >= self.max_scroll_y
         super().write(content, width, expand, shrink, scroll_end=False, animate=animate)
+        if follow:
+            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
+        return self
+
+    def write_texts(self, texts: Sequence[Text], width: int | None = None) -> Self:
+        """`write` for each of `texts` (at `width`, or each at its own as `write` measures it),
+        drawing the same strips: the log grows and follows its tail once for all of them."""
+        if not self._size_known or not texts:
+            for text in texts:
+                self.write(text, width)
+            return self
+        follow = self.auto_scroll and self.scroll_y >= self.max_scroll_y
+        console = self.app.console
+        room = self.scrollable_content_region.width
+        strips: list[Strip] = []
+        widest = self._widest_line_width
+        for text in texts:
+            lines = _fitting_lines(text, width if width is not None else room)
+            if lines is not None:
+                style = console.get_style(text.style, default=Style.null()) if text.style else None
+                drawn = [[Segment(line, style)] for line in lines]
+            else:  # wraps, tabs, several styles: as `RichLog` draws it
+                made = self._make_renderable(text)
+                drawn_width, drawn = _rendered(console, made, width, room, self.min_width)
+                if not drawn:
+                    widest = max(widest, drawn_width)
+                    strips.append(Strip.blank(drawn_width))
+                    continue
+            widest = max(widest, max(sum(segment.cell_length for segment in line) for line in drawn))
+            strips.extend(Strip.from_lines(drawn))  # unpadded, as `RichLog` leaves them
+        self.lines.extend(strips)
+        if self.max_lines is not None and len(self.lines) > self.max_lines:
+            self._start_line += len(self.lines) - self.max_lines
+            self.refresh()
+            self.lines = self.lines[-self.max_lines :]
+        self._widest_line_width = widest
+        self.virtual_size = Size(widest, len(self.lines))
         if follow:
             self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
         return self
@@ -179,3 +223,26 @@ class TailLog(RichLog):
         if line is None:  # as `RichLog` draws a line, with the style worked out once a frame
             line = self._line_cache[key] = self.lines[index].crop_extend(scroll_x, scroll_x + width, style)
         return line.apply_style(style)
+
+
+def _fitting_lines(text: Text, width: int) -> list[str] | None:
+    """The lines of a one-style text that fits `width` as they are, or None: Rich would wrap,
+    cut, expand or style them, and is asked to."""
+    if text.spans or text.justify not in (None, "default", "left") or text.end != "\n" or "\t" in text.plain:
+        return None
+    lines = text.plain.split("\n")
+    if not all(lines) or any(cell_len(line) > width for line in lines):
+        return None
+    return lines
+
+
+def _rendered(
+    console: Console, text: RenderableType, width: int | None, room: int, min_width: int
+) -> tuple[int, list[list[Segment]]]:
+    """The width `RichLog.write` draws `text` at, and its lines as Rich renders them there."""
+    from rich.measure import measure_renderables
+
+    options = console.options
+    if width is None:  # its own width, shrunk to the room there is
+        width = max(min(measure_renderables(console, options, [text]).maximum, room), min_width)
+    return width, list(Segment.split_lines(console.render(text, options.update_width(width))))
