@@ -214,6 +214,8 @@ TEXTS = [
     Text("trailing spaces   "),
     Text("x" * 38),
     Text("y" * 39),
+    Text("left, padded by Rich", justify="left"),
+    Text("centred", justify="center"),
 ]
 
 

@@ -228,7 +228,7 @@ class TailLog(RichLog):
 def _fitting_lines(text: Text, width: int) -> list[str] | None:
     """The lines of a one-style text that fits `width` as they are, or None: Rich would wrap,
     cut, expand or style them, and is asked to."""
-    if text.spans or text.justify not in (None, "default", "left") or text.end != "\n" or "\t" in text.plain:
+    if text.spans or text.justify not in (None, "default") or text.end != "\n" or "\t" in text.plain:
         return None
     lines = text.plain.split("\n")
     if not all(lines) or any(cell_len(line) > width for line in lines):
