@@ -4,8 +4,11 @@ bound to it, works out the part it shows and redraws only when that part changed
 from __future__ import annotations
 
 import dataclasses
+import gc
+import weakref
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ from textual.screen import Screen
 from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Sparkline, Static
+from textual.widgets._footer import FooterKey
 
 from loop.core.model import replace
 from loop.repo.gitstate import Commit, GitStatus
@@ -30,6 +34,7 @@ from tui import screenshots
 from tui.app import LoopdeckApp
 from tui.widgets.common import roughly, roughly_ago, set_border, update_static
 from tui.widgets.durations import DurationsChart
+from tui.widgets.footer import Footer
 from tui.widgets.git import GitPanel
 from tui.widgets.iteration import IterationPanel
 from tui.widgets.journal import JournalPanel
@@ -244,6 +249,37 @@ async def test_lines_written_together_are_drawn_as_one_at_a_time(width: int | No
         assert batch.virtual_size == single.virtual_size
         assert batch.scroll_y == single.scroll_y == single.max_scroll_y > 0
         assert scrolls == [1]
+
+
+def gone(keys: list[weakref.ref[FooterKey]], footer: Footer) -> bool:
+    return not any(ref() in footer.children for ref in keys)
+
+
+def collected(keys: list[weakref.ref[FooterKey]]) -> bool:
+    gc.collect()
+    return all(ref() is None for ref in keys)
+
+
+async def test_the_footer_keeps_none_of_the_keys_it_drew_before(tmp_path: Path) -> None:
+    """The keys on offer change (a loop paused, resumed): the footer draws a new set of keys, and
+    the old ones are gone. Textual's footer kept each key it ever drew, through the watcher it
+    holds for it: a monitor open for days only ever grew."""
+    ws = make(tmp_path, "running")
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        snapshot = monitor.snapshot
+        assert snapshot is not None and snapshot.loop is not None
+        footer = monitor.main.query_one(Footer)
+        drawn: list[weakref.ref[FooterKey]] = []
+        for status in ("paused", "running", "paused", "running"):
+            shown = [weakref.ref(key) for key in footer.query(FooterKey)]
+            drawn += shown
+            loop = dataclasses.replace(snapshot.loop, status=status)
+            monitor.show_snapshot(dataclasses.replace(snapshot, loop=loop))
+            await until(pilot, partial(gone, shown, footer))
+        await until(pilot, partial(collected, drawn))  # once the last redraw is over
+        assert len(footer.query(FooterKey)) > 0
 
 
 class Shrinking(Tailing):

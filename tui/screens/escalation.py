@@ -10,10 +10,11 @@ from functools import partial
 from textual.app import ComposeResult
 from textual.containers import Grid, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Footer, Label, Static
+from textual.widgets import Button, Label, Static
 
 from tui import actions
 from tui.screens.modal import MODAL_CSS
+from tui.widgets.footer import Footer
 
 CHOICES = ("continue", "pause", "skip", "complete", "log")
 

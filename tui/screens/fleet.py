@@ -20,13 +20,14 @@ from textual import work
 from textual.app import ComposeResult
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from loop.core.timeutil import utcnow
 from loop.views import fleet
 from loop.views.fleet import FleetRow
 from tui import actions
 from tui.widgets.common import minutes_ago
+from tui.widgets.footer import Footer
 
 POLL_S = 2.0
 """How often the fleet looks at every workspace (a few `stat`s each): a loop that needs a person

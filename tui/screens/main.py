@@ -17,7 +17,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.reactive import var
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input
+from textual.widgets import DataTable, Input
 
 from loop.repo.gitstate import GitStatus
 from loop.views.snapshot import Snapshot
@@ -25,6 +25,7 @@ from tui import actions
 from tui.screens.text import TextScreen
 from tui.widgets.clocks import rest_clocks, wake_clocks
 from tui.widgets.error import ErrorPanel
+from tui.widgets.footer import Footer
 from tui.widgets.git import GitPanel
 from tui.widgets.iteration import IterationPanel
 from tui.widgets.journal import JournalPanel

@@ -18,7 +18,7 @@ from pathlib import Path
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from loop import formats
 from loop.core.errors import FileProblem, LoopdeckError
@@ -27,6 +27,7 @@ from loop.formats import Found
 from tui import actions
 from tui.screens.confirm import ConfirmScreen
 from tui.widgets.common import ago, relative
+from tui.widgets.footer import Footer
 
 POLL_S = 0.5
 """How often the file's time and size are checked: a `stat`, so a neighbour loop's progress

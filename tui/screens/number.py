@@ -5,10 +5,11 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Input, Label
+from textual.widgets import Input, Label
 
 from tui import actions
 from tui.screens.modal import MODAL_CSS
+from tui.widgets.footer import Footer
 
 
 class NumberScreen(ModalScreen[int | None]):

@@ -6,10 +6,11 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Footer, Label, Static
+from textual.widgets import Button, Label, Static
 
 from tui import actions
 from tui.screens.modal import MODAL_CSS
+from tui.widgets.footer import Footer
 
 GIT_WORDS = {
     "continue": "continue with them as they are",

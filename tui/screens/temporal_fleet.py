@@ -15,12 +15,13 @@ from textual import work
 from textual.app import ComposeResult
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from loop.core.timeutil import utcnow
 from loop.views.fleet import FleetRow, sort_rows
 from tui import actions
 from tui.widgets.common import ago
+from tui.widgets.footer import Footer
 
 if TYPE_CHECKING:
     from loop.temporal.client import Remote

@@ -5,10 +5,11 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Input, Label, Markdown, Static
+from textual.widgets import Input, Label, Markdown, Static
 
 from tui import actions
 from tui.screens.modal import MODAL_CSS
+from tui.widgets.footer import Footer
 
 
 class TextScreen(ModalScreen[None]):
