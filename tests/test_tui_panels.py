@@ -43,30 +43,27 @@ from tui.widgets.sources import SourcesPanel
 from tui.widgets.tail_log import TailLog
 
 
+def count_calls(obj: object, name: str) -> list[int]:
+    """Counts the calls of `obj`'s method `name` from now on (the list's one item)."""
+    calls = [0]
+    original = getattr(obj, name)
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return original(*args, **kwargs)
+
+    setattr(obj, name, counting)
+    return calls
+
+
 def count_refreshes(widget: Widget) -> list[int]:
     """Counts the widget's redraw requests from now on (the list's one item)."""
-    calls = [0]
-    original = widget.refresh
-
-    def counting(*args: object, **kwargs: object) -> Widget:
-        calls[0] += 1
-        return original(*args, **kwargs)  # type: ignore[arg-type]
-
-    widget.refresh = counting  # type: ignore[method-assign]
-    return calls
+    return count_calls(widget, "refresh")
 
 
 def count_layouts(screen: Screen[object]) -> list[int]:
     """Counts the screen's layouts from now on."""
-    calls = [0]
-    original = screen._refresh_layout
-
-    def counting(*args: Any, **kwargs: Any) -> None:
-        calls[0] += 1
-        original(*args, **kwargs)
-
-    screen._refresh_layout = counting  # type: ignore[method-assign]
-    return calls
+    return count_calls(screen, "_refresh_layout")
 
 
 def later(snapshot: Snapshot, n: int) -> Snapshot:
@@ -235,14 +232,7 @@ async def test_lines_written_together_are_drawn_as_one_at_a_time(width: int | No
         single, batch = one.query_one(TailLog), together.query_one(TailLog)
         for text in TEXTS:
             single.write(text.copy(), width=width)
-        scrolls = [0]
-        original = batch.scroll_to
-
-        def scroll_to(*args: Any, **kwargs: Any) -> None:
-            scrolls[0] += 1
-            original(*args, **kwargs)
-
-        batch.scroll_to = scroll_to  # type: ignore[method-assign]
+        scrolls = count_calls(batch, "scroll_to")
         batch.write_texts([text.copy() for text in TEXTS], width=width)
         assert batch.lines == single.lines
         assert [line.cell_length for line in batch.lines] == [line.cell_length for line in single.lines]
