@@ -14,7 +14,6 @@ from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.reactive import var
-from textual.widgets import RichLog
 
 from loop.core.timeutil import log_stamp
 from loop.store.journal import Event, message
@@ -156,7 +155,7 @@ class JournalPanel(Vertical):
     def redraw(self) -> None:
         """Everything again: a new journal, or a new search."""
         self.redraws += 1
-        log = self.query_one(RichLog)
+        log = self.query_one(TailLog)
         log.clear()
         self.matches = []
         self.placeholder = False
