@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -121,6 +123,15 @@ def hook_servers(launcher: Path) -> list[int]:
             if str(launcher).encode() in argv and b"hook-server" in argv:
                 found.append(int(entry))
     return found
+
+
+def stop_hook_servers(launcher: Path) -> None:
+    """Ask every hook server of `launcher` to leave. One that leaves on its own between the
+    listing and the signal (a newer code's Stop, its idle end) is no error: the suites stop
+    them in their teardown, where a race lost would be an error of a test that passed."""
+    for pid in hook_servers(launcher):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
 
 
 def stop_payload(ws: Workspace) -> dict[str, object]:

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, hook_servers
+from tests.conftest import REPO, stop_hook_servers
 from tests.e2e.agent_scenarios import cli_project as _cli_project
 from tests.e2e.agents_harness import CLIProject
 
@@ -22,9 +19,7 @@ def no_hook_server_left() -> Iterator[None]:
     leave with the suite, not 10 minutes after it. A Stop a server's child is answering
     finishes all the same, and a later one starts a server afresh."""
     yield
-    for pid in hook_servers(REPO / "loop" / "launcher.py"):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
+    stop_hook_servers(REPO / "loop" / "launcher.py")
 
 
 @pytest.fixture
