@@ -32,6 +32,26 @@ def confirmed_loop(ws: Workspace, **values: object) -> LoopState:
     return state
 
 
+def test_a_record_is_read_to_its_size_not_to_the_limit(ws: Workspace) -> None:
+    """The monitor and the runner read a loop's record on every snapshot and iteration: a
+    read of the limit allocated 4 MB each time for a record of a few hundred bytes. A record
+    over the limit is still no record."""
+    import tracemalloc
+
+    state = confirmed_loop(ws, verify=["pytest -q"])
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        assert trust.confirmed(ws, state)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 256 * 1024, peak
+    record = Path(trust._record_file(ws))
+    record.write_text(json.dumps({"pinned": trust.pinned(state), "padding": "x" * trust.MAX_RECORD_BYTES}))
+    assert not trust.confirmed(ws, state)
+
+
 # --- what is pinned, and what a change asks ----------------------------------------------------
 
 

@@ -9,6 +9,7 @@ was expected) is part of what is found, for the viewer to show.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,8 +78,12 @@ def read(kind: str, path: Path) -> Found:
 
 def candidates(root: Path) -> list[tuple[str, Path]]:
     """The neighbour files that exist in a workspace (a few `stat` calls; for the loops kept
-    elsewhere, the end of one file read)."""
-    found = [(kind, root / rel) for kind, (rel, _) in FORMATS.items() if (root / rel).is_file()]
+    elsewhere, the end of one file read). The monitor looks on every snapshot: a path is made
+    for what is there only (a `Path` to each absent file interned its name anew each time)."""
+    folder = os.fspath(root)
+    found = [
+        (kind, root / rel) for kind, (rel, _) in FORMATS.items() if os.path.isfile(os.path.join(folder, rel))
+    ]
     for kind, (locate, _reader) in LOCATED.items():
         path = locate(root)
         if path is not None:

@@ -32,17 +32,20 @@ TAIL_BYTES = 256 * 1024
 """How much of a transcript's end is searched for the goal's last status."""
 
 
-def _claude_home() -> Path:
+def _projects(root: Path) -> str:
+    """`project_folder`, as a string: the monitor looks for a goal on every snapshot, and a
+    `Path` made of the folder's name each time interned that name anew each time."""
     configured = os.environ.get("CLAUDE_CONFIG_DIR")
-    return Path(configured).expanduser() if configured else Path.home() / ".claude"
+    home = os.path.expanduser(configured) if configured else os.path.join(os.path.expanduser("~"), ".claude")
+    return os.path.join(home, "projects", re.sub(r"[^A-Za-z0-9]", "-", str(root)))
 
 
 def project_folder(root: Path) -> Path:
     """Where Claude Code keeps the transcripts of sessions started in `root`."""
-    return _claude_home() / "projects" / re.sub(r"[^A-Za-z0-9]", "-", str(root))
+    return Path(_projects(root))
 
 
-def _newest(folder: Path) -> Path | None:
+def _newest(folder: str) -> Path | None:
     newest: tuple[float, str] | None = None
     try:
         with os.scandir(folder) as entries:
@@ -86,7 +89,7 @@ def _statuses(path: Path) -> list[dict[str, Any]]:
 
 def locate(root: Path) -> Path | None:
     """The transcript of the folder's newest session when it has an active goal, else None."""
-    newest = _newest(project_folder(root))
+    newest = _newest(_projects(root))
     if newest is None:
         return None
     try:

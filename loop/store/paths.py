@@ -6,11 +6,16 @@ line (`.claude/*.local.*`, `.claude/orchestrator-loop.*`) keeps them out of comm
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from loop.core.model import record
 
 STATE_NAME = "orchestrator-loop.local.md"
+BACKUP_NAME = STATE_NAME + ".bak"
+"""A constant, not a name made on each use: a `Path` interns its parts, and a long-running
+reader that made this name afresh on every look took a new entry in the interpreter's table of
+interned strings each time."""
 JOURNAL_NAME = "orchestrator-loop.events.jsonl"
 CONTROL_NAME = "orchestrator-loop.control.jsonl"
 LOCK_NAME = "orchestrator-loop.lock"
@@ -33,7 +38,7 @@ class Workspace:
 
     @property
     def backup(self) -> Path:
-        return self.claude_dir / (STATE_NAME + ".bak")
+        return self.claude_dir / BACKUP_NAME
 
     @property
     def journal(self) -> Path:
@@ -64,7 +69,12 @@ class Workspace:
         """The folder of one loop's iteration logs (`NNNN.log`): each loop its own, named as its
         archive folder, so a new loop's `0001.log` is never an older loop's (and goes to its
         archive with it)."""
-        return self.private_dir / "iterations" / loop_folder_name(started_at)
+        return Path(self.iteration_logs_folder(started_at))
+
+    def iteration_logs_folder(self, started_at: str) -> str:
+        """`iteration_logs`, as a string, for a reader that looks on every snapshot: a `Path`
+        made of the loop's name interned that name anew each time."""
+        return os.path.join(self.private_dir, "iterations", loop_folder_name(started_at))
 
 
 def loop_folder_name(started_at: str) -> str:

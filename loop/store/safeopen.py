@@ -256,7 +256,7 @@ def open_append(path: Path) -> BinaryIO:
     return os.fdopen(open_write(path, os.O_APPEND | os.O_CREAT), "ab")
 
 
-def open_regular(path: Path) -> BinaryIO:
+def open_regular(path: str | Path) -> BinaryIO:
     """`open(path, "rb")` for regular files only, and without blocking on the way in: a FIFO,
     device, socket or folder raises NotRegularFile (an OSError) instead of hanging or reading
     forever."""
@@ -274,7 +274,7 @@ def open_regular(path: Path) -> BinaryIO:
         raise
 
 
-def read_regular(path: Path, limit: int | None = None) -> bytes:
+def read_regular(path: str | Path, limit: int | None = None) -> bytes:
     """The bytes of a regular file (at most `limit`), as `open_regular` opens it.
 
     A read of `limit` bytes allocates `limit` bytes first: a state or task file of a few KB

@@ -21,6 +21,7 @@ The record pins the values themselves, not a digest, so a change is shown as wha
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Iterable
@@ -37,6 +38,9 @@ HOME_ENV = "LOOPDECK_TRUST_HOME"
 """A folder for the records instead of the home folder's (tests, sandboxes). Honoured only when
 it is an absolute path to an existing folder of this user that nobody else can write, outside
 the workspace: a repository cannot make one before anything of it has run."""
+MAX_RECORD_BYTES = 4 * 1024 * 1024
+"""A record is a few KB; one larger than this is not one of ours."""
+CONFIG_SUFFIX = ".config.json"
 
 LABELS = {
     "prompt": "prompt",
@@ -112,16 +116,28 @@ def _own_folder(path: str, workspace: Path | None) -> bool:
 
 def home(workspace: Path | None = None) -> Path:
     """The folder of the trust records for this user."""
+    return Path(_home(workspace))
+
+
+def _home(workspace: Path | None) -> str:
+    """`home`, as a string. The monitor and the runner read a loop's record on every snapshot
+    and iteration: a `Path` made each time interned its names anew each time."""
     override = os.environ.get(HOME_ENV)
     if override and _own_folder(override, workspace):
-        return Path(override)
+        return override
+    return os.path.join(_user_home(os.getuid()), ".local", "state", "loopdeck", "trust")
+
+
+@functools.cache
+def _user_home(uid: int) -> str:
+    """The user's home folder, from the password database (looked up once: a lookup reads
+    /etc/passwd)."""
     try:
         import pwd
 
-        base = pwd.getpwuid(os.getuid()).pw_dir
+        return pwd.getpwuid(uid).pw_dir
     except (ImportError, KeyError):  # no password entry (some containers): the home we are given
-        base = str(Path.home())
-    return Path(base) / ".local" / "state" / "loopdeck" / "trust"
+        return os.path.expanduser("~")
 
 
 def _key(root: str) -> str:
@@ -135,17 +151,29 @@ def _key(root: str) -> str:
     return "sha256-" + hashlib.sha256(root.encode("utf-8", "surrogateescape")).hexdigest()
 
 
+def _record_file(ws: Workspace, suffix: str = ".json") -> str:
+    """A workspace's record (`suffix` ".config.json": its configuration's)."""
+    return os.path.join(_home(ws.root), _key(os.path.realpath(ws.root)) + suffix)
+
+
 def _record_path(ws: Workspace) -> Path:
-    return home(ws.root) / f"{_key(str(ws.root.resolve()))}.json"
+    return Path(_record_file(ws))
 
 
-def _load(ws: Workspace) -> dict[str, Any] | None:
+def _read(path: str) -> dict[str, Any] | None:
+    """A record, None when there is none or it is no JSON object. Read to its size, under a
+    limit: a read of the limit itself allocated 4 MB on every snapshot."""
+    from loop.store.safeopen import read_regular
+
     try:
-        with open(_record_path(ws), "rb") as f:
-            record = json.loads(f.read(4 * 1024 * 1024))
+        record = json.loads(read_regular(path, MAX_RECORD_BYTES))
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) else None
+
+
+def _load(ws: Workspace) -> dict[str, Any] | None:
+    return _read(_record_file(ws))
 
 
 # --- asking and recording ----------------------------------------------------------------------
@@ -229,7 +257,7 @@ def confirmed_targets(ws: Workspace, state: LoopState) -> list[str]:
 
 
 def _config_record_path(ws: Workspace) -> Path:
-    return home(ws.root) / f"{_key(str(ws.root.resolve()))}.config.json"
+    return Path(_record_file(ws, CONFIG_SUFFIX))
 
 
 def config_unconfirmed(ws: Workspace, values: dict[str, Any]) -> list[str]:
@@ -237,12 +265,8 @@ def config_unconfirmed(ws: Workspace, values: dict[str, Any]) -> list[str]:
     `[tool.loopdeck]`) contributes that nobody on this machine confirmed, a line each: the file
     came with the repository, so its agent, commands and targets are someone else's word, as a
     state file's are. A value confirmed before and unchanged needs nothing more."""
-    try:
-        with open(_config_record_path(ws), "rb") as f:
-            record = json.loads(f.read(4 * 1024 * 1024))
-    except (OSError, ValueError):
-        record = None
-    before = record.get("values") if isinstance(record, dict) else None
+    record = _read(_record_file(ws, CONFIG_SUFFIX))
+    before = record.get("values") if record is not None else None
     before = before if isinstance(before, dict) else {}
     return [f"{name}: {value}" for name, value in sorted(values.items()) if before.get(name) != value]
 
@@ -253,13 +277,9 @@ def record_config(ws: Workspace, values: dict[str, Any], by: str) -> None:
     from loop.core.timeutil import iso_s, utcnow
 
     path = _config_record_path(ws)
-    try:
-        with open(path, "rb") as f:
-            old = json.loads(f.read(4 * 1024 * 1024))
-    except (OSError, ValueError):
-        old = {}
+    old = _read(str(path))
     kept: dict[str, Any] = {}
-    if isinstance(old, dict) and isinstance(old.get("values"), dict):
+    if old is not None and isinstance(old.get("values"), dict):
         kept = old["values"]
     data = {"workspace": str(ws.root), "by": by, "at": iso_s(utcnow()), "values": {**kept, **values}}
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -92,8 +92,8 @@ def followed(workspace: Workspace, snapshot: Snapshot | None) -> Followed | None
     if loop is None or snapshot is None:
         return None
     if loop.driver == "runner":
-        logs = workspace.iteration_logs(loop.started_at)  # this loop's own, never an earlier one's
-        newest = _current_log(str(logs), loop.iteration, snapshot)
+        logs = workspace.iteration_logs_folder(loop.started_at)  # this loop's own, never an earlier one's
+        newest = _current_log(logs, loop.iteration, snapshot)
         if newest is None:  # not where the journal says: the newest of the folder
             try:
                 with os.scandir(logs) as entries:
