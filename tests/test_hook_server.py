@@ -16,6 +16,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -356,3 +357,95 @@ def test_stopping_the_servers_of_a_copy_is_no_error_when_one_left_meanwhile(
     gone.wait()
     monkeypatch.setattr("tests.conftest.hook_servers", lambda launcher: [gone.pid])
     stop_hook_servers(REPO / "loop" / "launcher.py")
+
+
+def parent_of(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def waiting(pid: int) -> bool:
+    """Whether `pid` sleeps on a socket (a spare done making its pages its own, waiting for its
+    Stop), as far as the kernel shows it."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        channel = Path(f"/proc/{pid}/wchan").read_text()
+    except (OSError, IndexError):
+        return False
+    return state == "S" and (channel in ("", "0") or "unix" in channel)
+
+
+def the_spare(launcher: Path, server: int) -> int:
+    """The one child of `server` (its spare) once it waits for a Stop."""
+    found = await_(
+        lambda: [pid for pid in hook_servers(launcher) if parent_of(pid) == server and waiting(pid)],
+        "a spare waits",
+    )
+    assert isinstance(found, list) and len(found) == 1, found
+    return int(found[0])
+
+
+def left_with_its_stop(launcher: Path, spare: int) -> None:
+    await_(lambda: spare not in hook_servers(launcher), "the spare left with its Stop")
+
+
+def test_a_stop_is_answered_by_the_spare_forked_before_it(launcher: Path, project: Workspace) -> None:
+    """The server forks each Stop's child ahead of the Stop; the Stop handed to it is answered
+    as any (by the server's code, not the client's), the spare leaves with it, and the next one
+    waits."""
+    stop(launcher, project)
+    server = await_(lambda: listening(launcher), "a server listens")
+    assert isinstance(server, int)
+    for _ in range(2):
+        spare = the_spare(launcher, server)
+        before = iteration(project)
+        answer, err = stop(launcher, project, ("-X", "importtime"))
+        assert not IMPORTED_THE_HOOK.search(err), "the client answered the Stop itself"
+        assert answer["decision"] == "block" and iteration(project) == before + 1
+        left_with_its_stop(launcher, spare)
+    assert listening(launcher) == server
+
+
+def test_a_spare_leaves_with_its_server(launcher: Path, project: Workspace) -> None:
+    stop(launcher, project)
+    server = await_(lambda: listening(launcher), "a server listens")
+    assert isinstance(server, int)
+    spare = the_spare(launcher, server)
+    os.kill(server, signal.SIGTERM)
+    await_(lambda: spare not in hook_servers(launcher), "the spare left")
+
+
+def test_a_spare_owns_its_pages_before_its_stop_touches_them() -> None:
+    """A child forked at the Stop copies every page of the server the Stop writes, one fault
+    at a time; a spare has them all copied while it waits: writing them faults on (almost)
+    none."""
+    from loop.drivers import hook_server
+
+    pages = bytearray(8 << 20)  # the server's memory: resident, shared with a child at fork
+    for at in range(0, len(pages), 4096):
+        pages[at] = 1
+
+    def faults_writing(own: bool) -> int:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                if own:
+                    hook_server.own_pages()
+                before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+                for at in range(0, len(pages), 4096):
+                    pages[at] = 2
+                os.write(write, str(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as said:
+            faults = int(said.read())
+        os.waitpid(pid, 0)
+        return faults
+
+    count = len(pages) // 4096
+    assert faults_writing(own=False) >= count // 2  # the copy, page by page, as a Stop pays it
+    assert faults_writing(own=True) < count // 20
