@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,6 +56,35 @@ def test_one_git_process_per_fingerprint(repo: Path, monkeypatch: pytest.MonkeyP
     for _ in range(3):
         assert gitstate.fingerprint(repo) is not None
     assert spawned.verbs == ["status"] * 3
+
+
+def test_git_is_found_on_path_once_not_by_every_exec(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exec of a bare `git` tries every folder of PATH before the one that has it, at every
+    look: the looks run the git the exec would have found, by its full name."""
+    import shutil
+
+    real = shutil.which("git")
+    assert real is not None
+    empty = [tmp_path / f"shims-{n}" for n in range(4)]
+    for folder in empty:
+        folder.mkdir()
+    monkeypatch.setenv("PATH", os.pathsep.join([*map(str, empty), os.path.dirname(real)]))
+    spawned = Spawned(monkeypatch)
+    assert gitstate.fingerprint(repo) is not None
+    gitstate.status(repo)
+    assert spawned.commands and all(argv[0] == real for argv in spawned.commands)
+    # A git put in a folder earlier on PATH is the one the exec would now find: found again.
+    shim = empty[1] / "git"
+    shim.symlink_to(real)
+    monkeypatch.setenv("PATH", os.pathsep.join([*map(str, empty), os.path.dirname(real), ""]))
+    assert gitstate.git_program() == str(shim)
+    # A relative folder before git's is relative to where git runs: left to the exec.
+    monkeypatch.setenv("PATH", os.pathsep.join(["bin", os.path.dirname(real)]))
+    assert gitstate.git_program() == "git"
+    monkeypatch.setenv("PATH", str(empty[0]))
+    assert gitstate.git_program() == "git"
 
 
 def test_fingerprint_sees_every_kind_of_progress(repo: Path) -> None:

@@ -232,6 +232,61 @@ def test_orphaned_temp_and_backup_files_of_dead_writers_are_swept(ws: Workspace)
     assert {ws.state.name, ws.backup.name} <= left
 
 
+def test_a_store_reads_the_state_it_wrote_without_parsing_it_again(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A driver reads the state it wrote at every decision: the file it wrote is read as its
+    write parsed it back, once; a file changed since is read as it is."""
+    import loop.store.state as state_module
+
+    parsed: list[str] = []
+    real = state_module.parse
+
+    def parse(data: bytes, path: Any) -> LoopState:
+        parsed.append(str(path))
+        return real(data, path)
+
+    monkeypatch.setattr(state_module, "parse", parse)
+    store = StateStore(ws)
+    written = LoopState.new("the prompt")
+    written.iteration = 7
+    written.stuck = {"mark": "m", "no_progress": 1}
+    store.write(written)
+    assert len(parsed) == 1  # the write's check
+    first = store.read()
+    assert first is not None and first.values() == written.values() and len(parsed) == 1
+    first.stuck["no_progress"] = 99  # what a reader does with it is its own
+    second = store.read()  # taken once: read from the file again
+    assert second is not None and second.stuck["no_progress"] == 1 and len(parsed) == 2
+    store.write(written)
+    text = ws.state.read_text().replace("iteration: 7", "iteration: 8")
+    other = ws.state.with_name("edited")
+    other.write_text(text)
+    os.replace(other, ws.state)  # a person's edit, after the write
+    edited = store.read()
+    assert edited is not None and edited.iteration == 8 and len(parsed) == 4
+
+
+def test_a_store_sweeps_the_folder_at_its_first_write_only(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A runner writes the state at every iteration: the folder is listed for orphans once."""
+    listed: list[str] = []
+    real = os.scandir
+
+    def scandir(path: Any = ".") -> Any:
+        listed.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    store = StateStore(ws)
+    for _ in range(4):
+        store.write(LoopState.new("p"))
+    assert listed.count(str(ws.claude_dir)) == 1
+    StateStore(ws).write(LoopState.new("p"))  # the next process's store sweeps again
+    assert listed.count(str(ws.claude_dir)) == 2
+
+
 @pytest.mark.parametrize(
     ("front", "problem"),
     [

@@ -32,6 +32,35 @@ an agent's own `git add` or `commit` at that moment would fail on it."""
 COMMIT_FLAGS = ("-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false")
 """loopdeck's commits run none of the repository's hooks (its code) and ask for no key."""
 
+_programs: dict[str, str] = {}
+PROGRAMS_KEPT = 8
+
+
+def git_program() -> str:
+    """The `git` an exec of a bare `git` would run, found on PATH once per PATH: the runner
+    looks with git every iteration and the monitor at every change of the tree, and an exec of
+    a bare name tries each folder of PATH in turn (eight failed execs a look on a PATH led by
+    version managers' shims). A PATH with a relative folder before the one that has git leaves
+    the search to the exec, which takes that folder from where git runs; so does a git gone
+    since it was found."""
+    path = os.environ.get("PATH", os.defpath)
+    found = _programs.get(path)
+    if found is not None and os.access(found, os.X_OK):
+        return found
+    found = "git"
+    for folder in path.split(os.pathsep):
+        if not os.path.isabs(folder):
+            break
+        candidate = os.path.join(folder, "git")
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            found = candidate
+            break
+    if found != "git":
+        if len(_programs) >= PROGRAMS_KEPT:
+            _programs.clear()
+        _programs[path] = found
+    return found
+
 
 class GitError(Exception):
     """git could not answer (not a repository, a broken one, git missing): its first line."""
@@ -41,7 +70,7 @@ def _run(cwd: Path, *args: str, check: bool = True, env: dict[str, str] | None =
     """`git ARGS` in `cwd`: its output (surrogate-escaped), GitError when it fails and `check`."""
     try:
         done = subprocess.run(
-            ["git", *args],
+            [git_program(), *args],
             cwd=cwd,
             capture_output=True,
             timeout=GIT_TIMEOUT_S,
@@ -118,7 +147,16 @@ class Fingerprint:
         if self.top is None:
             self.done = True
             return
-        argv = ["git", "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all", "--", "."]
+        argv = [
+            git_program(),
+            "status",
+            "--porcelain=v2",
+            "--branch",
+            "-z",
+            "--untracked-files=all",
+            "--",
+            ".",
+        ]
         try:
             self.proc = subprocess.Popen(
                 [*argv, *LOOP_FILES],
@@ -281,7 +319,17 @@ def commit(root: Path, message: str) -> str | None:
     _run(top, "add", "-A", "--", *paths)
     ident = _identity(top)
     done = subprocess.run(
-        ["git", *COMMIT_FLAGS, *ident, "commit", "--quiet", "--no-verify", "--no-edit", "-m", message],
+        [
+            git_program(),
+            *COMMIT_FLAGS,
+            *ident,
+            "commit",
+            "--quiet",
+            "--no-verify",
+            "--no-edit",
+            "-m",
+            message,
+        ],
         cwd=top,
         capture_output=True,
         timeout=GIT_TIMEOUT_S,
@@ -290,7 +338,10 @@ def commit(root: Path, message: str) -> str | None:
     )
     if done.returncode != 0:
         staged = subprocess.run(
-            ["git", "diff", "--cached", "--quiet"], cwd=top, capture_output=True, stdin=subprocess.DEVNULL
+            [git_program(), "diff", "--cached", "--quiet"],
+            cwd=top,
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
         )
         if staged.returncode == 0 and _has_head(top):
             return None  # the changes staged were no change to HEAD (a file touched, a mode)

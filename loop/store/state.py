@@ -499,12 +499,26 @@ class StateStore:
         self._written: tuple[int, ...] | None = None
         """The `stat` of the file as this store last wrote it: still that file, it needs no
         second look before it becomes the backup (a driver writes it at every decision)."""
+        self._fresh: tuple[tuple[int, ...], LoopState] | None = None
+        """The state this store last wrote, as its check parsed it back, and that file's
+        identity: the next `read` of the same file takes it instead of parsing the file again
+        (a driver reads the state it wrote at every decision). Taken once: nobody else holds it."""
+        self._swept = False
+        """Whether this store's first write swept the orphans of killed writers: once a
+        process is enough (a Stop is a process; the runner, one for the whole loop)."""
 
     def exists(self) -> bool:
         return self.path.exists()
 
     def read(self) -> LoopState | None:
         """The state, None when there is no loop, StateError when the file is not a state."""
+        fresh, self._fresh = self._fresh, None
+        if fresh is not None:
+            try:
+                if _identity(os.stat(self.path)) == fresh[0]:
+                    return fresh[1]
+            except OSError:
+                pass  # gone or unreadable: read as it is, and said so
         try:
             data = read_regular(self.path, MAX_STATE_BYTES + 1)  # a FIFO must not hang the hook
         except FileNotFoundError:
@@ -560,26 +574,34 @@ class StateStore:
         What is written is parsed back first: a state loopdeck could not read is never written
         (StateError instead, naming the problem), because the next Stop would fail on it.
         """
-        data = self.checked(state)
+        data, parsed = self._checked(state)
+        self._fresh = None
         with self.locked():
             self._keep_previous(replace_corrupt)
             atomic_write(self.path, data, durable=True)
             self._written = _identity(os.stat(self.path))
-            self._sweep_orphans()
+            self._fresh = (self._written, parsed)
+            if not self._swept:
+                self._swept = True
+                self._sweep_orphans()
 
     def checked(self, state: LoopState) -> bytes:
         """The bytes `write` would write, or StateError when they would not read back."""
+        return self._checked(state)[0]
+
+    def _checked(self, state: LoopState) -> tuple[bytes, LoopState]:
+        """`checked`'s bytes, and the state they read back as."""
         try:
             data = render(state).encode("utf-8")
         except (Unstorable, UnicodeError, RecursionError) as exc:
             raise StateError(self.path, f"refusing to write the state: {exc}") from None
         try:
-            parse(data, self.path)
+            parsed = parse(data, self.path)
         except StateError as exc:
             raise StateError(
                 self.path, f"refusing to write a state that would not read back ({exc.problem})", exc.line
             ) from None
-        return data
+        return data, parsed
 
     def restore_backup(self) -> LoopState:
         """Put the last good copy back, moving the corrupt file aside (never deleting it)."""
@@ -650,7 +672,8 @@ class StateStore:
     def _sweep_orphans(self) -> None:
         """Remove temp files left by writers that were killed mid-write (SIGKILL, power cut):
         the state's `.….<pid>.<hex>.tmp`, and the backup's hard link `.….bak.<pid>.<hex>` and
-        its `.tmp`, whenever the pid that made them is dead."""
+        its `.tmp`, whenever the pid that made them is dead. At a store's first write only:
+        the folder is listed once a process, not at each of a runner's thousands of writes."""
         for entry in os.scandir(self.path.parent):
             pid = _orphan_pid(entry.name, self.path.name)
             if pid is None or entry.is_dir(follow_symlinks=False):
