@@ -103,3 +103,22 @@ def test_a_race_shows_the_summaries_with_the_snapshots_that_come(tmp_path: Path)
     clock.advance(LATE_S)  # the loop went quiet: the newest is shown all the same
     last = shown[-1][0]
     assert last is not None and last.loop is not None and last.loop.iteration == 139
+
+
+def test_a_loop_at_five_a_second_redraws_them_once_a_second_one_at_one_a_second_each_time(
+    tmp_path: Path,
+) -> None:
+    snap = _snapshot(tmp_path)
+
+    def redraws(per_second: int) -> int:
+        """How many times the summaries are redrawn in eight seconds at this pace."""
+        clock = Clock()
+        shown: list[Snapshot | None] = []
+        pace = SummaryPace(shown.append, clock.later, lambda: clock.now)
+        for n in range(per_second * 8):
+            clock.advance(1 / per_second)
+            pace.offer(_at(snap, 100 + n))
+        return len(shown)
+
+    assert redraws(5) <= 8 + BURST + 2
+    assert redraws(1) == 8, "at one iteration a second, each one at once"

@@ -7,8 +7,8 @@ compositor draws the rectangle around everything that changed: the status bar at
 the journal at the bottom are the whole screen). So the summary panels (status bar, sources,
 iteration, verification, workers) see the snapshot:
 
-* at once, while they change less often than `BURST` times in `BURST * EVERY_S` seconds (a
-  loop at a person's pace, a key pressed, a file edited: nothing waits);
+* at once, while they change fewer than `BURST` times in `BURST_S` seconds (a loop at a
+  person's pace or at one iteration a second, a key pressed, a file edited: nothing waits);
 * at once whenever what a person steers by changes (the loop's status, a command pending, an
   escalation or question, the state unreadable, a confirmation asked for);
 * otherwise at most every `EVERY_S`: the newest snapshot goes with the first snapshot that
@@ -28,13 +28,18 @@ from typing import Any
 from loop.core.model import replace
 from loop.views.snapshot import Snapshot
 
-EVERY_S = 0.5
-"""While the summaries change fast, at most one redraw of them per this many seconds."""
+EVERY_S = 1.0
+"""While the summaries change fast, at most one redraw of them per this many seconds. Each is
+about a quarter of what a frame of the journal and the output costs besides: at five iterations
+a second, two of them a second were a tenth of the monitor's time."""
 LATE_S = 2 * EVERY_S
 """A snapshot held back is shown this long after the last one at the latest, when no other
 snapshot comes to take it along (the loop went quiet)."""
 BURST = 3
-"""Summary changes in a row shown at once; more within `BURST * EVERY_S` seconds are paced."""
+"""Summary changes in a row shown at once; more within `BURST_S` seconds are paced."""
+BURST_S = 1.5
+"""A loop at one iteration a second changes the summaries `BURST` times in two seconds: shown
+each time, as every slower one is."""
 
 
 def summary_key(snapshot: Snapshot) -> tuple[Any, ...]:
@@ -98,6 +103,8 @@ class SummaryPace:
         self.key: tuple[Any, ...] | None = None
         self.steering: tuple[Any, ...] | None = None
         self.shown_at: deque[float] = deque(maxlen=BURST)
+        self.changed_at: deque[float] = deque(maxlen=BURST)
+        """When the summaries last changed (offered anew), shown or not: how fast they change."""
         self.waiting: Snapshot | None = None
         """The newest snapshot held back, shown with the next one once due, or by the timer."""
         self.timer_set = False
@@ -112,7 +119,8 @@ class SummaryPace:
             self.waiting = None  # what is held back, if anything, is no newer than what is shown
             return
         now = self.clock()
-        burst = len(self.shown_at) == BURST and now - self.shown_at[0] < BURST * EVERY_S
+        self.changed_at.append(now)
+        burst = len(self.changed_at) == BURST and now - self.changed_at[0] < BURST_S
         due = now - self.shown_at[-1] >= EVERY_S if self.shown_at else True
         if not burst or due or steering_key(snapshot) != self.steering:
             self.waiting = None
