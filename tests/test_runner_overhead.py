@@ -263,15 +263,33 @@ def test_a_folder_made_through_a_planted_symlink_is_still_refused(tmp_path: Path
 def test_a_turns_git_look_runs_while_the_runner_reads_the_task_sources(
     ticking: tuple[Workspace, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """One `git status` per turn, started as the turn ends and read only when the engine needs
-    the mark: the runner's own reading (journal, state, task file) happens meanwhile."""
+    """One `git status` per turn, started as the agent's processes are gone (with no checks nor
+    commit to run, nothing after that changes the work tree) and read only when the engine needs
+    the mark: the runner's own work (judging and journaling the turn, reading the state and the
+    task file) happens meanwhile."""
     from loop.drivers.runner import Runner
     from loop.repo import gitstate
 
     ws, agent = ticking
     seen: list[str] = []
     real_init, real_result = gitstate.Fingerprint.__init__, gitstate.Fingerprint.result
-    real_count = Runner.count
+    real_count, real_event = Runner.count, Runner.event
+
+    def event(self: Runner, kind: str, *args: Any, **kwargs: Any) -> Any:
+        if kind == "iteration-completed":
+            seen.append("turn journaled")
+        return real_event(self, kind, *args, **kwargs)
+
+    from loop.drivers import runner as runner_module
+
+    real_judge = runner_module.judge
+
+    def judge(*args: Any, **kwargs: Any) -> Any:
+        seen.append("turn judged")
+        return real_judge(*args, **kwargs)
+
+    monkeypatch.setattr(Runner, "event", event)
+    monkeypatch.setattr(runner_module, "judge", judge)
 
     def init(self: gitstate.Fingerprint, root: Path) -> None:
         seen.append("git started")
@@ -294,7 +312,42 @@ def test_a_turns_git_look_runs_while_the_runner_reads_the_task_sources(
     after_turns = [i for i, what in enumerate(seen) if what == "git started"][1:]  # [0]: the baseline
     assert len(after_turns) == turns
     for at in after_turns:
-        assert seen[at : at + 3] == ["git started", "sources read", "git read"]
+        assert seen[at : at + 5] == [
+            "git started",
+            "turn judged",
+            "turn journaled",
+            "sources read",
+            "git read",
+        ]
+
+
+def test_a_turns_git_look_with_a_commit_starts_after_the_commit(
+    ticking: tuple[Workspace, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With checks or a commit to run after the agent, the look waits for them: what they
+    change is the turn's work too."""
+    from loop.drivers.runner import Runner
+    from loop.repo import gitstate
+
+    ws, agent = ticking
+    seen: list[str] = []
+    real_init, real_commit = gitstate.Fingerprint.__init__, Runner.commit
+
+    def init(self: gitstate.Fingerprint, root: Path) -> None:
+        seen.append("git started")
+        real_init(self, root)
+
+    def commit(self: Runner, n: int) -> Any:
+        seen.append("committed")
+        return real_commit(self, n)
+
+    monkeypatch.setattr(gitstate.Fingerprint, "__init__", init)
+    monkeypatch.setattr(Runner, "commit", commit)
+    assert run_in_process(ws, agent, "--commit") == 0, capsys.readouterr()
+    turns = [i for i, what in enumerate(seen) if what == "committed"]
+    assert len(turns) >= 3
+    assert all(seen[at + 1 : at + 2] == ["git started"] for at in turns)
+    assert seen.count("git started") == len(turns) + 1  # and the baseline: one look a turn
 
 
 def test_an_agent_that_changes_nothing_is_still_found_stuck(
