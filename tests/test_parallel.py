@@ -477,3 +477,43 @@ def test_resume_goes_on_with_the_workers_after_a_kill(repo: Workspace) -> None:
     assert "worker-" in runner_log and "Done:        2 task(s)" in runner_log
     for name in ("1", "2"):
         assert json.loads((graph / f"{name}.json").read_text())["status"] == "completed"
+
+
+KILLED_AS_IT_NAMES_THE_GRAPH = """
+import os
+from loop.core.scheduler import board_of
+from loop.drivers import writer
+
+real = writer.carry_out
+
+def carry_out(*args, **kwargs):
+    done = real(*args, **kwargs)
+    state = args[4].state
+    if state is not None and board_of(state).graph:
+        os._exit(9)  # killed the moment the state names the graph
+    return done
+
+writer.carry_out = carry_out
+"""
+
+
+def test_a_runner_killed_as_it_first_names_the_graph_is_run_again_by_the_same_command(
+    repo: Workspace, tmp_path: Path
+) -> None:
+    """The graph a person gives is recorded as confirmed before the state names it: a runner
+    killed right after that write left a loop the same command refused ("names what nobody on
+    this machine confirmed: task graph")."""
+    graph = demo_graph.create(repo.root / "graph", (("1", "A", (), ("a.py",)),))
+    agent = " ".join([PY, "-m", "loop.demo.worker", "--sleep", "0", "0"])
+    argv = [PY, "-m", "loop.cli", "-C", str(repo.root), "run", "Build it", "--workers", "2"]
+    argv += ["--graph", str(graph), "--agent", agent, "--headless"]
+    inject = tmp_path / "inject"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(KILLED_AS_IT_NAMES_THE_GRAPH)
+    env = {**os.environ, "PYTHONPATH": f"{inject}{os.pathsep}{REPO}"}
+    killed = subprocess.run(argv, cwd=repo.root, env=env, capture_output=True, text=True, timeout=90)
+    assert killed.returncode == 9, killed.stdout + killed.stderr
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    again = subprocess.run(argv, cwd=repo.root, env=env, capture_output=True, text=True, timeout=90)
+    assert "confirmed" not in again.stdout + again.stderr, again.stdout + again.stderr
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]

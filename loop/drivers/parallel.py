@@ -110,10 +110,15 @@ class ParallelRunner:
 
     # --- carrying out a step -------------------------------------------------------------------
 
-    def apply(self, decide: Callable[[LoopState], Step | None], end: int | None = None) -> Step | None:
+    def apply(
+        self,
+        decide: Callable[[LoopState], Step | None],
+        end: int | None = None,
+        before: Callable[[LoopState], object] | None = None,
+    ) -> Step | None:
         """Decide on the state as it is under the loop lock, and carry the decision out: the
         state and journal first (its word is final after a crash), then the graph, then the
-        processes."""
+        processes. `before` sees the new state before it is written (and may refuse it)."""
         with self.store.locked():
             state = self.store.read()
             if state is None:
@@ -122,6 +127,8 @@ class ParallelRunner:
             if step is None:
                 return None
             new = step.seal()
+            if before is not None:
+                before(new)
             result = Result(
                 "allow", new, events=list(step.events), applied=step.applied, effects=step.effects, offset=end
             )
@@ -258,8 +265,14 @@ class ParallelRunner:
         self.choose_isolation(prepared)
         tasks = self.read_graph()
         self.recover()
-        self.apply(lambda s: scheduler.reconcile(self.configure(s), tasks))
-        self.base.reconfirm(self.store.read() or prepared, set(self.parallel.given))
+        given = set(self.parallel.given)
+        # The graph and audit this command line gives are recorded as confirmed before the state
+        # names them: a runner killed in between left a loop its next run refused.
+        self.apply(
+            lambda s: scheduler.reconcile(self.configure(s), tasks),
+            before=lambda new: self.base.reconfirm(new, given),
+        )
+        self.base.reconfirm(self.store.read() or prepared, given)
         stamp = ""
         last_cycle = 0.0
         while True:
