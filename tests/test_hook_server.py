@@ -378,13 +378,16 @@ def waiting(pid: int) -> bool:
 
 
 def the_spare(launcher: Path, server: int) -> int:
-    """The one child of `server` (its spare) once it waits for a Stop."""
-    found = await_(
-        lambda: [pid for pid in hook_servers(launcher) if parent_of(pid) == server and waiting(pid)],
-        "a spare waits",
-    )
-    assert isinstance(found, list) and len(found) == 1, found
-    return int(found[0])
+    """The one child of `server` (its spare) once it waits for a Stop, alone: a spare handed a
+    connection that asked nothing (`listening`'s) leaves at once."""
+
+    def alone_and_waiting() -> int | None:
+        children = [pid for pid in hook_servers(launcher) if parent_of(pid) == server]
+        return children[0] if len(children) == 1 and waiting(children[0]) else None
+
+    found = await_(alone_and_waiting, "a spare waits, alone")
+    assert isinstance(found, int)
+    return found
 
 
 def left_with_its_stop(launcher: Path, spare: int) -> None:
@@ -446,6 +449,40 @@ def test_a_spare_owns_its_pages_before_its_stop_touches_them() -> None:
         os.waitpid(pid, 0)
         return faults
 
+    if not hook_server.own_pages():  # in this process: says whether the kernel can
+        pytest.skip("this kernel cannot populate pages ahead (MADV_POPULATE_WRITE, Linux 5.14)")
     count = len(pages) // 4096
     assert faults_writing(own=False) >= count // 2  # the copy, page by page, as a Stop pays it
     assert faults_writing(own=True) < count // 20
+
+
+def test_a_spare_leaves_a_reservation_it_never_touched_as_it_is() -> None:
+    """A mapping mostly untouched (a thread's stack, an arena's tail) is not made real memory."""
+    import mmap
+
+    from loop.drivers import hook_server
+
+    if not hook_server.own_pages():
+        pytest.skip("this kernel cannot populate pages ahead (MADV_POPULATE_WRITE, Linux 5.14)")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            reserved = mmap.mmap(-1, 64 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # never touched
+            reserved[0] = 1  # one page of it in use
+            before = anonymous_kb()
+            hook_server.own_pages()
+            os.write(write, str(anonymous_kb() - before).encode())
+            reserved.close()
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as said:
+        grown_kb = int(said.read())
+    os.waitpid(pid, 0)
+    assert grown_kb < 32 << 10, "the 64 MiB reservation was made real"
+
+
+def anonymous_kb() -> int:
+    with open("/proc/self/smaps_rollup") as rollup:
+        return next(int(line.split()[1]) for line in rollup if line.startswith("Anonymous:"))

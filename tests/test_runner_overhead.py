@@ -280,16 +280,16 @@ def test_a_turns_git_look_runs_while_the_runner_reads_the_task_sources(
             seen.append("turn journaled")
         return real_event(self, kind, *args, **kwargs)
 
-    from loop.drivers import runner as runner_module
+    from loop.agents import turn
 
-    real_judge = runner_module.judge
+    real_judge = turn.judge
 
     def judge(*args: Any, **kwargs: Any) -> Any:
         seen.append("turn judged")
         return real_judge(*args, **kwargs)
 
     monkeypatch.setattr(Runner, "event", event)
-    monkeypatch.setattr(runner_module, "judge", judge)
+    monkeypatch.setattr("loop.drivers.runner.judge", judge)
 
     def init(self: gitstate.Fingerprint, root: Path) -> None:
         seen.append("git started")

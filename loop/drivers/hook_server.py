@@ -13,7 +13,6 @@ a Stop answered here is the Stop a fresh process would have answered.
 from __future__ import annotations
 
 import contextlib
-import errno
 import gc
 import os
 import resource
@@ -21,6 +20,8 @@ import signal
 import socket
 import sys
 import threading
+import time
+from collections.abc import Callable
 
 from loop import trust  # noqa: F401 - imported for the children, as a Stop of a live loop does
 from loop.drivers import hook, hook_client, hook_entry
@@ -81,6 +82,8 @@ def main(before: dict[str, tuple[int, int]] | None = None) -> int:
                 code = 0
                 try:
                     listener.close()
+                    if spare is not None:
+                        spare.pair.close()  # the spare's end is the server's alone: it sees the server leave
                     code = answer(conn, client)
                 finally:
                     os._exit(code)  # whatever happened, the child never returns to this loop
@@ -104,6 +107,7 @@ class Spare:
         self.pid = pid
         self.pair = pair
         self.ready = False
+        self.started = time.monotonic()
 
     @classmethod
     def start(cls, listener: socket.socket) -> Spare | None:
@@ -164,6 +168,10 @@ class Spare:
                 self.ready = True
             socket.send_fds(self.pair, [str(client).encode()], [conn.fileno()])
         except BlockingIOError:
+            if time.monotonic() - self.started > STUCK_S:  # stopped, or stalled: a new one
+                with contextlib.suppress(OSError):
+                    os.kill(self.pid, signal.SIGKILL)
+                self.pair.close()
             return False
         except OSError:
             self.pair.close()
@@ -173,38 +181,58 @@ class Spare:
 
 
 READY = b"r"
+STUCK_S = 5.0
+"""A spare not ready this long after it was forked (stopped, or its memory stalled) is replaced."""
 
 
-def own_pages() -> None:
-    """Make every private writable page of this process its own copy now (Linux 5.14's
-    `MADV_POPULATE_WRITE`), so that the Stop this spare answers faults on none of them. A kernel
-    without it, or a libc ctypes cannot load, leaves the pages to be copied as they are
-    touched, as in any child."""
+def own_pages() -> bool:
+    """Make the private writable pages of this process its own copies now (Linux 5.14's
+    `MADV_POPULATE_WRITE`), so that the Stop this spare answers faults on none of them. Only the
+    regions mostly in use: one mostly untouched (a reservation, a thread's stack) would be made
+    real memory for nothing. False when the kernel cannot (the pages are then copied as they are
+    touched, as in any child)."""
+    if _madvise is None:
+        return False
+    try:
+        with open("/proc/self/smaps", "rb") as smaps:
+            lines = smaps.read().splitlines()
+    except OSError:
+        return False
+    regions: list[tuple[int, int]] = []
+    writable = False
+    for line in lines:
+        fields = line.split()
+        if not fields:
+            continue
+        if b"-" in fields[0] and len(fields) >= 2 and not fields[0].endswith(b":"):
+            start, _, end = fields[0].partition(b"-")
+            writable = fields[1] == b"rw-p"
+            low, high = int(start, 16), int(end, 16)
+        elif writable and fields[0] == b"Rss:" and len(fields) >= 2:
+            if int(fields[1]) * 1024 * 2 >= high - low:
+                regions.append((low, high))
+            writable = False
+    worked = False
+    for low, high in regions:
+        worked = _madvise(low, high - low, MADV_POPULATE_WRITE) == 0 or worked
+    return worked
+
+
+def _libc_madvise() -> Callable[[int, int, int], int] | None:
+    """libc's `madvise`, looked up once by the server: every spare has it without a lookup."""
     try:
         import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        madvise = libc.madvise
+        madvise = ctypes.CDLL(None, use_errno=True).madvise
     except (OSError, AttributeError, ImportError):
-        return
+        return None
     madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
     madvise.restype = ctypes.c_int
-    try:
-        with open("/proc/self/maps", "rb") as maps:
-            regions = maps.read().splitlines()
-    except OSError:
-        return
-    for line in regions:
-        fields = line.split()
-        if len(fields) < 2 or fields[1] != b"rw-p":
-            continue
-        start, _, end = fields[0].partition(b"-")
-        low, high = int(start, 16), int(end, 16)
-        if madvise(low, high - low, MADV_POPULATE_WRITE) != 0 and ctypes.get_errno() == errno.EINVAL:
-            return  # not this kernel's: none of the regions will take it
+    return madvise
 
 
 MADV_POPULATE_WRITE = 23
+_madvise = _libc_madvise() if sys.platform == "linux" else None
 
 
 def loaded() -> dict[str, tuple[int, int]]:
