@@ -431,23 +431,15 @@ def test_a_spare_owns_its_pages_before_its_stop_touches_them() -> None:
         pages[at] = 1
 
     def faults_writing(own: bool) -> int:
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                if own:
-                    hook_server.own_pages()
-                before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-                for at in range(0, len(pages), 4096):
-                    pages[at] = 2
-                os.write(write, str(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before).encode())
-            finally:
-                os._exit(0)
-        os.close(write)
-        with os.fdopen(read) as said:
-            faults = int(said.read())
-        os.waitpid(pid, 0)
-        return faults
+        def measure() -> int:
+            if own:
+                hook_server.own_pages()
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            for at in range(0, len(pages), 4096):
+                pages[at] = 2
+            return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+        return in_a_child(measure)
 
     if not hook_server.own_pages():  # in this process: says whether the kernel can
         pytest.skip("this kernel cannot populate pages ahead (MADV_POPULATE_WRITE, Linux 5.14)")
@@ -464,25 +456,33 @@ def test_a_spare_leaves_a_reservation_it_never_touched_as_it_is() -> None:
 
     if not hook_server.own_pages():
         pytest.skip("this kernel cannot populate pages ahead (MADV_POPULATE_WRITE, Linux 5.14)")
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            reserved = mmap.mmap(-1, 64 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # never touched
-            reserved[0] = 1  # one page of it in use
-            before = anonymous_kb()
-            hook_server.own_pages()
-            os.write(write, str(anonymous_kb() - before).encode())
-            reserved.close()
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as said:
-        grown_kb = int(said.read())
-    os.waitpid(pid, 0)
-    assert grown_kb < 32 << 10, "the 64 MiB reservation was made real"
+
+    def measure() -> int:
+        reserved = mmap.mmap(-1, 64 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # never touched
+        reserved[0] = 1  # one page of it in use
+        before = anonymous_kb()
+        hook_server.own_pages()
+        return anonymous_kb() - before
+
+    assert in_a_child(measure) < 32 << 10, "the 64 MiB reservation was made real"
 
 
 def anonymous_kb() -> int:
     with open("/proc/self/smaps_rollup") as rollup:
         return next(int(line.split()[1]) for line in rollup if line.startswith("Anonymous:"))
+
+
+def in_a_child(measure: Callable[[], int]) -> int:
+    """`measure()` in a child forked from this process (as a spare is from its server)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(write, str(measure()).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as said:
+        got = int(said.read())
+    os.waitpid(pid, 0)
+    return got
