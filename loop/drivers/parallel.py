@@ -268,11 +268,12 @@ class ParallelRunner:
         given = set(self.parallel.given)
         # The graph and audit this command line gives are recorded as confirmed before the state
         # names them: a runner killed in between left a loop its next run refused.
-        self.apply(
+        configured = self.apply(
             lambda s: scheduler.reconcile(self.configure(s), tasks),
             before=lambda new: self.base.reconfirm(new, given),
         )
-        self.base.reconfirm(self.store.read() or prepared, given)
+        if configured is None:  # nothing to write: the state as it is
+            self.base.reconfirm(self.store.read() or prepared, given)
         stamp = ""
         last_cycle = 0.0
         while True:

@@ -464,11 +464,6 @@ class Runner:
             self._release()
             if run.interrupted:
                 break
-            if not self.checks and not self.options.commit:
-                # Nothing the runner does after the agent changes the work tree: its git look
-                # starts now, and runs while the turn is judged and journaled.
-                self.drop_look()
-                self.looking = StartedMark(self.ws.root)
             judged = judge(
                 backend.choice.adapter,
                 run.tail,
@@ -519,9 +514,8 @@ class Runner:
         unresolved: tuple[str, ...] = ()
         if failure is None and self.options.commit:
             unresolved = self.commit(n)
-        if self.checks or self.options.commit or self.looking is None:
-            self.drop_look()
-            self.looking = StartedMark(self.ws.root)  # what the turn left, checks and commit included
+        self.drop_look()
+        self.looking = StartedMark(self.ws.root)  # what the turn left, checks and commit included
         duration = round(time.monotonic() - self.tally.started, 1)
         spent = spent_data(backend.name, judged, usage)
         self.tally.turns.append({"iteration": n, **spent})
