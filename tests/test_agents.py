@@ -295,8 +295,8 @@ def test_judge_a_worked_turn_with_an_estimated_cost(tmp_path: Path) -> None:
         "cost_micro_usd": 3050,
         "estimated_cost_micro_usd": 3050,
     }
-    turn = judged.turn(mark="m")
-    assert turn.mark == "m" and turn.failure is None and turn.limited is None and turn.usage == judged.usage
+    turn = judged.turn()
+    assert turn.failure is None and turn.limited is None and turn.usage == judged.usage
 
 
 def test_judge_tokens_without_a_price_count_an_unpriced_turn() -> None:
@@ -343,7 +343,7 @@ def test_judge_reads_the_signal_and_the_question() -> None:
 
 def test_a_refused_turn_is_never_progress() -> None:
     judged = judge(agents.get("opencode"), output("opencode-rejected")[0], 0, now=NOW)
-    turn = judged.turn(mark="m")
+    turn = judged.turn()
     assert turn.denied == ("bash",) and turn.denied_hint is not None and "--auto" in turn.denied_hint
 
 

@@ -6,7 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from loop.core.engine import configure, decide, interrupt, needs_sources, restore, wants_verification
+from loop.core.engine import (
+    configure,
+    decide,
+    interrupt,
+    needs_look,
+    needs_sources,
+    restore,
+    wants_verification,
+)
 from loop.core.model import Aggregate, Command, LoopState, Result, Settings, StopInput, Turn, combine, replace
 from tests.test_engine import EMPTY, NOW, cmd, kinds, report, sources, state
 
@@ -40,7 +48,7 @@ def chain(s: LoopState, srcs: Aggregate, turns: list[Turn], **kw: object) -> Res
 
 def test_no_progress_in_two_working_turns_escalates_and_waits() -> None:
     srcs = sources(task_file=2)
-    result = chain(working(), srcs, [Turn(mark="A"), Turn(mark="A"), Turn(mark="A")])
+    result = chain(working(), srcs, [Turn(changed=False), Turn(changed=False), Turn(changed=False)])
     assert result.action == "allow" and result.state is not None
     assert result.state.status == "paused"
     assert result.state.waiting_for == {
@@ -54,22 +62,58 @@ def test_no_progress_in_two_working_turns_escalates_and_waits() -> None:
 
 def test_changing_files_or_task_counts_are_progress() -> None:
     srcs = sources(task_file=2)
-    result = chain(working(), srcs, [Turn(mark="A"), Turn(mark="B"), Turn(mark="C"), Turn(mark="D")])
+    result = chain(working(), srcs, [Turn(changed=True)] * 4)
     assert result.blocked
-    fewer = turn_end(result.state, sources(task_file=1), "ticked one", turn=Turn(mark="D"))  # type: ignore[arg-type]
+    # fewer tasks: progress, whatever the workspace shows (the runner did not look)
+    fewer = turn_end(result.state, sources(task_file=1), "ticked one", turn=Turn())  # type: ignore[arg-type]
     assert fewer.blocked and fewer.state is not None and fewer.state.stuck["no_progress"] == 0
 
 
+def test_the_workspace_is_asked_about_only_when_the_task_counts_did_not_change() -> None:
+    """A working turn that changed a task count made progress whatever the workspace shows:
+    the runner need not wait for git before the decision. One that changed no count is judged
+    by the workspace, and deciding it without knowing is a driver's bug, not a guess."""
+    srcs = sources(task_file=2)
+    first = turn_end(working(), srcs, "worked", turn=Turn(changed=True))
+    assert first.state is not None and first.blocked
+    s = first.state
+    assert needs_look(s, Turn(), srcs)
+    assert not needs_look(s, Turn(), sources(task_file=1))
+    assert not needs_look(s, Turn(failure="exit 1"), srcs) and not needs_look(
+        s, Turn(interrupted="skip"), srcs
+    )
+    assert not needs_look(s, Turn(limited="limit"), srcs) and not needs_look(s, None, srcs)
+    with pytest.raises(ValueError, match="needs_look"):
+        turn_end(s, srcs, "worked", turn=Turn())
+    fewer = turn_end(s, sources(task_file=1), "worked", turn=Turn())
+    assert fewer.state is not None and fewer.state.stuck["no_progress"] == 0
+
+
+def test_a_loop_recorded_with_a_combined_mark_goes_on_from_its_task_counts() -> None:
+    """A state written before the workspace was compared within each turn: its combined mark
+    gives way to the task counts, and the next turn counts as progress."""
+    srcs = sources(task_file=2)
+    s = working(stuck={"mark": "abc|task_file:2/0/0", "mode": "work", "no_progress": 1})
+    assert not needs_look(s, Turn(), srcs)
+    result = turn_end(s, srcs, "worked", turn=Turn())
+    assert result.state is not None and result.blocked
+    assert "mark" not in result.state.stuck and result.state.stuck["no_progress"] == 0
+    assert needs_look(result.state, Turn(), srcs)
+    restarted = decide(s, runner_stop(), [], srcs, NOW)  # a runner's first decision: the baseline
+    assert restarted.state is not None and "mark" not in restarted.state.stuck
+    assert needs_look(restarted.state, Turn(), srcs)
+
+
 def test_review_loops_are_not_counted_as_no_progress() -> None:
-    result = chain(working(), EMPTY, [Turn(mark="A")] * 4)
+    result = chain(working(), EMPTY, [Turn(changed=False)] * 4)
     assert result.blocked and "escalation" not in kinds(result)
 
 
 def test_the_same_error_three_times_escalates() -> None:
     srcs = sources(task_file=2)
     s = working()
-    for n, mark in enumerate("ABC"):
-        result = turn_end(s, srcs, "x", turn=Turn(error="E: boom", mark=mark), verification_failure="boom")
+    for n in range(3):
+        result = turn_end(s, srcs, "x", turn=Turn(error="E: boom", changed=True), verification_failure="boom")
         assert result.state is not None
         s = result.state
         if n < 2:
@@ -81,8 +125,8 @@ def test_the_same_error_three_times_escalates() -> None:
 def test_different_errors_do_not_add_up() -> None:
     srcs = sources(task_file=2)
     s = working()
-    for mark, error in zip("ABCD", ["E1", "E2", "E1", "E2"], strict=True):
-        result = turn_end(s, srcs, "x", turn=Turn(error=error, mark=mark), verification_failure=error)
+    for error in ["E1", "E2", "E1", "E2"]:
+        result = turn_end(s, srcs, "x", turn=Turn(error=error, changed=True), verification_failure=error)
         assert result.blocked and result.state is not None
         s = result.state
 
@@ -100,17 +144,17 @@ def test_the_same_task_failing_three_times_escalates() -> None:
 
 def test_an_interrupted_turn_counts_nothing() -> None:
     srcs = sources(task_file=2)
-    result = chain(working(), srcs, [Turn(mark="A"), Turn(interrupted="skip"), Turn(interrupted="skip")])
+    result = chain(working(), srcs, [Turn(changed=False), Turn(interrupted="skip"), Turn(interrupted="skip")])
     assert result.blocked and result.state is not None and result.state.stuck.get("no_progress", 0) == 0
 
 
 def test_resume_starts_the_counters_over() -> None:
     srcs = sources(task_file=2)
-    stuck = chain(working(), srcs, [Turn(mark="A")] * 3)
+    stuck = chain(working(), srcs, [Turn(changed=False)] * 3)
     assert stuck.state is not None and stuck.state.status == "paused"
     resumed = decide(stuck.state, runner_stop(), [cmd("resume")], srcs, NOW)
     assert resumed.blocked and resumed.state is not None and resumed.state.waiting_for is None
-    again = turn_end(resumed.state, srcs, "x", turn=Turn(mark="A"))
+    again = turn_end(resumed.state, srcs, "x", turn=Turn(changed=False))
     assert again.blocked
 
 
@@ -119,7 +163,7 @@ def test_resume_starts_the_counters_over() -> None:
 
 def test_a_question_waits_for_the_answer_which_reaches_the_next_prompt() -> None:
     srcs = sources(task_file=2)
-    asked = turn_end(working(), srcs, "<question>SQLite or Postgres?</question>", turn=Turn(mark="A"))
+    asked = turn_end(working(), srcs, "<question>SQLite or Postgres?</question>", turn=Turn(changed=False))
     assert not asked.blocked and asked.state is not None and asked.state.status == "paused"
     assert asked.state.waiting_for is not None and asked.state.waiting_for["kind"] == "question"
     assert ("question", {"question": "SQLite or Postgres?"}) in asked.events
@@ -145,7 +189,7 @@ def test_the_hook_pauses_on_a_question_and_does_not_ask_it_twice() -> None:
 
 def test_the_runner_waits_at_the_limit_without_counting_an_iteration() -> None:
     srcs = sources(task_file=2)
-    result = turn_end(working(iteration=2, max_iterations=2), srcs, "x", turn=Turn(mark="A"))
+    result = turn_end(working(iteration=2, max_iterations=2), srcs, "x", turn=Turn(changed=False))
     assert not result.blocked and result.state is not None
     assert result.state.iteration == 2 and result.state.escalated
     assert result.state.waiting_for is not None and result.state.waiting_for["escalation"] == "max-iterations"
@@ -166,18 +210,17 @@ def test_the_hook_keeps_blocking_past_the_limit() -> None:
 def test_a_higher_limit_from_run_rearms_the_escalation() -> None:
     """`loopdeck run --max-iterations 5` after an escalation at 2: past 5 escalates again."""
     srcs = sources(task_file=9)
-    at_limit = turn_end(working(iteration=2, max_iterations=2), srcs, "x", turn=Turn(mark="A"))
+    at_limit = turn_end(working(iteration=2, max_iterations=2), srcs, "x", turn=Turn(changed=False))
     assert at_limit.state is not None and at_limit.state.escalated
     raised = configure(at_limit.state, Settings(max_iterations=5, driver="runner", pid=1), NOW)
     assert raised.state is not None and not raised.state.escalated
     assert raised.state.status == "running" and raised.state.waiting_for is None
     assert ("configured", {"max_iterations": 5}) in raised.events
     s = raised.state
-    marks = iter("BCDEFG")
     result = decide(s, runner_stop(), [], srcs, NOW)
     while result.blocked:
         assert result.state is not None
-        result = turn_end(result.state, srcs, "x", turn=Turn(mark=next(marks)))
+        result = turn_end(result.state, srcs, "x", turn=Turn(changed=True))
     assert result.state is not None and result.state.iteration == 5
     assert result.state.waiting_for is not None and result.state.waiting_for["escalation"] == "max-iterations"
 
@@ -388,11 +431,11 @@ def test_cost_is_summed_and_the_budget_escalates() -> None:
     srcs = sources(task_file=3)
     s = working(limits={"max_cost_micro_usd": 1_000_000})
     first = turn_end(
-        s, srcs, "x", turn=Turn(mark="A", usage={"cost_micro_usd": 600_000, "output_tokens": 10})
+        s, srcs, "x", turn=Turn(changed=False, usage={"cost_micro_usd": 600_000, "output_tokens": 10})
     )
     assert first.blocked and first.state is not None
     assert first.state.usage == {"cost_micro_usd": 600_000, "output_tokens": 10}
-    second = turn_end(first.state, srcs, "x", turn=Turn(mark="B", usage={"cost_micro_usd": 500_000}))
+    second = turn_end(first.state, srcs, "x", turn=Turn(changed=True, usage={"cost_micro_usd": 500_000}))
     assert not second.blocked and second.state is not None
     assert second.state.waiting_for is not None and second.state.waiting_for["escalation"] == "max-cost"
     assert "reached the budget of $1.00" in second.state.waiting_for["reason"]
@@ -403,9 +446,9 @@ def test_cost_is_summed_and_the_budget_escalates() -> None:
 
 def test_stuck_thresholds_are_the_persons() -> None:
     srcs = sources(task_file=2)
-    patient = chain(working(limits={"stuck_after": 4}), srcs, [Turn(mark="A")] * 4)
+    patient = chain(working(limits={"stuck_after": 4}), srcs, [Turn(changed=False)] * 4)
     assert patient.blocked
-    strict = chain(working(limits={"stuck_after": 1}), srcs, [Turn(mark="A")] * 2)
+    strict = chain(working(limits={"stuck_after": 1}), srcs, [Turn(changed=False)] * 2)
     assert not strict.blocked
 
 
@@ -458,9 +501,9 @@ def test_a_task_file_cut_to_nothing_escalates_to_a_person_for_the_hook() -> None
 
 def test_the_runner_waits_too_and_a_persons_resume_accepts_the_new_count() -> None:
     s = working(task_file="TODO.md")
-    first = turn_end(s, _task_file(3, done=2), "worked", turn=Turn(mark="A"))
+    first = turn_end(s, _task_file(3, done=2), "worked", turn=Turn(changed=False))
     assert first.blocked and first.state is not None
-    cut = turn_end(first.state, _task_file(pending=1), "worked", turn=Turn(mark="B"))
+    cut = turn_end(first.state, _task_file(pending=1), "worked", turn=Turn(changed=True))
     assert not cut.blocked and cut.state is not None and cut.state.status == "paused"
     assert cut.state.waiting_for is not None
     assert cut.state.waiting_for["reason"] == "2 open tasks vanished from TODO.md"
@@ -474,7 +517,7 @@ def test_the_runner_waits_too_and_a_persons_resume_accepts_the_new_count() -> No
 
     flowed = resume_flow(cut.state, "waiting", NOW)
     assert flowed.state is not None
-    after = turn_end(flowed.state, _task_file(pending=1), "worked", turn=Turn(mark="C"))
+    after = turn_end(flowed.state, _task_file(pending=1), "worked", turn=Turn(changed=True))
     assert after.blocked and "escalation" not in kinds(after)
 
 
@@ -501,7 +544,7 @@ def test_which_losses_escalate(
     s = working(task_file="TODO.md")
     s.extra["task_file_counts"] = dict(zip(("open", "done", "skipped"), before, strict=True))
     pending, done, skipped = after
-    result = turn_end(s, _task_file(pending, done, skipped), "worked", turn=Turn(mark="A"))
+    result = turn_end(s, _task_file(pending, done, skipped), "worked", turn=Turn(changed=False))
     assert result.state is not None
     escalated = result.state.waiting_for is not None and result.state.waiting_for.get("escalation") == (
         "tasks-vanished"
@@ -514,7 +557,7 @@ def test_a_count_record_that_is_not_counts_is_a_fresh_start() -> None:
         s = working(task_file="TODO.md")
         s.extra["task_file_counts"] = junk
         s.extra["task_file_boxes"] = 30  # the older record (a box total) is dropped
-        result = turn_end(s, _task_file(), "worked", turn=Turn(mark="A"))
+        result = turn_end(s, _task_file(), "worked", turn=Turn(changed=False))
         assert result.state is not None and "task_file_boxes" not in result.state.extra
         assert result.state.extra["task_file_counts"] == {"open": 0, "done": 0, "skipped": 0}
         assert "escalation" not in kinds(result), junk
@@ -602,8 +645,8 @@ def test_work_with_an_unreadable_source_still_blocks_conservatively() -> None:
 
 
 def test_the_runner_asks_a_person_when_its_agent_claims_completion_it_cannot_check() -> None:
-    s = working(extra={"uncertain_escalated": True}, stuck={"mode": "uncertain", "mark": "m"})
-    result = decide(s, runner_stop("ALL_TASKS_COMPLETE", turn=Turn(mark="m")), [], _unreadable(), NOW)
+    s = working(extra={"uncertain_escalated": True}, stuck={"mode": "uncertain", "tasks": "m"})
+    result = decide(s, runner_stop("ALL_TASKS_COMPLETE", turn=Turn(changed=False)), [], _unreadable(), NOW)
     assert not result.blocked and result.state is not None and result.state.status == "paused"
     assert result.state.waiting_for is not None
     assert result.state.waiting_for["escalation"] == "uncertain-sources"

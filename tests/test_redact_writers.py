@@ -433,10 +433,10 @@ def test_the_same_error_is_counted_across_a_state_read_back_from_its_file(ws: Wo
     state = LoopState.new("x", driver="runner", iteration=1)
     store.write(state)
     error = f"fatal: could not read from {REDIS}: auth failed (token {GHP})"
-    for n in range(3):
+    for _ in range(3):
         current = store.read()
         assert current is not None
-        turn = Turn(error=error, mark=str(n))
+        turn = Turn(error=error, changed=True)
         stop = StopInput(last_text="x", driver="runner", turn=turn, verification_failure=error)
         result = decide(current, stop, [], sources(task_file=2), NOW)
         assert result.state is not None

@@ -260,18 +260,21 @@ def test_a_folder_made_through_a_planted_symlink_is_still_refused(tmp_path: Path
 # --- git -----------------------------------------------------------------------------------------
 
 
-def test_a_turns_git_look_runs_while_the_runner_reads_the_task_sources(
+def test_a_turns_git_look_is_waited_for_only_when_the_decision_needs_it(
     ticking: tuple[Workspace, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """One `git status` per turn, started as the turn ends and read only when the engine needs
-    the mark: the runner's own reading (journal, state, task file) happens meanwhile."""
+    """One `git status` per turn, started as the turn ends. A turn that ticked a box made
+    progress whatever git says: the decision is written first, and git is read only before the
+    next agent starts (from what this turn left). A turn that changed no count is judged by it:
+    git is read before the decision."""
     from loop.drivers.runner import Runner
     from loop.repo import gitstate
+    from loop.store.state import StateStore
 
     ws, agent = ticking
     seen: list[str] = []
     real_init, real_result = gitstate.Fingerprint.__init__, gitstate.Fingerprint.result
-    real_count = Runner.count
+    real_count, real_write = Runner.count, StateStore.write
 
     def init(self: gitstate.Fingerprint, root: Path) -> None:
         seen.append("git started")
@@ -285,16 +288,24 @@ def test_a_turns_git_look_runs_while_the_runner_reads_the_task_sources(
         seen.append("sources read")
         return real_count(self, state)
 
+    def write(self: StateStore, state: Any, **kw: Any) -> Any:
+        seen.append("decided")
+        return real_write(self, state, **kw)
+
     monkeypatch.setattr(gitstate.Fingerprint, "__init__", init)
     monkeypatch.setattr(gitstate.Fingerprint, "result", result)
     monkeypatch.setattr(Runner, "count", count)
+    monkeypatch.setattr(StateStore, "write", write)
     assert run_in_process(ws, agent) == 0, capsys.readouterr()
-    turns = capsys.readouterr().out.count("Starting iteration")
-    assert turns >= 3
+    out = capsys.readouterr().out
+    turns = out.count("Starting iteration")
+    assert turns == 7  # three boxes ticked, then four verification turns
     after_turns = [i for i, what in enumerate(seen) if what == "git started"][1:]  # [0]: the baseline
     assert len(after_turns) == turns
-    for at in after_turns:
-        assert seen[at : at + 3] == ["git started", "sources read", "git read"]
+    for at in after_turns[:-1]:
+        assert seen[at : at + 4] == ["git started", "sources read", "decided", "git read"]
+    assert seen[after_turns[-1] : after_turns[-1] + 3] == ["git started", "sources read", "decided"]
+    assert "git read" not in seen[after_turns[-1] :]  # the loop is over: nobody waits for it
 
 
 def test_a_turns_git_look_with_a_commit_starts_after_the_commit(
@@ -336,6 +347,24 @@ def test_an_agent_that_changes_nothing_is_still_found_stuck(
     out = capsys.readouterr().out
     assert "no progress in" in out
     assert out.count("Starting iteration") <= 5
+
+
+@pytest.mark.parametrize("git", [True, False], ids=["git", "no-git"])
+def test_an_agent_that_changes_files_but_no_count_is_not_stuck(
+    ticking: tuple[Workspace, Path], capsys: pytest.CaptureFixture[str], git: bool
+) -> None:
+    """Each turn is judged by what it changed, from the mark its own start left: notes written
+    turn after turn are progress, in a repository and in a plain folder."""
+    import shutil
+
+    ws, agent = ticking
+    if not git:
+        shutil.rmtree(ws.root / ".git")
+    agent.write_text("#!/bin/sh\ncat > /dev/null\necho note >> NOTES.md\necho thinking\n")
+    assert run_in_process(ws, agent, "--max-iterations", "4") == 1
+    out = capsys.readouterr().out
+    assert "no progress in" not in out
+    assert out.count("Starting iteration") == 4 and "4/4" in out
 
 
 # --- the supervisor ------------------------------------------------------------------------------

@@ -56,7 +56,7 @@ class Judgement:
         that is loopdeck's estimate, and a turn whose cost nobody knows (tokens, no price)."""
         return usage_of(self.facts)
 
-    def turn(self, mark: str | None = None, usage: dict[str, int] | None = None) -> Turn:
+    def turn(self, usage: dict[str, int] | None = None) -> Turn:
         """The engine's account of this turn (`usage`: when several attempts add up)."""
         spent = usage if usage is not None else self.usage
         if self.facts.limited is not None:
@@ -64,7 +64,6 @@ class Judgement:
         if self.failure is not None:
             return Turn(failure=self.failure, error=error_signature(self.failure), usage=spent)
         return Turn(
-            mark=mark,
             usage=spent,
             denied=self.facts.denied,
             denied_hint=self.facts.denied_hint,

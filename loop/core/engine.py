@@ -126,6 +126,16 @@ def needs_sources(state: LoopState | None, stop: StopInput, commands: list[Comma
     return interim.status not in ("paused", "stopped")
 
 
+def needs_look(state: LoopState, turn: Turn | None, sources: Aggregate | None) -> bool:
+    """Must the runner say whether the workspace changed during `turn` (`Turn.changed`) before
+    `decide`? Only for a working turn the agent finished whose task counts did not change: a
+    change in them is progress whatever the workspace shows, and review and verification turns
+    are never counted as stuck, so otherwise the runner need not wait for git."""
+    if turn is None or turn.failure is not None or turn.interrupted is not None or turn.limited is not None:
+        return False
+    return sources is not None and _no_task_progress(state, _task_mark(sources))
+
+
 def wants_verification(state: LoopState, stop: StopInput, sources: Aggregate) -> bool:
     """Should the driver run the verification commands before `decide`? Only when the decision
     could complete the loop: never on a quoted promise, never with work still open."""
@@ -334,19 +344,21 @@ def _rules(
     aggregate = sources
 
     if turn is not None and turn.failure is None and turn.interrupted is None:
-        mark = f"{turn.mark}|{_task_mark(aggregate)}"
-        worked = state.stuck.get("mode", "work") == "work"
-        same = worked and state.stuck.get("mark") == mark
+        tasks = _task_mark(aggregate)
+        same = _no_task_progress(state, tasks)
+        if same and turn.changed is None:
+            raise ValueError("decide() needs to know whether the workspace changed (ask needs_look first)")
+        same = same and not turn.changed
         state.stuck["no_progress"] = state.stuck.get("no_progress", 0) + 1 if same else 0
-        state.stuck["mark"] = mark
+        _count_tasks(state, tasks)
         if state.stuck["no_progress"] >= state.limit("stuck_after"):
             reason = (
                 f"no progress in {state.stuck['no_progress']} iterations (no change in the "
                 "workspace, no task change)"
             )
             return _stuck(result, state, now, reason)
-    elif stop.driver == "runner" and stop.mark is not None and "mark" not in state.stuck:
-        state.stuck["mark"] = f"{stop.mark}|{_task_mark(aggregate)}"
+    elif stop.driver == "runner" and "tasks" not in state.stuck:
+        _count_tasks(state, _task_mark(aggregate))  # the first turn's baseline
 
     if aggregate.uncertain and not state.extra.get("uncertain_escalated"):
         # Once per stretch of unreadable sources: a person should know the loop is guessing.
@@ -782,7 +794,7 @@ def resume_flow(state: LoopState, kind: str, now: datetime, sources: Aggregate |
     if state.status in ("paused", "initializing"):
         state.status = "running"
     state.waiting_for = None
-    state.stuck = {k: v for k, v in state.stuck.items() if k in ("mark", "mode")}
+    state.stuck = {k: v for k, v in state.stuck.items() if k in ("tasks", "mode")}
     previous = state.pid
     state.pid = None
     if state.driver in (None, "hook") and previous is not None:
@@ -970,7 +982,7 @@ def _stuck(result: Result, state: LoopState, now: datetime, reason: str, kind: s
     """The loop is going nowhere: say why and wait for a person (counters start over)."""
     result.events.append(("escalation", {"kind": kind, "reason": reason}))
     _wait(state, result, now, "escalation", reason, escalation=kind)
-    state.stuck = {k: v for k, v in state.stuck.items() if k in ("mark", "mode")}
+    state.stuck = {k: v for k, v in state.stuck.items() if k in ("tasks", "mode")}
     return result
 
 
@@ -1066,6 +1078,20 @@ def _integrity(state: LoopState, sources: Aggregate) -> str | None:
 
 def _task_mark(sources: Aggregate) -> str:
     return ";".join(f"{r.name}:{r.pending}/{r.in_progress}/{r.done}" for r in sources.sources)
+
+
+def _no_task_progress(state: LoopState, tasks: str) -> bool:
+    """A working turn (not a review or verification turn) that left the task counts as they
+    were: only the workspace can still show progress."""
+    return state.stuck.get("mode", "work") == "work" and state.stuck.get("tasks") == tasks
+
+
+def _count_tasks(state: LoopState, tasks: str) -> None:
+    """Record the task counts the next turn is judged against. A state written before the
+    workspace was compared within a turn kept a combined `mark`: it goes (its turn counts as
+    progress once)."""
+    state.stuck["tasks"] = tasks
+    state.stuck.pop("mark", None)
 
 
 def _leave_verification(state: LoopState, events: list[tuple[str, dict[str, Any]]], why: str) -> None:
@@ -1265,7 +1291,7 @@ def _apply(
             return f"not paused ({state.status})"
         state.status = "running"
         state.waiting_for = None
-        state.stuck = {k: v for k, v in state.stuck.items() if k in ("mark", "mode")}
+        state.stuck = {k: v for k, v in state.stuck.items() if k in ("tasks", "mode")}
         events.append(("resumed", {"source": command.source}))
         return "resumed"
     if kind == "stop":

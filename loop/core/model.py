@@ -522,9 +522,10 @@ class Turn:
     error: str | None = None
     """The signature of this turn's error (agent failure or failed verification), compared
     across turns to find the same error repeating."""
-    mark: str | None = None
-    """The workspace's progress fingerprint after the turn (git HEAD and diff, or file times
-    outside git): unchanged across turns means no progress."""
+    changed: bool | None = None
+    """Did the workspace change during the turn (git HEAD and changes, or its files' names,
+    sizes and times outside git)? None when nobody looked (`needs_look`): the task counts
+    changed, which is progress whatever the workspace shows."""
     usage: dict[str, int] | None = None
     """What the agent reported using this turn (`cost_micro_usd`, token counts), if it says."""
     limited: str | None = None
@@ -565,8 +566,6 @@ class StopInput:
     turn: Turn | None = None
     """The runner's account of the agent run that just ended (None for the hook, and for the
     runner's first decision)."""
-    mark: str | None = None
-    """The runner's progress fingerprint before the first turn (the baseline for `turn.mark`)."""
     session_pid: int | None = None
     """The hook's parent: the Claude Code session process that drives an in-session loop, so
     resumption can tell a closed session (gone) from a live one."""

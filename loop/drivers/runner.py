@@ -126,27 +126,26 @@ class Backend:
         return self.until is None or now >= self.until
 
 
-def workspace_mark(root: Path) -> str:
+class StartedMark:
     """The workspace's progress fingerprint: git HEAD and changes, or, outside a git repository,
     the names, sizes and times of its files (so a folder without git is not "stuck" while the
-    agent changes files)."""
-    return StartedMark(root).result()
-
-
-class StartedMark:
-    """`workspace_mark`, its git look started now and read later (`result`): a turn's mark is
-    started as the turn ends and read just before the engine decides, so git runs beside the
-    runner's own reading (the journal, the state, the task sources)."""
+    agent changes files). Its git look starts now and is read later (`result`, kept once read):
+    a turn's mark starts as the turn ends, is read by the decision only when the task counts
+    did not change, and otherwise just before the next agent starts, so git runs beside the
+    runner's own work (the journal, the task sources, the state written)."""
 
     def __init__(self, root: Path) -> None:
         from loop.repo import gitstate
 
         self.root = root
         self.look = gitstate.Fingerprint(root)
+        self.value: str | None = None
 
     def result(self) -> str:
-        mark = self.look.result()
-        return mark if mark is not None else _files_mark(self.root)
+        if self.value is None:
+            mark = self.look.result()
+            self.value = mark if mark is not None else _files_mark(self.root)
+        return self.value
 
     def close(self) -> None:
         self.look.close()
@@ -214,7 +213,9 @@ class Runner:
         self.identity_said = False
         """Whether this run told the person git has no identity for its commits (said once)."""
         self.looking: StartedMark | None = None
-        """The mark of the turn that just ended, started as it ended; read by `decide`."""
+        """The mark of the turn that just ended, started as it ended: the next turn's start."""
+        self.start: str | None = None
+        """The workspace's mark when the current turn started."""
 
     # --- the journal, echoed as log lines ----------------------------------------------------
 
@@ -375,15 +376,14 @@ class Runner:
                 verified=verified,
                 ralph_active=self.ws.ralph_state.exists(),
                 turn=turn,
-                mark=None if turn is not None or "mark" in state.stuck else self.mark(),
                 unconfirmed=self.unconfirmed(state),
             )
             now = self.now()
             sources = self.count(state) if engine.needs_sources(state, stop, commands) else None
             if turn is not None:  # after a turn: the tasks done so far, counted once for both
                 self.progress(state, sources)
-            if turn is not None and self.looking is not None:  # read last: git ran meanwhile
-                stop = replace(stop, turn=replace(turn, mark=self.take_look()))
+            if turn is not None and engine.needs_look(state, turn, sources):  # read last: git ran meanwhile
+                stop = replace(stop, turn=replace(turn, changed=self.workspace_changed()))
             result = engine.decide(state, stop, commands, sources, now)
             if result.state is not None:
                 result.state.pid = os.getpid()
@@ -396,12 +396,17 @@ class Runner:
     def count(self, state: LoopState) -> Aggregate:
         return check_all(SourceConfig.from_state(self.ws, state))
 
-    def mark(self) -> str:
-        return workspace_mark(self.ws.root)
+    def workspace_changed(self) -> bool:
+        """Did the turn that just ended change the workspace? Its mark against its start's."""
+        if self.looking is None:
+            self.looking = StartedMark(self.ws.root)
+        return self.start is None or self.looking.result() != self.start
 
-    def take_look(self) -> str:
+    def take_start(self) -> str:
+        """The mark a turn starts from: the look the last turn started as it ended (waited for
+        only now, before the agent changes anything), or one taken now."""
         look, self.looking = self.looking, None
-        return look.result() if look is not None else self.mark()
+        return (look if look is not None else StartedMark(self.ws.root)).result()
 
     def drop_look(self) -> None:
         """A turn's mark nobody will read (the runner stops): its git process ends now."""
@@ -446,6 +451,7 @@ class Runner:
         judged: Judgement | None = None
         usage: dict[str, int] | None = None
         promise = state.completion_promise if state.completion_promise not in ("", "null") else None
+        self.start = self.take_start()
         while True:
             log = logs / (f"{n:04d}.log" if runs == 0 else f"{n:04d}.retry{runs}.log")
             runs += 1
@@ -514,7 +520,6 @@ class Runner:
         unresolved: tuple[str, ...] = ()
         if failure is None and self.options.commit:
             unresolved = self.commit(n)
-        self.drop_look()
         self.looking = StartedMark(self.ws.root)  # what the turn left, checks and commit included
         duration = round(time.monotonic() - self.tally.started, 1)
         spent = spent_data(backend.name, judged, usage)
@@ -522,7 +527,6 @@ class Runner:
         self.event("iteration-completed", n, {"duration_s": run.duration_s, "elapsed_s": duration, **spent})
         turn = Turn(
             error=error_signature(failure) if failure else None,
-            mark=None,  # `self.looking`'s, read by `decide`
             usage=usage,
             denied=judged.facts.denied,
             denied_hint=judged.facts.denied_hint,
