@@ -77,16 +77,27 @@ def test_the_workspace_is_asked_about_only_when_the_task_counts_did_not_change()
     first = turn_end(working(), srcs, "worked", turn=Turn(changed=True))
     assert first.state is not None and first.blocked
     s = first.state
-    assert needs_look(s, Turn(), srcs)
-    assert not needs_look(s, Turn(), sources(task_file=1))
-    assert not needs_look(s, Turn(failure="exit 1"), srcs) and not needs_look(
-        s, Turn(interrupted="skip"), srcs
-    )
-    assert not needs_look(s, Turn(limited="limit"), srcs) and not needs_look(s, None, srcs)
+    assert needs_look(s, Turn(), [], srcs)
+    assert not needs_look(s, Turn(), [], sources(task_file=1))
+    for unjudged in (Turn(failure="exit 1"), Turn(interrupted="skip"), Turn(limited="limit"), None):
+        assert not needs_look(s, unjudged, [], srcs)
     with pytest.raises(ValueError, match="needs_look"):
         turn_end(s, srcs, "worked", turn=Turn())
     fewer = turn_end(s, sources(task_file=1), "worked", turn=Turn())
     assert fewer.state is not None and fewer.state.stuck["no_progress"] == 0
+
+
+def test_the_counts_asked_about_are_the_decisions_after_a_queued_skip() -> None:
+    """The agent wrote down a new task (2 -> 3 open) and finished; a person's skip, queued
+    after the agent ended, is applied by the decision: 3 -> 2 open, the counts the turn
+    started from. The workspace decides, so the runner is asked for it."""
+    first = turn_end(working(), sources(task_file=2), "worked", turn=Turn(changed=True))
+    assert first.state is not None
+    s, grown = first.state, sources(task_file=3)
+    assert not needs_look(s, Turn(), [], grown)
+    assert needs_look(s, Turn(), [cmd("skip")], grown)
+    result = decide(s, runner_stop("worked", turn=Turn(changed=False)), [cmd("skip")], grown, NOW)
+    assert result.state is not None and result.state.stuck["no_progress"] == 1
 
 
 def test_a_loop_recorded_with_a_combined_mark_goes_on_from_its_task_counts() -> None:
@@ -94,14 +105,14 @@ def test_a_loop_recorded_with_a_combined_mark_goes_on_from_its_task_counts() -> 
     gives way to the task counts, and the next turn counts as progress."""
     srcs = sources(task_file=2)
     s = working(stuck={"mark": "abc|task_file:2/0/0", "mode": "work", "no_progress": 1})
-    assert not needs_look(s, Turn(), srcs)
+    assert not needs_look(s, Turn(), [], srcs)
     result = turn_end(s, srcs, "worked", turn=Turn())
     assert result.state is not None and result.blocked
     assert "mark" not in result.state.stuck and result.state.stuck["no_progress"] == 0
-    assert needs_look(result.state, Turn(), srcs)
+    assert needs_look(result.state, Turn(), [], srcs)
     restarted = decide(s, runner_stop(), [], srcs, NOW)  # a runner's first decision: the baseline
     assert restarted.state is not None and "mark" not in restarted.state.stuck
-    assert needs_look(restarted.state, Turn(), srcs)
+    assert needs_look(restarted.state, Turn(), [], srcs)
 
 
 def test_review_loops_are_not_counted_as_no_progress() -> None:

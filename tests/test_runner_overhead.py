@@ -367,6 +367,100 @@ def test_an_agent_that_changes_files_but_no_count_is_not_stuck(
     assert out.count("Starting iteration") == 4 and "4/4" in out
 
 
+def test_a_skip_queued_after_the_agent_ended_is_decided_from_the_workspace(
+    ticking: tuple[Workspace, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The agent writes down a new task (3 -> 4 open); `loopdeck skip` arrives while the runner
+    commits, after the agent ended, so the decision applies it: 4 -> 3 open, the counts the
+    turn started from. The runner looks at the workspace for that decision too."""
+    from loop.drivers.runner import Runner
+    from loop.store import control
+
+    ws, agent = ticking
+    agent.write_text(
+        "#!/bin/sh\ncat > /dev/null\necho '- [ ] a task found on the way' >> TODO.md\necho noted\n"
+    )
+    real_commit = Runner.commit
+    sent: list[int] = []
+
+    def commit(self: Runner, n: int) -> Any:
+        if not sent:
+            sent.append(n)
+            control.queue(self.ws, "skip")
+        return real_commit(self, n)
+
+    monkeypatch.setattr(Runner, "commit", commit)
+    code = run_in_process(ws, agent, "--commit", "--max-iterations", "2")
+    out = capsys.readouterr()
+    assert sent and code == 1 and "error" not in out.err, out
+    assert out.out.count("Starting iteration") == 2
+
+
+def test_what_a_failed_turn_changed_is_progress_for_the_next_turn(
+    ticking: tuple[Workspace, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Turn 1 changes nothing; turn 2 writes notes, then fails (no retry); turn 3 changes
+    nothing. The workspace changed since turn 1 ended: a failed turn's work is the next judged
+    turn's progress, so the loop is not stuck."""
+    ws, agent = ticking
+    counter = tmp_path / "turns"
+    agent.write_text(
+        "#!/bin/sh\ncat > /dev/null\n"
+        f"echo x >> {counter}\n"
+        f"if [ $(wc -l < {counter}) -eq 2 ]; then echo note >> NOTES.md; echo crashed; exit 1; fi\n"
+        "echo thinking\n"
+    )
+    run_in_process(ws, agent, "--retries", "0", "--max-iterations", "3")
+    out = capsys.readouterr().out
+    assert out.count("Starting iteration") == 3, out
+    assert "no progress in" not in out, out
+
+
+def test_a_loop_waiting_for_a_person_holds_no_git_look(
+    ticking: tuple[Workspace, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The agent ticks a box and asks a question: the decision did not need the turn's look,
+    and the loop now waits for an answer (for minutes or days). The look's git process is
+    ended and reaped before the wait, and the next turn starts from a look taken then."""
+    from loop.cli import main
+    from loop.drivers.runner import Runner
+
+    ws, agent = ticking
+    agent.write_text(
+        "#!/bin/sh\ncat > /dev/null\nsed -i '0,/- \\[ \\]/s//- [x]/' TODO.md\n"
+        "echo '<question>SQLite or Postgres?</question>'\n"
+    )
+    seen: list[tuple[bool, set[int]]] = []
+    before = unreaped_children()  # other tests' in this worker
+
+    def wait_while_paused(self: Runner) -> bool:
+        seen.append((self.looking is None and self.start is None, unreaped_children() - before))
+        self.signal = signal.SIGTERM
+        return False
+
+    monkeypatch.setattr(Runner, "wait_while_paused", wait_while_paused)
+    argv = ["-C", str(ws.root), "run", "tick every box", "--agent", str(agent), "--agent-format", "text"]
+    main([*argv, "--task-file", "TODO.md", "--no-github", "--no-tasks"])
+    out = capsys.readouterr().out
+    assert "SQLite or Postgres?" in out
+    assert seen == [(True, set())]
+
+
+def unreaped_children() -> set[int]:
+    """This process's children that ended and were not waited for."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] == b"Z" and int(fields[1]) == os.getpid():
+                found.add(int(entry))
+    return found
+
+
 # --- the supervisor ------------------------------------------------------------------------------
 
 

@@ -115,25 +115,42 @@ def needs_sources(state: LoopState | None, stop: StopInput, commands: list[Comma
     if not ours(state, stop) or (stop.unconfirmed and stop.driver == "hook"):
         return False
     assert state is not None
-    interim = state.copy()
-    scratch = Result("allow", interim)
-    forced = False
-    for command in commands:
-        _apply(interim, command, None, scratch, _EPOCH)
-        forced = forced or command.kind == "complete"
+    interim, scratch = _replayed(state, commands, None)
+    forced = any(command.kind == "complete" for command in commands)
     if forced or scratch.effects.skip_tasks or interim.status == "stopped":
         return True  # the summaries and the skip all name tasks
     return interim.status not in ("paused", "stopped")
 
 
-def needs_look(state: LoopState, turn: Turn | None, sources: Aggregate | None) -> bool:
+def needs_look(
+    state: LoopState, turn: Turn | None, commands: list[Command], sources: Aggregate | None
+) -> bool:
     """Must the runner say whether the workspace changed during `turn` (`Turn.changed`) before
-    `decide`? Only for a working turn the agent finished whose task counts did not change: a
+    `decide`? Only for a working turn the agent finished whose task counts, as the decision
+    sees them (after the queued `commands`: a skip takes a task off them), did not change: a
     change in them is progress whatever the workspace shows, and review and verification turns
     are never counted as stuck, so otherwise the runner need not wait for git."""
-    if turn is None or turn.failure is not None or turn.interrupted is not None or turn.limited is not None:
+    if sources is None or turn is None:
         return False
-    return sources is not None and _no_task_progress(state, _task_mark(sources))
+    if turn.failure is not None or turn.interrupted is not None or turn.limited is not None:
+        return False  # not judged for progress
+    if commands:
+        state, scratch = _replayed(state, commands, sources)
+        if scratch.effects.skip_tasks:
+            sources = _after_skip(sources, scratch.effects.skip_tasks)
+    return _no_task_progress(state, _task_mark(sources))
+
+
+def _replayed(
+    state: LoopState, commands: list[Command], sources: Aggregate | None
+) -> tuple[LoopState, Result]:
+    """A copy of `state` as the queued `commands` leave it, and what applying them asks for:
+    what `decide` will see, found before the driver does the work it may not need."""
+    interim = state.copy()
+    scratch = Result("allow", interim)
+    for command in commands:
+        _apply(interim, command, sources, scratch, _EPOCH)
+    return interim, scratch
 
 
 def wants_verification(state: LoopState, stop: StopInput, sources: Aggregate) -> bool:

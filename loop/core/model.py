@@ -237,6 +237,9 @@ class LoopState:
     """Why a paused loop waits for a person: `{kind, reason, since}` (plus `escalation` for an
     escalation). Set and cleared by the engine only; everyone else reads it, nobody parses text."""
     stuck: dict[str, Any] = field(default_factory=dict)
+    """The engine's stuck-detection counters (the task counts the last turn left, turns without
+    progress, repeats of the same error and of failures on the same task), kept in the state so
+    a restarted runner goes on counting."""
     limits: dict[str, int] = field(default_factory=dict)
     """The person's limits, from `start`/`run` options: `max_cost_micro_usd` (escalate when the
     agent's reported cost reaches it) and the stuck thresholds (`stuck_after`,
@@ -247,8 +250,6 @@ class LoopState:
     notify: list[str] = field(default_factory=list)
     """Where to tell a person when they are needed or the loop ends (desktop, a webhook URL, a
     command)."""
-    """The engine's stuck-detection counters (last progress mark, repeats of the same error and
-    of failures on the same task), kept in the state so a restarted runner goes on counting."""
     extra: dict[str, Any] = field(default_factory=dict)
     body: str = ""
     """Everything after the closing `---`, byte for byte (the prompt, with its blank lines)."""
@@ -524,8 +525,9 @@ class Turn:
     across turns to find the same error repeating."""
     changed: bool | None = None
     """Did the workspace change during the turn (git HEAD and changes, or its files' names,
-    sizes and times outside git)? None when nobody looked (`needs_look`): the task counts
-    changed, which is progress whatever the workspace shows."""
+    sizes and times outside git)? None when the decision does not need it (`needs_look`): the
+    task counts moved, which is progress whatever the workspace shows, or the turn is not one
+    judged for progress (failed, interrupted, limited, a review or verification turn)."""
     usage: dict[str, int] | None = None
     """What the agent reported using this turn (`cost_micro_usd`, token counts), if it says."""
     limited: str | None = None

@@ -382,7 +382,8 @@ class Runner:
             sources = self.count(state) if engine.needs_sources(state, stop, commands) else None
             if turn is not None:  # after a turn: the tasks done so far, counted once for both
                 self.progress(state, sources)
-            if turn is not None and engine.needs_look(state, turn, sources):  # read last: git ran meanwhile
+            if engine.needs_look(state, turn, commands, sources):  # read last: git ran meanwhile
+                assert turn is not None
                 stop = replace(stop, turn=replace(turn, changed=self.workspace_changed()))
             result = engine.decide(state, stop, commands, sources, now)
             if result.state is not None:
@@ -407,6 +408,13 @@ class Runner:
         only now, before the agent changes anything), or one taken now."""
         look, self.looking = self.looking, None
         return (look if look is not None else StartedMark(self.ws.root)).result()
+
+    def forget_start(self) -> None:
+        """The loop waits (for a person, for a reset): what changes meanwhile is nobody's turn.
+        The next turn starts from a look taken as it starts; the last turn's git process ends
+        now rather than wait unread for as long as the loop does."""
+        self.drop_look()
+        self.start = None
 
     def drop_look(self) -> None:
         """A turn's mark nobody will read (the runner stops): its git process ends now."""
@@ -451,7 +459,10 @@ class Runner:
         judged: Judgement | None = None
         usage: dict[str, int] | None = None
         promise = state.completion_promise if state.completion_promise not in ("", "null") else None
-        self.start = self.take_start()
+        if self.looking is not None or self.start is None:
+            # after a turn that was not judged (failed, interrupted, limited) the start stays:
+            # what that turn changed is progress for the next one judged
+            self.start = self.take_start()
         while True:
             log = logs / (f"{n:04d}.log" if runs == 0 else f"{n:04d}.retry{runs}.log")
             runs += 1
@@ -728,6 +739,7 @@ class Runner:
             current = result.state if result.state is not None else self.store.read()
             if current is None:  # archived by someone else (a forced completion seen elsewhere)
                 return self.finish("completed", "completed", archived=True)
+            self.forget_start()
             if current.waiting_kind == "usage-limit" and current.status == "running":
                 if not self.wait_for_reset(current):
                     return self.on_signal()
