@@ -205,10 +205,44 @@ def test_the_runner_waits_at_the_limit_without_counting_an_iteration() -> None:
     assert result.state.iteration == 2 and result.state.escalated
     assert result.state.waiting_for is not None and result.state.waiting_for["escalation"] == "max-iterations"
     assert [d["kind"] for k, d in result.events if k == "escalation"] == ["max-iterations"]
-    # A person says go on: the agent works on, with the escalation prompt, and is not asked again.
+    # A resume at the limit is refused, saying how to go on: no turn starts past the limit.
     resumed = decide(result.state, runner_stop(), [cmd("resume")], srcs, NOW)
-    assert resumed.blocked and (resumed.reason or "").startswith("ORCHESTRATOR ESCALATION")
-    assert "escalation" not in kinds(resumed)
+    assert not resumed.blocked and resumed.state is not None and resumed.state.status == "paused"
+    assert resumed.applied[0][1].startswith("not resumed: the loop is at its limit of 2 iterations")
+    assert "set-max-iterations" in resumed.applied[0][1]
+
+
+def test_a_runner_never_starts_a_turn_past_its_limit_whoever_resumed_it() -> None:
+    """The limit raised to 3 lifts the wait: one more turn, then the loop waits again, and a
+    resume then (the person's `resume` after their `set-max-iterations`) is refused too. A
+    loop resumed past its limit before (still escalated, running) waits at its next decision."""
+    srcs = sources(task_file=2)
+    at_limit = turn_end(working(iteration=2, max_iterations=2), srcs, "x", turn=Turn(changed=False))
+    assert at_limit.state is not None
+    raised = decide(at_limit.state, runner_stop(), [cmd("set-max-iterations", value=3)], srcs, NOW)
+    assert raised.blocked and raised.state is not None and raised.state.iteration == 3
+    again = turn_end(raised.state, srcs, "x", turn=Turn(changed=True))
+    assert not again.blocked and again.state is not None and again.state.waiting_kind == "escalation"
+    late = decide(again.state, runner_stop(), [cmd("resume")], srcs, NOW)
+    assert not late.blocked and late.state is not None and late.state.status == "paused"
+    earlier = working(iteration=2, max_iterations=2, escalated=True)
+    waits = turn_end(earlier, srcs, "x", turn=Turn(changed=True))
+    assert not waits.blocked and waits.state is not None and waits.state.status == "paused"
+    assert waits.state.iteration == 2
+
+
+def test_a_resume_at_the_limit_goes_on_once_a_queued_command_raises_it() -> None:
+    from loop.core.engine import held_at_limit, resume_flow
+
+    srcs = sources(task_file=2)
+    at_limit = turn_end(working(iteration=2, max_iterations=2), srcs, "x", turn=Turn(changed=False))
+    assert at_limit.state is not None
+    s = at_limit.state
+    assert held_at_limit(s, []) is not None
+    assert resume_flow(s, "waiting", NOW).state is None  # `loopdeck resume`, its runner gone
+    assert held_at_limit(s, [cmd("set-max-iterations", value=4)]) is None
+    assert held_at_limit(s, [cmd("set-max-iterations", value=0)]) is None
+    assert held_at_limit(s, [cmd("set-max-iterations", value=2)]) is not None
 
 
 def test_the_hook_keeps_blocking_past_the_limit() -> None:

@@ -395,6 +395,34 @@ def test_a_waiting_loop_says_why_before_resuming(demo: Workspace) -> None:
     assert "Escalated: no progress in 2 iterations" in ran.stdout
 
 
+def test_a_loop_at_its_iteration_limit_is_not_resumed_until_the_limit_is_raised(demo: Workspace) -> None:
+    """A runner loop that waits at its limit: `resume` says how to go on and leaves it as it
+    is (no runner started, nothing run past the limit); with the limit raised (a command
+    queued for the runner to apply), the same `resume` goes on."""
+    from tests.conftest import run_loopdeck
+
+    root = demo.root.resolve()
+    run_loopdeck(
+        "-C", str(root), "start", "x", "--task-file", "TODO.md", "--no-github", "--max-iterations", "2"
+    )
+    st = StateStore(demo).read()
+    assert st is not None
+    st.status, st.driver, st.iteration, st.escalated = "paused", "hook", 2, True
+    reason = "2 iterations reached with 3 task(s) pending"
+    st.waiting_for = {"kind": "escalation", "reason": reason, "since": "t", "escalation": "max-iterations"}
+    StateStore(demo).write(st)
+    refused = run_loopdeck("-C", str(root), "resume", "--yes")
+    assert refused.returncode != 0
+    assert "not resumed: the loop is at its limit of 2 iterations" in refused.stderr
+    assert "loopdeck set-max-iterations N" in refused.stderr and "Traceback" not in refused.stderr
+    after = StateStore(demo).read()
+    assert after is not None and after.status == "paused" and after.waiting_for == st.waiting_for
+    assert run_loopdeck("-C", str(root), "set-max-iterations", "4").returncode == 0
+    ran = run_loopdeck("-C", str(root), "resume", "--yes")
+    assert ran.returncode == 0, ran.stderr
+    assert "loop resumed at iteration 2" in ran.stdout
+
+
 def test_a_corrupt_state_is_kept_and_rebuilt_from_the_journal_or_the_backup(ws: Workspace, cli) -> None:
     (ws.root / "TODO.md").write_text("- [ ] a\n")
     assert cli("start", "x", "--task-file", "TODO.md", "--no-github").code == 0

@@ -309,12 +309,18 @@ def cmd_resume(args: argparse.Namespace) -> int:
             f"the loop in {ws.root} has {state.status}; `loopdeck run` continues a stopped loop, "
             "`loopdeck start --force` starts a new one"
         )
+    from loop.core import engine
+
+    journal = Journal(ws.journal)
+    queued, _bad, _end = control.read_unapplied(ws, state.control_offset, journal)
+    held = engine.held_at_limit(state, queued)
+    if held is not None:
+        raise LoopdeckError(f"not resumed: {held} (in {ws.root})")
     if found.kind == "live" or (found.kind in ("paused", "waiting") and found.driver_alive):
         # Its driver is there to apply a command (a running loop: it lifts a queued pause).
         if found.kind == "waiting":
             print(found.waiting_reason)
         command_id = resume.send_resume(ws, "cli", args.reason or "loopdeck resume", state.iteration)
-        journal = Journal(ws.journal)
         if state.driver == "runner":
             print(f"loopdeck: resume queued (id {command_id}); the runner (pid {state.pid}) applies it")
         else:

@@ -83,7 +83,10 @@ __all__ = [
     "escalate",
     "fail",
     "finish",
+    "held_at_limit",
     "interrupt",
+    "needs_look",
+    "needs_sources",
     "rebuild",
     "restore",
     "resume_flow",
@@ -151,6 +154,23 @@ def _replayed(
     for command in commands:
         _apply(interim, command, sources, scratch, _EPOCH)
     return interim, scratch
+
+
+def held_at_limit(state: LoopState, commands: list[Command]) -> str | None:
+    """Why a resume does not lift the loop's wait: a loop waiting at its iteration limit goes
+    on once the limit lies ahead (raised, or lifted with 0, as the queued `commands` may do),
+    never past it on a resume. None when a resume would lift the wait."""
+    if commands:
+        state, _scratch = _replayed(state, commands, None)
+    waiting = state.waiting_for or {}
+    if state.status != "paused" or waiting.get("escalation") != "max-iterations":
+        return None
+    if state.max_iterations <= 0 or state.iteration < state.max_iterations:
+        return None
+    return (
+        f"the loop is at its limit of {state.max_iterations} iterations: raise it first "
+        "(`loopdeck set-max-iterations N`, 0 for no limit), and the loop goes on"
+    )
 
 
 def wants_verification(state: LoopState, stop: StopInput, sources: Aggregate) -> bool:
@@ -792,7 +812,13 @@ RESUMABLE = ("gone", "paused", "waiting", "stopping")
 """The classifications `resume_flow` acts on (see `loop.drivers.classify`)."""
 
 
-def resume_flow(state: LoopState, kind: str, now: datetime, sources: Aggregate | None = None) -> Result:
+def resume_flow(
+    state: LoopState,
+    kind: str,
+    now: datetime,
+    sources: Aggregate | None = None,
+    commands: list[Command] | None = None,
+) -> Result:
     """A person resumes an interrupted loop (`loopdeck resume`, the monitor's prompt).
 
     `kind` is the workspace's classification: `gone` (running, its driver dead: the loop goes
@@ -800,8 +826,10 @@ def resume_flow(state: LoopState, kind: str, now: datetime, sources: Aggregate |
     question, escalation or usage limit is lifted, as a `resume` command would), `stopping`
     (the loop is marked complete and archived, with `sources` counted for its summary). The
     iteration never moves back; a hook loop whose session closed forgets it, so the next
-    session that stops in the workspace (`claude --continue`, `/orchestrator-loop`) drives it."""
-    if kind not in RESUMABLE or not state.active:
+    session that stops in the workspace (`claude --continue`, `/orchestrator-loop`) drives it.
+    A loop waiting at its iteration limit is left as it is (`held_at_limit`), unless the queued
+    `commands` raise the limit (its next driver applies them)."""
+    if kind not in RESUMABLE or not state.active or held_at_limit(state, commands or []) is not None:
         return Result("allow", None)
     state = state.copy()
     result = Result("allow", state)
@@ -1138,7 +1166,9 @@ def _block(
         return result
     block_cap = stop.block_cap
     over = state.max_iterations > 0 and state.iteration + 1 > state.max_iterations
-    if over and mode in ("work", "uncertain") and not state.escalated:
+    # The hook escalates once, then keeps blocking with the escalation prompt (the session's
+    # person reads it); the runner never starts a turn past the limit, whoever resumed it.
+    if over and mode in ("work", "uncertain") and (not state.escalated or stop.driver == "runner"):
         state.escalated = True
         reason = f"{state.max_iterations} iterations reached with {sources.pending_total} task(s) pending"
         events.append(
@@ -1306,6 +1336,9 @@ def _apply(
     if kind == "resume":
         if state.status != "paused":
             return f"not paused ({state.status})"
+        held = held_at_limit(state, [])
+        if held is not None:
+            return f"not resumed: {held}"
         state.status = "running"
         state.waiting_for = None
         state.stuck = {k: v for k, v in state.stuck.items() if k in ("tasks", "mode")}

@@ -253,7 +253,8 @@ def carry_out(ws: Workspace, expected: str) -> tuple[Classification, LoopState |
             from loop.sources.aggregate import SourceConfig, check_all
 
             sources = check_all(SourceConfig.from_state(ws, state))
-        result = engine.resume_flow(state, found.kind, now, sources)
+        queued, _bad, _end = control.read_unapplied(ws, state.control_offset, journal)
+        result = engine.resume_flow(state, found.kind, now, sources, queued)
         writer.carry_out(ws, store, journal, state, result, now)
         return found, result.state
 
