@@ -414,3 +414,12 @@ async def test_the_fleet_ages_change_once_a_minute_all_at_once(tmp_path: Path) -
         for _ in range(10):
             screen.tick()
         assert updated == ["1m ago"]
+
+
+def test_the_monitor_without_a_terminal_says_what_to_use_instead(
+    cli: Callable[..., Ran], tmp_path: Path
+) -> None:
+    """With stdin or stdout not a terminal the monitor would read an ended input forever at
+    full speed and draw into a file: it says what works without one instead."""
+    ran = cli("tui", str(tmp_path))
+    assert ran.code == 1 and "the monitor needs a terminal" in ran.err and "loopdeck status" in ran.err

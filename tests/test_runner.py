@@ -300,14 +300,18 @@ def test_run_without_prompt_and_no_loop(demo: Workspace) -> None:
     assert done.returncode == 1 and "PROMPT" in done.stderr
 
 
-def test_demo_headless_completes(tmp_path: Path) -> None:
-    env = {"LOOPDECK_DEMO_PACE": "0 0", "TMPDIR": str(tmp_path), "PYTHONUNBUFFERED": ""}  # piped, as in CI
-    done = run_loopdeck("demo", "--headless", cwd=tmp_path, env=env, timeout=240)
+def test_demo_without_a_terminal_runs_headless_and_completes(tmp_path: Path) -> None:
+    """Piped, as in CI: no terminal for the monitor (it would read an ended stdin at full speed
+    forever), so the demo prints the loop's log, as `--headless` does, and ends."""
+    env = {"LOOPDECK_DEMO_PACE": "0 0", "TMPDIR": str(tmp_path), "PYTHONUNBUFFERED": ""}
+    done = run_loopdeck("demo", cwd=tmp_path, env=env, timeout=240)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
     assert "Ended:       completed (all sources empty and verified)" in done.stdout
     assert "Verification FAILED (exit 1)" in done.stdout  # one failure along the way, fed back
     assert "Progress: [8 of 8]" in done.stdout
-    assert done.stdout.startswith("loopdeck demo: a throwaway git workspace in ")  # first, not last
+    first, second = done.stdout.splitlines()[:2]
+    assert first == "loopdeck demo: no terminal for the monitor: the loop's log instead (as --headless)"
+    assert second.startswith("loopdeck demo: a throwaway git workspace in ")  # early, not last
 
 
 def test_question_pauses_then_the_answer_goes_into_the_next_prompt(demo: Workspace) -> None:

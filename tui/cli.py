@@ -31,17 +31,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     return cli.main(argv, monitor={"tui": cmd_tui, "demo": cmd_demo, "serve": cmd_serve})
 
 
+def has_terminal() -> bool:
+    """Can the monitor be drawn and steered here? It reads keys from stdin and draws on stdout:
+    with either one a file, a pipe or closed, Textual's driver would read an input that ended
+    at full speed forever and draw into a file. (A driver named in the environment, as a
+    browser's, brings its own.)"""
+    return (sys.stdin.isatty() and sys.stdout.isatty()) or "TEXTUAL_DRIVER" in os.environ
+
+
 def cmd_tui(args: argparse.Namespace) -> int:
     from tui import allocator
 
-    allocator.tune()  # a monitor runs for days: its memory stays flat (`tui/allocator.py`)
     if getattr(args, "temporal", None):  # the loops of a Temporal server
-        temporal_app(args).run()
+        temporal = temporal_app(args)
+        _need_terminal()
+        allocator.tune()
+        temporal.run()
         return 0
-    app = monitor_app(args)
+    app = monitor_app(args)  # the folders checked first: that error says more
+    _need_terminal()
+    allocator.tune()  # a monitor runs for days: its memory stays flat (`tui/allocator.py`)
     app.settles = True  # and its garbage collector too (`tui/collector.py`)
     app.run()
     return 0
+
+
+def _need_terminal() -> None:
+    if not has_terminal():
+        raise LoopdeckError(
+            "the monitor needs a terminal (its keys come from stdin, its screen goes to stdout); "
+            "without one, `loopdeck status` and `loopdeck log -f` show the loop, and "
+            "`loopdeck serve` shows the monitor in a browser"
+        )
 
 
 def temporal_app(args: argparse.Namespace) -> TemporalApp:
@@ -113,6 +134,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     workers = getattr(args, "workers", None)
     if workers is not None and not 2 <= workers <= 12:
         raise LoopdeckError("demo --workers takes 2 to 12 (without it, the demo runs one agent)")
+    if not args.headless and not has_terminal():
+        print("loopdeck demo: no terminal for the monitor: the loop's log instead (as --headless)")
+        args.headless = True
     root = Path(tempfile.mkdtemp(prefix="loopdeck-demo-")) / "project"
     workspace.create(root, tasks=8)
     if workers is not None:
