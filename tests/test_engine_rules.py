@@ -195,6 +195,31 @@ def test_the_hook_pauses_on_a_question_and_does_not_ask_it_twice() -> None:
     assert (answered.reason or "").startswith("A PERSON ANSWERED YOUR QUESTION:\nThis one")
 
 
+def test_the_answer_reaches_a_fresh_agent_with_its_question_and_the_question_may_come_again() -> None:
+    """The runner's next agent did not ask: it reads the question with the answer. Answered,
+    the same words asked in a later turn are a new question, put to the person again (they
+    were ignored for the rest of the loop)."""
+    srcs = sources(task_file=2)
+    asked = turn_end(working(), srcs, "<question>Which DB?</question>", turn=Turn(changed=True))
+    assert asked.state is not None and asked.state.waiting_kind == "question"
+    answered = decide(asked.state, runner_stop(), [cmd("answer", reason="Postgres")], srcs, NOW)
+    assert answered.blocked and answered.state is not None
+    assert (answered.reason or "").startswith(
+        "A PERSON ANSWERED YOUR QUESTION:\nPostgres\n(The question was: Which DB?)\n\n"
+    )
+    again = turn_end(answered.state, srcs, "<question>Which DB?</question>", turn=Turn(changed=True))
+    assert not again.blocked and again.state is not None and again.state.waiting_kind == "question"
+    assert ("question", {"question": "Which DB?"}) in again.events
+
+
+def test_an_answer_to_an_escalation_names_no_question() -> None:
+    srcs = sources(task_file=2)
+    stuck = chain(working(), srcs, [Turn(changed=False)] * 3)
+    assert stuck.state is not None and stuck.state.waiting_kind == "escalation"
+    answered = decide(stuck.state, runner_stop(), [cmd("answer", reason="try the other API")], srcs, NOW)
+    assert (answered.reason or "").startswith("A PERSON ANSWERED YOUR QUESTION:\ntry the other API\n\n")
+
+
 # --- escalation at the limit -------------------------------------------------------------------
 
 

@@ -258,7 +258,10 @@ def test_a_question_pauses_that_worker_only() -> None:
     answered = workflow.command(
         step.seal(), Command("c", "ts", "answer", "tui", reason="yes", target="worker-1"), None, NOW
     )
-    assert answered.board.workers[0].feedback == "A PERSON ANSWERED YOUR QUESTION:\nyes"
+    assert (
+        answered.board.workers[0].feedback
+        == "A PERSON ANSWERED YOUR QUESTION:\nyes\n(The question was: SQLite?)"
+    )
     assert answered.board.workers[0].status == "ready"
 
 

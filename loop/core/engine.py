@@ -50,6 +50,7 @@ from loop.core.model import (
     replace,
 )
 from loop.core.prompts import (
+    answered_prompt,
     cap,
     claimed_prompt,
     conservative_prompt,
@@ -1194,12 +1195,16 @@ def _block(
         prompt = escalation_prompt(state, sources)
         message += f" | ESCALATION: past {state.max_iterations} iterations"
     answer = state.extra.pop("answer", None)
+    asked = state.extra.pop("answered", None)
     notes = state.extra.pop("notes", None)
     if notes:
         said = "\n".join(f"- {note}" for note in notes)
         prompt = cap(f"A PERSON WATCHING THE LOOP SAYS:\n{said}\n\n{prompt}")
+    if answer is not None:
+        # answered, the same words asked again in a later turn are a new question
+        state.extra.pop("last_question", None)
     if answer:
-        prompt = cap(f"A PERSON ANSWERED YOUR QUESTION:\n{answer}\n\n{prompt}")
+        prompt = cap(f"{answered_prompt(answer, asked)}\n\n{prompt}")
     text = message.replace("{of}", iteration_of(state))
     if stop.ralph_active:
         text += " | WARNING: ralph-loop is active too"
@@ -1355,6 +1360,9 @@ def _apply(
         events.append(("answered", {"answer": command.reason, "source": command.source}))
         if state.status == "paused" and state.waiting_kind not in ANSWER_KEEPS_WAITING:
             # the loop asked a person (the agent's question, an escalation): this is the answer
+            asked = (state.waiting_for or {}).get("question")
+            if asked:
+                state.extra["answered"] = asked
             state.status = "running"
             state.waiting_for = None
             events.append(("resumed", {"source": command.source}))

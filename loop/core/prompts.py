@@ -29,6 +29,14 @@ OPENINGS = (
 
 # --- prompts -------------------------------------------------------------------------------
 
+
+def answered_prompt(answer: str, question: str | None) -> str:
+    """A person's answer as the agent reads it, with the question it answers: the agent that
+    reads it is often not the one that asked (the runner starts a fresh agent each turn)."""
+    text = f"A PERSON ANSWERED YOUR QUESTION:\n{answer}"
+    return f"{text}\n(The question was: {question})" if question else text
+
+
 VERIFICATION_CHECKLIST = """\
 In this loop, examine:
 - Errors and missing elements

@@ -37,6 +37,7 @@ from datetime import datetime
 from typing import Any
 
 from loop.core.model import Command, Effects, Event, LoopState, Result
+from loop.core.prompts import answered_prompt
 from loop.core.timeutil import iso_s, parse_iso
 
 PENDING, IN_PROGRESS, COMPLETED = "pending", "in_progress", "completed"
@@ -793,7 +794,7 @@ def _command(step: Step, cmd: Command) -> str:
             question=None,
             turns=worker.turns + 1,
             stalls=0,
-            feedback=f"A PERSON ANSWERED YOUR QUESTION:\n{answer}",
+            feedback=answered_prompt(answer, worker.question),
         )
         step.board = replace(board.put(rerun), defer_streak=0)
         step.events.append(("answered", {"answer": answer, "source": cmd.source, "worker": worker.name}))
