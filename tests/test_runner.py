@@ -214,6 +214,11 @@ def test_sigint_pauses(demo: Workspace) -> None:
     assert runner.returncode == 130
     state = StateStore(demo).read()
     assert state is not None and state.status == "paused"
+    # `run` again, headless: the loop is paused, not escalated, and a resume lifts it
+    again = run_loopdeck("-C", str(demo.root), *run_args(), cwd=demo.root)
+    assert again.returncode == 1
+    assert "Ended:       paused (still waiting for a person: SIGINT to the runner)" in again.stdout
+    assert "Next:        `loopdeck resume` resumes it" in again.stdout
 
 
 def test_steering_through_the_cli_while_it_runs(demo: Workspace) -> None:

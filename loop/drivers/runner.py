@@ -869,6 +869,8 @@ def _ending(state: LoopState, still: bool = False) -> tuple[str, str]:
         reason = f"still waiting for a person: {reason}"
     if waiting.get("kind") == "question":
         return "question", reason
+    if waiting.get("kind") == "pause":  # a person's (or a signal's) pause: their resume lifts it
+        return "paused", reason
     if waiting.get("escalation") == "max-iterations":
         return "limit", f"{reason}: needs a person"
     return "escalated", reason if still else f"{reason}: needs a person"

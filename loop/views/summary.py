@@ -92,6 +92,7 @@ NEXT_STEPS = {
     "completed": "review the work and the commits; nothing is left in the task sources",
     "stopped": "`loopdeck run` continues the loop; `loopdeck start --force` starts anew",
     "interrupted": "`loopdeck resume` resumes where it paused",
+    "paused": "`loopdeck resume` resumes it",
     "limit": "raise the limit (`loopdeck set-max-iterations N`), then `loopdeck resume`; or finish by hand",
     "escalated": "read the journal (`loopdeck log`), fix what blocks the agent, then `loopdeck resume`",
     "failed": "read the journal (`loopdeck log`) and the iteration logs, then `loopdeck start --force`",
