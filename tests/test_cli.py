@@ -129,6 +129,8 @@ def test_steering_verbs_queue_commands(cli, ws: Workspace) -> None:
 
 
 def test_log_renders_and_json(cli) -> None:
+    nothing = cli("log")  # no loop yet: said, as every verb says it
+    assert nothing.code == 1 and "has a journal yet: `loopdeck run PROMPT` starts one" in nothing.err
     cli("start", "x", "--max-iterations", "3")
     cli("pause")
     out = cli("log").out.splitlines()

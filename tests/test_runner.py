@@ -221,6 +221,21 @@ def test_sigint_pauses(demo: Workspace) -> None:
     assert "Next:        `loopdeck resume` resumes it" in again.stdout
 
 
+def test_a_second_run_on_a_driven_loop_is_refused_in_one_line(demo: Workspace) -> None:
+    """A runner drives the loop: `run` with another prompt says so, and no more (it used to
+    say first that it was continuing the loop, then that it could not)."""
+    runner = start_runner(demo, *run_args(agent_cmd=agent("--sleep", "30", "30")))
+    wait_for(lambda: demo.journal.exists() and "iteration-started" in kinds(demo))
+    second = run_loopdeck("-C", str(demo.root), "run", "Something else", "--headless", cwd=demo.root)
+    runner.send_signal(signal.SIGTERM)
+    runner.communicate(timeout=30)
+    assert second.returncode == 1
+    assert (
+        second.stderr
+        == f"loopdeck: error: a runner (pid {runner.pid}) is already driving the loop in {demo.root}\n"
+    )
+
+
 def test_steering_through_the_cli_while_it_runs(demo: Workspace) -> None:
     runner = start_runner(demo, *run_args(agent_cmd=agent("--sleep", "0.4", "0.4")))
     cli = lambda *a: run_loopdeck("-C", str(demo.root), *a)  # noqa: E731

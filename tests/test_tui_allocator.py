@@ -68,5 +68,6 @@ def test_the_monitor_sets_the_allocator_before_it_starts(
 
     monkeypatch.setattr(allocator, "tune", tune)
     monkeypatch.setattr(cli, "monitor_app", lambda args: App())
+    monkeypatch.setattr(cli, "has_terminal", lambda: True)  # as in a person's terminal
     assert cli.cmd_tui(argparse.Namespace(temporal=None)) == 0
     assert order == ["tune", "run"]

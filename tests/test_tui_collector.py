@@ -66,5 +66,6 @@ def test_the_monitor_a_person_starts_is_set_to_settle(monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(allocator, "tune", tune)
     monkeypatch.setattr(cli, "monitor_app", lambda args: App())
+    monkeypatch.setattr(cli, "has_terminal", lambda: True)  # as in a person's terminal
     assert cli.cmd_tui(argparse.Namespace(temporal=None)) == 0
     assert started == [True]

@@ -200,6 +200,8 @@ def cmd_log(args: argparse.Namespace) -> int:
 
     if temporal.wanted(args, ws):
         return int(temporal.backend().log(args, ws))
+    if not args.follow and not ws.journal.exists():  # with -f: it waits for a loop to start
+        raise LoopdeckError(f"no loop in {ws.root} has a journal yet: `loopdeck run PROMPT` starts one")
     journal = Journal(ws.journal)
     result = journal.tail(args.n)
     for problem in result.problems:

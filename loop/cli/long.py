@@ -97,7 +97,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             agent.check_template(options.fallback_agent)
     except agent.AgentCommandRefused as exc:
         raise LoopdeckError(str(exc)) from None
-    if existing is not None and prompt and prompt != existing.prompt:
+    from loop.store.proc import alive
+
+    driven = existing is not None and existing.driver == "runner" and bool(alive(existing.pid))
+    if existing is not None and prompt and prompt != existing.prompt and not driven:  # else: refused below
         print(
             f"loopdeck: continuing the loop in {ws.root}; the PROMPT given is ignored "
             "(`loopdeck start --force` starts anew)",

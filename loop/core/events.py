@@ -53,7 +53,7 @@ KINDS: dict[str, Callable[[Event], str]] = {
     ),
     "task-selected": lambda e: f'Selected item: "{e.data.get("task", "?")}"',
     "blocked": lambda e: f"Turn over, work remains: {e.data.get('message', 'the agent goes on')}",
-    "allowed": lambda e: f"Turn over, the loop may end: {e.data.get('reason', '')}".rstrip(": "),
+    "allowed": lambda e: f"Turn over, no next turn now: {e.data.get('reason', '')}".rstrip(": "),
     "verification-started": lambda e: f"Running verification: {e.data.get('command', '?')}",
     "verification-passed": lambda e: f"Verification PASSED (exit {e.data.get('exit_code', 0)})",
     "verification-failed": lambda e: f"Verification FAILED (exit {e.data.get('exit_code', '?')})",

@@ -89,7 +89,7 @@ def progress_line(done: int, total: int, width: int = 10) -> str:
 
 
 NEXT_STEPS = {
-    "completed": "review the work and the commits; nothing is left in the task sources",
+    "completed": "review the work (`git log`, `git diff`); nothing is left in the task sources",
     "stopped": "`loopdeck run` continues the loop; `loopdeck start --force` starts anew",
     "interrupted": "`loopdeck resume` resumes where it paused",
     "paused": "`loopdeck resume` resumes it",
