@@ -58,13 +58,15 @@ def median_ms(samples: list[float]) -> float:
     return statistics.median(samples)
 
 
-def interleaved(runs: int, *jobs: Callable[[], float]) -> list[list[float]]:
-    """Each job `runs` times, in turns (the order rotating), after one untimed warm-up turn."""
+def interleaved(runs: int, *jobs: Callable[[], float], settle: float = 0.0) -> list[list[float]]:
+    """Each job `runs` times, in turns (the order rotating), after one untimed warm-up turn;
+    each `settle` seconds after the one before it ended."""
     found: list[list[float]] = [[] for _ in jobs]
     for run in range(runs + 1):
         order = list(range(len(jobs)))
         order = order[run % len(order) :] + order[: run % len(order)]
         for index in order:
+            time.sleep(settle)
             ms = jobs[index]()
             if run:
                 found[index].append(ms)
@@ -72,6 +74,10 @@ def interleaved(runs: int, *jobs: Callable[[], float]) -> list[list[float]]:
 
 
 # --- 1. the Stop hook ---------------------------------------------------------------------------
+
+
+STOPS_APART_S = 0.1
+"""The pause before each timed Stop (and each reference run): far less than an agent's turn."""
 
 
 def hook(tmp: Path, sizes: list[int], runs: int) -> None:
@@ -117,7 +123,9 @@ def hook(tmp: Path, sizes: list[int], runs: int) -> None:
             return ms
 
         jobs = [ours, bare, alone] + ([ralph] if shutil.which("jq") else [])
-        got = interleaved(runs, *jobs)
+        # Stops come an agent's turn apart: the hook server makes the next Stop's child after
+        # one is answered, and a job timed right after a Stop would pay for that instead
+        got = interleaved(runs, *jobs, settle=STOPS_APART_S)
         a, floor_ms, own = median_ms(got[0]), median_ms(got[1]), median_ms(got[2])
         size = transcript.stat().st_size / 2**20
         reference = f"python -I -S -c pass {floor_ms:.1f} ms (loopdeck {a / floor_ms:.2f}×)"

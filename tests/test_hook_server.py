@@ -411,6 +411,51 @@ def test_a_stop_is_answered_by_the_spare_forked_before_it(launcher: Path, projec
     assert listening(launcher) == server
 
 
+def test_the_next_spare_is_forked_once_the_stop_before_it_is_answered(
+    launcher: Path, project: Workspace
+) -> None:
+    """Making a spare (a fork, its pages made its own) takes a core: on a busy machine it took
+    it from the Stop being answered. The next spare waits until that Stop has its answer, or a
+    second for one that waits longer (here: for a person's answer)."""
+    from loop.store.journal import Journal
+
+    stop(launcher, project)
+    server = await_(lambda: listening(launcher), "a server listens")
+    assert isinstance(server, int)
+    busy = the_spare(launcher, server)
+    env = {key: value for key, value in os.environ.items() if key != hook_client.ENV}
+    payload = {**stop_payload(project), "last_assistant_message": "<question>SQLite or Postgres?</question>"}
+    asking = subprocess.Popen(
+        [sys.executable, "-I", "-S", str(launcher), "stop"],
+        cwd=project.root,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**env, "LOOPDECK_QUESTION_WAIT": "30"},
+    )
+    sent = time.monotonic()
+    assert asking.stdin is not None
+    asking.stdin.write(json.dumps(payload))
+    asking.stdin.close()
+
+    def children() -> list[int]:
+        return [pid for pid in hook_servers(launcher) if parent_of(pid) == server]
+
+    def asked() -> bool:
+        return any(e.kind == "question" for e in Journal(project.journal).tail(20).events)
+
+    await_(asked, "the Stop asks, and waits for the answer")
+    if time.monotonic() - sent < 0.8:  # (a machine this slow cannot tell)
+        assert children() == [busy], "a spare was forked beside the Stop being answered"
+    await_(lambda: len(children()) == 2, "past a second, the next spare beside the waiting Stop")
+    assert run_loopdeck("answer", "SQLite", cwd=project.root).returncode == 0
+    assert asking.stdout is not None and asking.stderr is not None
+    out, err = asking.stdout.read(), asking.stderr.read()  # the Stop waits 30 s at most
+    assert asking.wait(timeout=30) == 0
+    assert json.loads(out)["reason"].startswith("A PERSON ANSWERED YOUR QUESTION:\nSQLite"), err
+
+
 def test_a_spare_leaves_with_its_server(launcher: Path, project: Workspace) -> None:
     stop(launcher, project)
     server = await_(lambda: listening(launcher), "a server listens")

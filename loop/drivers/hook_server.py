@@ -16,6 +16,7 @@ import contextlib
 import gc
 import os
 import resource
+import select
 import signal
 import socket
 import sys
@@ -59,10 +60,17 @@ def main(before: dict[str, tuple[int, int]] | None = None) -> int:
     gc.freeze()  # the imported objects, out of every child's collections: no copy of their pages
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children reap themselves
     spare: Spare | None = None
+    busy: Spare | None = None
+    """The spare answering the last Stop: the next one is forked once it has answered, so that
+    making it (a fork, 8 MB made its own) never takes a core from that Stop."""
     while True:
-        if spare is None:
-            spare = Spare.start(listener)  # the next Stop's, made while the last one runs
+        if busy is not None and busy.finished():
+            busy = None
+        if spare is None and busy is None:
+            spare = Spare.start(listener)  # the next Stop's
         try:
+            if busy is not None and not readable(listener, busy):
+                continue  # the last Stop was answered (or is taking long): the next spare now
             conn, _ = listener.accept()
         except TimeoutError:
             return 0
@@ -77,13 +85,15 @@ def main(before: dict[str, tuple[int, int]] | None = None) -> int:
                 return 0
             taken = spare is not None and spare.take(conn, client)
             if spare is not None and spare.done:
-                spare = None  # it has this Stop, or it is gone: the next one is forked
+                busy = spare if taken else None  # it has this Stop, or it is gone
+                spare = None
             if not taken and os.fork() == 0:  # no spare ready (Stops in a burst): a child of its own
                 code = 0
                 try:
                     listener.close()
-                    if spare is not None:
-                        spare.pair.close()  # the spare's end is the server's alone: it sees the server leave
+                    for held in (spare, busy):
+                        if held is not None:
+                            held.pair.close()  # the server's alone: a spare sees the server leave
                     code = answer(conn, client)
                 finally:
                     os._exit(code)  # whatever happened, the child never returns to this loop
@@ -108,6 +118,8 @@ class Spare:
         self.pair = pair
         self.ready = False
         self.started = time.monotonic()
+        self.handed: float | None = None
+        """When it was handed its Stop: it holds its end of the pair until it has answered."""
 
     @classmethod
     def start(cls, listener: socket.socket) -> Spare | None:
@@ -141,7 +153,6 @@ class Spare:
             data, fds, _flags, _addr = socket.recv_fds(pair, 32, 1)
         except OSError:
             return 0
-        pair.close()
         if len(fds) != 1:
             return 0  # the server left: no Stop comes
         try:
@@ -155,7 +166,21 @@ class Spare:
     @property
     def done(self) -> bool:
         """Handed its Stop, or found gone: of no more use to the server."""
-        return self.pair.fileno() < 0
+        return self.handed is not None or self.pair.fileno() < 0
+
+    def finished(self) -> bool:
+        """Has the spare handed a Stop answered it (its end of the pair closed as it left), or
+        taken longer than a Stop does (one that waits for a person's answer)?"""
+        try:
+            if self.pair.recv(1, socket.MSG_DONTWAIT):
+                return False  # nothing is said after READY: not an end
+        except BlockingIOError:
+            if self.handed is not None and time.monotonic() - self.handed < BUSY_S:
+                return False
+        except OSError:
+            pass
+        self.pair.close()
+        return True
 
     def take(self, conn: socket.socket, client: int) -> bool:
         """Hand the Stop on `conn` to this spare if it is ready; False (and the spare kept for
@@ -167,6 +192,7 @@ class Spare:
                     raise OSError("the spare left")
                 self.ready = True
             socket.send_fds(self.pair, [str(client).encode()], [conn.fileno()])
+            self.handed = time.monotonic()
         except BlockingIOError:
             if time.monotonic() - self.started > STUCK_S:  # stopped, or stalled: a new one
                 with contextlib.suppress(OSError):
@@ -176,11 +202,21 @@ class Spare:
         except OSError:
             self.pair.close()
             return False
-        self.pair.close()
         return True
 
 
+def readable(listener: socket.socket, busy: Spare) -> bool:
+    """Wait for the next Stop or the busy spare's end, whichever comes first (at most `BUSY_S`):
+    True when a Stop waits to be accepted."""
+    timeout = max(0.0, BUSY_S - (time.monotonic() - (busy.handed or 0.0)))
+    ready, _, _ = select.select([listener, busy.pair], [], [], timeout)
+    return listener in ready
+
+
 READY = b"r"
+BUSY_S = 1.0
+"""How long the next spare waits for the last Stop to be answered: longer, that Stop waits for
+something else (a person's answer), and the next one is forked beside it."""
 STUCK_S = 5.0
 """A spare not ready this long after it was forked (stopped, or its memory stalled) is replaced."""
 
