@@ -46,14 +46,24 @@ def await_(condition: Callable[[], object], what: str, timeout: float = 30.0) ->
 
 
 def listening(launcher: Path) -> int | None:
-    """The pid of the server listening for this copy, as the kernel names it; None if none."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        try:
-            probe.connect(hook_client.address(str(launcher.parent), sys.executable, os.getuid()))
-        except OSError:
-            return None
-        creds = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
-        return int.from_bytes(creds[:4], sys.byteorder)
+    """The pid of the server listening for this copy, as the kernel names it; None if none.
+    Asked of the kernel's table of sockets, not by connecting: a connection is a Stop to the
+    server, handed to its spare (which leaves with it, and the next spare is forked after)."""
+    name = "@" + hook_client.address(str(launcher.parent), sys.executable, os.getuid())[1:].decode()
+    inodes = set()
+    for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
+        fields = line.split()
+        if len(fields) >= 8 and fields[7] == name and int(fields[3], 16) & 0x10000:  # listening
+            inodes.add(f"socket:[{fields[6]}]")
+    holders = set()
+    for pid in hook_servers(launcher):
+        with contextlib.suppress(OSError):
+            if any(os.readlink(f"/proc/{pid}/fd/{fd}") in inodes for fd in os.listdir(f"/proc/{pid}/fd")):
+                holders.add(pid)
+    servers = [
+        pid for pid in holders if parent_of(pid) not in holders
+    ]  # not a child, forked still holding it
+    return servers[0] if len(servers) == 1 else None
 
 
 @pytest.fixture
@@ -378,8 +388,8 @@ def waiting(pid: int) -> bool:
 
 
 def the_spare(launcher: Path, server: int) -> int:
-    """The one child of `server` (its spare) once it waits for a Stop, alone: a spare handed a
-    connection that asked nothing (`listening`'s) leaves at once."""
+    """The one child of `server` (its spare) once it waits for a Stop, alone: the Stop before
+    it answered and gone."""
 
     def alone_and_waiting() -> int | None:
         children = [pid for pid in hook_servers(launcher) if parent_of(pid) == server]
