@@ -517,3 +517,31 @@ def test_a_runner_killed_as_it_first_names_the_graph_is_run_again_by_the_same_co
     again = subprocess.run(argv, cwd=repo.root, env=env, capture_output=True, text=True, timeout=90)
     assert "confirmed" not in again.stdout + again.stderr, again.stdout + again.stderr
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+
+
+def test_the_demo_worker_never_empties_a_file_it_shares(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed at any moment of its turn (its runner killed, the run's processes with it), the
+    worker leaves another task's line in a file both tasks write: it only appends to it. It
+    used to rewrite the file on every turn, emptying it first; killed there, the next attempt
+    appended to an empty file and the other task's work was merged away."""
+    from loop.demo import worker
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "api.py").write_text("task 3: List\n")
+    monkeypatch.chdir(tmp_path)
+    prompt = tmp_path / "prompt.md"
+    prompt.write_text("Your task (4): Create\n\nFiles you may change:\n- src/api.py\n")
+    rewrites: list[str] = []
+    real = Path.write_text
+
+    def write_text(self: Path, data: str, *args: object, **kwargs: object) -> int:
+        if self.name == "api.py":  # where a kill would leave the file empty
+            rewrites.append(data)
+        return real(self, data, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "write_text", write_text)
+    assert worker.main(["--prompt-file", str(prompt)]) == 0
+    assert rewrites == []
+    assert (tmp_path / "src" / "api.py").read_text() == "task 3: List\ntask 4: Create\n"

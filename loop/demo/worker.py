@@ -107,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     if not broken:
         for name in files:  # a rework leaves no broken line behind
             path = root / name
-            path.write_text(path.read_text().replace(f"task {task}: {subject} BROKEN\n", ""))
+            text = path.read_text()
+            if f"task {task}: {subject} BROKEN\n" in text:
+                _rewrite(path, text.replace(f"task {task}: {subject} BROKEN\n", ""))
     for stray in args.stray:
         on, _sep, name = stray.partition(":")
         note = f"task {task}: {subject} (noted)\n"
@@ -134,7 +136,16 @@ def resolve(root: Path, prompt: str) -> None:
                 for ln in path.read_text().splitlines(keepends=True)
                 if not ln.startswith(("<<<<<<<", "=======", ">>>>>>>"))
             ]
-            path.write_text("".join(kept))
+            _rewrite(path, "".join(kept))
+
+
+def _rewrite(path: Path, text: str) -> None:
+    """Replace a file in one rename: a worker killed mid-write (its runner killed, and the
+    run's processes with it) leaves the file as it was, not emptied for the next attempt to
+    append to."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def _add_follow_up(task: str) -> None:
