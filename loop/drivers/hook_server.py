@@ -109,7 +109,8 @@ class Spare:
     A child forked at the Stop copies each page of the server the Stop touches, one fault at a
     time (Python writes every object it uses: its reference count): about 600 faults, 2 ms of a
     7 ms Stop. A spare takes them all at once beforehand (`own_pages`), then waits for the
-    server to hand it a Stop's connection; the server forks the next spare once it has.
+    server to hand it a Stop's connection; the server forks the next spare once that Stop is
+    answered (the spare's end of their pair closes as it leaves), not beside it.
     Forked from the same freshly imported server as any child, it answers the Stop any child
     would. It leaves when the server does (its end of the pair closes)."""
 
