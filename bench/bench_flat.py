@@ -1,16 +1,16 @@
 """Flat at scale: every figure of the performance table, each beside its reference measured in
 the same run, on this machine, with its load average.
 
-    python bench/bench_flat.py [--hook-sizes 1,1024] [--runs 7] [--tasks 200] [--archives 10000]
+    python bench/bench_flat.py [--hook-sizes 1,100,1024] [--runs 7] [--tasks 200] [--archives 10000]
                                [--fleet 50,200] [--soak-iterations 10000] [--soak-seconds 60]
                                [--skip hook,runner,status,fleet,monitor]
 
-1. the Stop hook, run by the very command `loopdeck install` writes, on a 1 MB and a 1 GB
-   transcript (page cache warm, a loop in its steady state, the hook server started by the
-   untimed first Stop), and the same Stop in its own process (no hook server), interleaved
-   with its references:
+1. the Stop hook, run by the very command `loopdeck install` writes (each Stop a process of its
+   own, its bytecode compiled by the install), on a 1 MB, a 100 MB and a 1 GB transcript (page
+   cache warm, a loop in its steady state), interleaved with its references:
    `python -I -S -c pass` (the same interpreter: the floor any Python hook pays) and
-   ralph-loop's bash hook (bench/ralph_hook.sh);
+   ralph-loop's bash hook (bench/ralph_hook.sh); then how flat it is (the largest size's time
+   over the smallest's);
 2. the runner: `loopdeck run` driving a scripted agent (`sed` ticks one box) through `--tasks`
    tasks, against a bash loop running the same agent as many times in a copy of the same
    repository; per iteration, and the runner's overhead (the difference);
@@ -81,6 +81,7 @@ STOPS_APART_S = 0.1
 
 
 def hook(tmp: Path, sizes: list[int], runs: int) -> None:
+    medians: dict[float, float] = {}
     if not shutil.which("jq"):
         print("  (no jq: ralph-loop's hook is left out)")
     ours_ws, bash_ws = tmp / "hook-ours", tmp / "hook-bash"
@@ -100,15 +101,11 @@ def hook(tmp: Path, sizes: list[int], runs: int) -> None:
             }
         )
 
-        def ours(payload: str = payload, env: dict[str, str] | None = None) -> float:
+        def ours(payload: str = payload) -> float:
             here = payload.replace('""', json.dumps(str(ours_ws)))
-            ms, out = hookbench.timed(command, ours_ws, here, env)
+            ms, out = hookbench.timed(command, ours_ws, here)
             assert json.loads(out)["decision"] == "block", out
             return ms
-
-        def alone(payload: str = payload) -> float:
-            """The same Stop answered in its own process: no hook server."""
-            return ours(payload, {**os.environ, "LOOPDECK_HOOK_SERVER": "off"})
 
         def ralph(payload: str = payload) -> float:
             state = bash_ws / ".claude" / "ralph-loop.local.md"
@@ -122,20 +119,23 @@ def hook(tmp: Path, sizes: list[int], runs: int) -> None:
             ms, _out = hookbench.timed(floor, tmp, "")
             return ms
 
-        jobs = [ours, bare, alone] + ([ralph] if shutil.which("jq") else [])
-        # Stops come an agent's turn apart: the hook server makes the next Stop's child after
-        # one is answered, and a job timed right after a Stop would pay for that instead
+        jobs = [ours, bare] + ([ralph] if shutil.which("jq") else [])
+        # Stops come an agent's turn apart: each job is timed after a pause, not on the heels
+        # of the one before (whose writes and page faults it would pay for)
         got = interleaved(runs, *jobs, settle=STOPS_APART_S)
-        a, floor_ms, own = median_ms(got[0]), median_ms(got[1]), median_ms(got[2])
+        a, floor_ms = median_ms(got[0]), median_ms(got[1])
         size = transcript.stat().st_size / 2**20
+        medians[size] = a
         reference = f"python -I -S -c pass {floor_ms:.1f} ms (loopdeck {a / floor_ms:.2f}×)"
-        if len(got) > 3:
-            r = median_ms(got[3])
-            reference += f"; ralph-loop's hook {r:.1f} ms ({a / r:.2f}×)"
+        if len(got) > 2:
+            r = median_ms(got[2])
+            reference += f"; ralph-loop's hook {r:.1f} ms (loopdeck {a / r:.2f}×)"
         row(f"Stop hook, {size:,.0f} MB transcript (median of {runs})", f"{a:.1f} ms", reference)
-        what = "  the same, no hook server (in its own process)"
-        row(what, f"{own:.1f} ms", f"python -I -S -c pass (loopdeck {own / floor_ms:.2f}×)")
         transcript.unlink()
+    if len(medians) > 1:
+        small, large = min(medians), max(medians)
+        what = f"Stop hook, {large:,.0f} MB over {small:,.0f} MB"
+        row(what, f"{medians[large] / medians[small]:.2f}×", "flat: 1.00× (noise aside)")
 
 
 # --- 2. the runner ------------------------------------------------------------------------------
@@ -285,7 +285,7 @@ def monitor(iterations: int, seconds: float, idle: float) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hook-sizes", default="1,1024", help="transcript sizes in MB")
+    parser.add_argument("--hook-sizes", default="1,100,1024", help="transcript sizes in MB")
     parser.add_argument("--runs", type=int, default=7, help="timed runs of each process, interleaved")
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3, help="runner and bash loop pairs, in turns")

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -41,17 +39,17 @@ Initial task prompt goes here...
 @pytest.fixture(autouse=True)
 def own_state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test keeps loopdeck's machine-local records (what a person confirmed) to itself,
-    never in the home folder of whoever runs the suite; no test inherits the marks of an
-    agent's session from the shell that runs the suite; and no Stop starts a hook server that
-    would outlive the test (tests/test_hook_server.py starts its own, and stops them; Claude
-    Code's end-to-end suite runs its hooks with the server, and stops it at its end)."""
+    never in the home folder of whoever runs the suite; and no test inherits the marks of an
+    agent's session from the shell that runs the suite."""
     from loop.trust.person import AGENT_MARKERS
 
     folder = tmp_path_factory.mktemp("trust-home")
     folder.chmod(0o700)
     monkeypatch.setenv("LOOPDECK_TRUST_HOME", str(folder))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state-home")))
-    monkeypatch.setenv("LOOPDECK_HOOK_SERVER", "off")
+    # No sandbox unless a test asks for one (tests/test_sandbox.py): most scripted agents live in
+    # tmp_path outside their workspace, which a sandbox's private /tmp would hide.
+    monkeypatch.setenv("LOOPDECK_SANDBOX", "off")
     for name in AGENT_MARKERS:
         monkeypatch.delenv(name, raising=False)
 
@@ -109,29 +107,6 @@ def cli(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> Callable[..., Ran]
 def loopdeck_cmd() -> list[str]:
     """`loopdeck` as the console script runs it."""
     return [sys.executable, "-m", "tui.cli"]
-
-
-def hook_servers(launcher: Path) -> list[int]:
-    """Every process running the hook server of the loopdeck whose launcher is `launcher`."""
-    found = []
-    for entry in os.listdir("/proc") if sys.platform == "linux" else ():
-        if entry.isdigit():
-            try:
-                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if str(launcher).encode() in argv and b"hook-server" in argv:
-                found.append(int(entry))
-    return found
-
-
-def stop_hook_servers(launcher: Path) -> None:
-    """Ask every hook server of `launcher` to leave. One that leaves on its own between the
-    listing and the signal (a newer code's Stop, its idle end) is no error: the suites stop
-    them in their teardown, where a race lost would be an error of a test that passed."""
-    for pid in hook_servers(launcher):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
 
 
 def stop_payload(ws: Workspace) -> dict[str, object]:

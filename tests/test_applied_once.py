@@ -13,6 +13,7 @@ from loop.store import control
 from loop.store.journal import Journal
 from loop.store.paths import Workspace
 from loop.store.state import StateStore
+from tests.test_control import person
 from tests.test_hook import Session
 
 
@@ -32,7 +33,7 @@ def test_a_skip_is_applied_once_when_the_backup_is_copied_over_the_state(
         session.loopdeck("start", "x", "--task-file", "TODO.md", "--no-github", "--no-tasks").returncode == 0
     )
     assert (session.stop(active=False) or {})["decision"] == "block"
-    command = control.queue(ws, "skip", source="cli")
+    command = control.queue(ws, "skip", source="cli", key=person(ws))
     assert (session.stop() or {})["decision"] == "block"
     assert todo.read_text().count("- [-]") == 1 and applied(ws, command.id) == 1
     # A person puts the backup back by hand: its offset is from before the skip.
@@ -44,7 +45,7 @@ def test_a_skip_is_applied_once_when_the_backup_is_copied_over_the_state(
     assert todo.read_text().count("- [-]") == 1, todo.read_text()
     assert [e.kind for e in Journal(ws.journal).tail(10_000).events].count("task-skipped") == 1
     # and a new command is applied as ever
-    second = control.queue(ws, "skip", source="cli")
+    second = control.queue(ws, "skip", source="cli", key=person(ws))
     session.stop()
     assert applied(ws, second.id) == 1 and todo.read_text().count("- [-]") == 2
 
@@ -62,7 +63,7 @@ def test_the_runner_skips_a_command_the_journal_says_was_applied(ws: Workspace, 
     first = runner.decide(None)
     assert first.state is not None and first.state.status == "paused" and applied(ws, command.id) == 1
     shutil.copyfile(ws.backup, ws.state)  # the offset from before the pause
-    resumed = control.queue(ws, "resume", source="cli")
+    resumed = control.queue(ws, "resume", source="cli", key=person(ws))
     again = runner.decide(None)
     assert applied(ws, command.id) == 1 and applied(ws, resumed.id) == 1
     assert again.state is not None and again.state.status == "running"

@@ -64,6 +64,7 @@ def test_start_then_status_json(cli, ws: Workspace) -> None:
         "usage": None,
         "limits": None,
         "notify": [],
+        "sandbox": None,  # no runner has run it yet
         "confirmed": True,
     }
     assert "iteration    0/5" in cli("status").out

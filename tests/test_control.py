@@ -25,6 +25,15 @@ def _loop(ws: Workspace) -> StateStore:
     return store
 
 
+def person(ws: Workspace) -> bytes:
+    """This user's key, as a person's process signs with it (`loop.trust.key.for_person`)."""
+    from loop.trust import key
+
+    signing = key.load(ws.root, create=True)
+    assert signing is not None
+    return signing
+
+
 def drive(ws: Workspace) -> None:
     """One Stop, as Claude Code delivers it: the code the drivers run applies the queue."""
     from datetime import UTC, datetime
@@ -40,7 +49,7 @@ def test_send_pending_and_apply_once(ws: Workspace) -> None:
     store = _loop(ws)
     journal = Journal(ws.journal)
     pause = control.send(ws, "pause", source="tui", reason="lunch")
-    bump = control.send(ws, "set-max-iterations", value=200)
+    bump = control.send(ws, "set-max-iterations", value=200, key=person(ws))
     assert [c.id for c in control.pending(ws)] == [pause.id, bump.id]
     assert control.pending(ws)[0].reason == "lunch"
     drive(ws)
@@ -79,9 +88,10 @@ def test_bad_lines_are_skipped_and_journaled(ws: Workspace) -> None:
     with ws.control.open("ab") as f:
         f.write(b'ume"}\n')
     drive(ws)
-    assert control.applied_ids(journal) == {good.id, "c"}
+    # The completed line is read; written by hand, unsigned, its resume is refused, not applied.
+    assert control.handled(journal) == {good.id: "command-applied", "c": "command-refused"}
     state = store.read()
-    assert state is not None and state.status == "running"
+    assert state is not None and state.status == "paused"
 
 
 def test_send_rejects_unknown_and_missing_value(ws: Workspace) -> None:
@@ -96,10 +106,12 @@ SENDER = textwrap.dedent("""
     from pathlib import Path
     from loop.store import control
     from loop.store.paths import Workspace
+    from loop.trust import key
     ws = Workspace(Path(sys.argv[1]))
+    signing = key.load(ws.root, create=True)
     sys.stdin.readline()  # start together
     for i in range(500):
-        control.send(ws, "pause" if i % 2 else "resume", source=sys.argv[2], reason="r%d" % i)
+        control.send(ws, "pause" if i % 2 else "resume", source=sys.argv[2], reason="r%d" % i, key=signing)
 """)
 
 DRIVER = textwrap.dedent("""
@@ -161,7 +173,7 @@ def test_restoring_the_backup_never_applies_a_command_twice(ws: Workspace) -> No
     store.write(state)
     trust.record(ws, state, "test")
     drive(ws)  # the backup now holds the state before the skip is sent
-    control.send(ws, "skip", source="tui")
+    control.send(ws, "skip", source="tui", key=person(ws))
     drive(ws)
     assert (ws.root / "TODO.md").read_text() == "- [-] one\n- [ ] two\n- [ ] three\n"
     backup = store.read_backup()

@@ -105,7 +105,7 @@ def test_sigkill_at_random_moments_then_resume_always_completes(demo: Workspace)
     assert summary["iterations"] >= iteration
     todo = (root / "TODO.md").read_text()
     assert "- [ ]" not in todo and todo.count("- [x]") == TASKS
-    done = (root / ".claude" / "loopdeck" / "demo-done.log").read_text().split()
+    done = (root / ".demo" / "demo-done.log").read_text().split()
     # No task done twice (a kill between the tick and this log line may leave a task unlisted).
     assert len(done) == len(set(done)) and len(done) >= TASKS - kills, done
     wait_for(lambda: not processes_in(root), timeout=15)
@@ -124,7 +124,7 @@ def _wait_moment(seconds: float) -> None:
 def test_a_runner_killed_mid_turn_leaves_no_agent_nor_child(demo: Workspace) -> None:
     root = demo.root.resolve()
     runner = start_runner(demo, *run_args(agent_cmd=agent("--spawn-child", "--hang")))
-    pids = Path(root / ".claude" / "loopdeck" / "hung-agent.pids")
+    pids = Path(root / ".demo" / "hung-agent.pids")
     # The agent creates the file, then writes both pids: wait for the line, not the file.
     wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2, timeout=30)
     agent_pid, child_pid = (int(p) for p in pids.read_text().split())

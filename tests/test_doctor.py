@@ -191,3 +191,91 @@ def test_run_refuses_a_desktop_target_without_notify_send_before_it_starts(
     assert not ws.state.exists()
     ran = cli("start", "x", "--notify", "desktop", "--no-github", "--no-tasks")
     assert ran.code == 1 and "notify-send" in ran.err and not ws.state.exists()
+
+
+# --- the sandboxes and the deny rules ----------------------------------------------------------
+
+
+def test_claude_codes_sandbox_on_and_what_keeps_it_from_starting(
+    ws: Workspace, path_bin, tmp_path: Path
+) -> None:
+    found = {"bwrap": "/usr/bin/bwrap", "socat": "/usr/bin/socat"}
+    which = found.get
+    (checks,) = by_name(doctor.claude_sandbox_checks(ws, which, "linux"), "claude sandbox")
+    assert checks.status == doctor.INFO and checks.found.startswith("off (no settings file turns it on)")
+    install.install(ws, sandbox=True)
+    (checks,) = by_name(doctor.claude_sandbox_checks(ws, which, "linux"), "claude sandbox")
+    assert checks.status == doctor.OK and "on in .claude/settings.local.json" in checks.found
+    del found["socat"]
+    (checks,) = by_name(doctor.claude_sandbox_checks(ws, which, "linux"), "claude sandbox")
+    assert checks.status == doctor.FAIL and "socat is not installed" in checks.found
+    assert "apt-get install bubblewrap socat" in (checks.fix or "")
+    (checks,) = by_name(doctor.claude_sandbox_checks(ws, which, "darwin"), "claude sandbox")
+    assert checks.status == doctor.OK  # macOS has what it needs
+    settings = ws.claude_dir / "settings.json"  # the team's file says false: the local one wins
+    settings.write_text(json.dumps({"sandbox": {"enabled": False}}))
+    assert by_name(doctor.claude_sandbox_checks(ws, which, "darwin"), "claude sandbox")[0].status == doctor.OK
+
+
+def test_commands_that_may_leave_claude_codes_sandbox_are_a_warning(
+    ws: Workspace, path_bin, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    settings = ws.claude_dir / "settings.json"
+    settings.write_text(json.dumps({"sandbox": {"enabled": True}}))
+    (checks,) = by_name(doctor.claude_sandbox_checks(ws, lambda _: "/bin/x", "linux"), "claude sandbox")
+    assert checks.status == doctor.WARN and "allowUnsandboxedCommands" in checks.found
+
+
+def test_missing_deny_rules_are_a_warning_once_hooks_are_installed(ws: Workspace, path_bin) -> None:
+    assert by_name(doctor.claude_sandbox_checks(ws), "claude rules") == []  # nothing installed
+    install.install(ws)
+    assert by_name(doctor.claude_sandbox_checks(ws), "claude rules")[0].status == doctor.OK
+    path = ws.claude_dir / "settings.local.json"
+    data = json.loads(path.read_text())
+    data["permissions"]["deny"].remove("Edit(/.git/config)")
+    path.write_text(json.dumps(data))
+    (check,) = by_name(doctor.claude_sandbox_checks(ws), "claude rules")
+    assert check.status == doctor.WARN and "Edit(/.git/config)" in check.found
+
+
+@pytest.mark.parametrize(
+    ("status", "line", "level"),
+    [
+        (("bwrap", "bubblewrap 0.8.0"), "on (bubblewrap 0.8.0, network on)", doctor.OK),
+        (
+            ("off", "off: bwrap is not installed (apt-get install bubblewrap)"),
+            "off — bwrap is not installed",
+            doctor.WARN,
+        ),
+    ],
+)
+def test_loopdecks_own_sandbox_is_reported(
+    ws: Workspace, path_bin, monkeypatch: pytest.MonkeyPatch, status: tuple[str, str], line: str, level: str
+) -> None:
+    from loop.processes import sandbox
+
+    monkeypatch.delenv(sandbox.ENV_MODE, raising=False)
+    monkeypatch.setattr(sandbox, "detect", lambda mode: sandbox.Status(*status))
+    (check,) = by_name(doctor.report(ws), "sandbox")
+    assert check.status == level and check.found.startswith(line), check.found
+    monkeypatch.setenv(sandbox.ENV_MODE, "off")
+    (check,) = by_name(doctor.report(ws), "sandbox")
+    assert check.status == doctor.INFO and check.found.startswith("off — turned off (LOOPDECK_SANDBOX)")
+
+
+def test_as_root_both_sandboxes_on_is_a_warning(
+    ws: Workspace, path_bin, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Measured: as root, the bubblewrap Claude Code starts per command cannot start inside
+    loopdeck's (its uid map is refused), so every command of a `run` agent fails."""
+    from loop.processes import sandbox
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv(sandbox.ENV_MODE, raising=False)
+    monkeypatch.setattr(sandbox, "detect", lambda mode: sandbox.Status("bwrap", "bubblewrap 0.8.0"))
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    assert by_name(doctor.report(ws), "sandbox")[0].status == doctor.OK
+    install.install(ws, sandbox=True)
+    (check,) = by_name(doctor.report(ws), "sandbox")
+    assert check.status == doctor.WARN and "uid map" in check.found

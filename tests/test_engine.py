@@ -56,7 +56,7 @@ def stop(text: str | None = None, **kw: object) -> StopInput:
 
 
 def cmd(kind: str, value: int | None = None, reason: str | None = None) -> Command:
-    return Command(f"id-{kind}", "t", kind, "test", reason, value)
+    return Command(f"id-{kind}", "t", kind, "test", reason, value, person=True)
 
 
 def play(s: LoopState, srcs: Aggregate, *commands: Command, text: str | None = None, **kw: object) -> Result:

@@ -327,7 +327,7 @@ def test_run_continues_a_stopped_loop_but_not_one_waiting_for_a_person() -> None
     ],
 )
 def test_stop_and_complete_are_final(queue: list[str], status: str, archived: bool) -> None:
-    commands = [Command(f"id{i}", "t", kind, "test") for i, kind in enumerate(queue)]
+    commands = [Command(f"id{i}", "t", kind, "test", person=True) for i, kind in enumerate(queue)]
     result = decide(
         state(session_id="s1"), StopInput("x", session_id="s1"), commands, sources(task_file=1), NOW
     )
@@ -401,9 +401,9 @@ def test_sigint_pauses_and_sigterm_stops() -> None:
 def test_a_restore_skips_commands_already_applied() -> None:
     backup = state(control_offset=0)
     queued = [
-        Command("a", "t", "skip", "tui", end=40),
-        Command("b", "t", "pause", "tui", end=80),
-        Command("c", "t", "resume", "tui", end=120),
+        Command("a", "t", "skip", "tui", end=40, person=True),
+        Command("b", "t", "pause", "tui", end=80, person=True),
+        Command("c", "t", "resume", "tui", end=120, person=True),
     ]
     result = restore(backup, queued, applied={"a", "b"})
     assert result.state is not None and result.state.control_offset == 80 and result.offset == 80

@@ -34,6 +34,7 @@ from loop.store.journal import Journal
 from loop.store.paths import Workspace
 from loop.store.state import StateStore
 from tests.conftest import REPO, stop_payload
+from tests.test_control import person
 
 NESTED = "---\niteration: 1\nmax_iterations: 0\nx: " + "[" * 100_000 + "\n---\nbody\n"
 
@@ -546,14 +547,14 @@ def _short_writes(monkeypatch: pytest.MonkeyPatch, then_raise: bool = False) -> 
 def test_a_send_cut_short_queues_nothing_and_says_so(
     project: Workspace, monkeypatch: pytest.MonkeyPatch, then_raise: bool
 ) -> None:
-    control.send(project, "say", reason="first")
+    control.send(project, "say", reason="first", key=person(project))
     before = project.control.read_bytes()
     _short_writes(monkeypatch, then_raise)
     with pytest.raises(LoopdeckError, match=r"say was not queued: .*orchestrator-loop\.control\.jsonl"):
-        control.send(project, "say", reason="second")
+        control.send(project, "say", reason="second", key=person(project))
     monkeypatch.undo()
     assert project.control.read_bytes() == before
-    control.send(project, "say", reason="third")
+    control.send(project, "say", reason="third", key=person(project))
     commands, bad, _end = control.read_since(project.control, 0)
     assert [c.reason for c in commands] == ["first", "third"] and bad == []
 
@@ -561,11 +562,11 @@ def test_a_send_cut_short_queues_nothing_and_says_so(
 def test_a_torn_command_is_skipped_never_run_into_the_next(project: Workspace) -> None:
     """A command line torn by a writer killed mid-write: the next send starts a line of its
     own; the torn one is skipped (and reported), never applied, never swallowing the next."""
-    control.send(project, "say", reason="first")
+    control.send(project, "say", reason="first", key=person(project))
     with project.control.open("ab") as f:
         f.write(b'{"id": "torn", "ts": "2026-01-01T00:00:00.000Z", "kind": "sto')
     assert [c.reason for c in control.read_since(project.control, 0)[0]] == ["first"]
-    control.send(project, "say", reason="after")
+    control.send(project, "say", reason="after", key=person(project))
     commands, bad, _end = control.read_since(project.control, 0)
     assert [c.reason for c in commands] == ["first", "after"]
     assert [b.reason for b in bad] == ["not JSON"]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -8,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from loop.cli.install import BLOCK_CAP, MARKER, TODO_TOOLS, install, uninstall
+from loop.cli.install import BLOCK_CAP, MARKER, TODO_TOOLS, deny_rules, install, uninstall
 from loop.core.errors import FileProblem
 from loop.store.paths import Workspace
 from tests.conftest import REPO
@@ -77,7 +78,8 @@ def test_merges_keeps_keys_idempotent_and_backs_up(ws: Workspace) -> None:
     first = install(ws, exe=EXE)
     assert first.backup is not None and json.loads(first.backup.read_text()) == original
     data = local(ws)
-    assert data["model"] == "opus" and data["permissions"] == original["permissions"]
+    assert data["model"] == "opus" and data["permissions"]["allow"] == original["permissions"]["allow"]
+    assert data["permissions"]["deny"] == deny_rules(ws)
     assert data["env"] == {"FOO": "1", BLOCK_CAP: "0", TODO_TOOLS: "1"}
     assert data["hooks"]["PreToolUse"] == original["hooks"]["PreToolUse"]
     assert len(data["hooks"]["Stop"]) == 2
@@ -223,6 +225,15 @@ def test_cli_install(cli, ws: Workspace) -> None:
     (ws.claude_dir / "settings.local.json").write_text("{oops")
     ran = cli("install")
     assert ran.code == 1 and "not valid JSON" in ran.err
+
+
+def test_cli_install_sandbox_says_what_it_turned_on_and_how_hosts_are_allowed(cli, ws: Workspace) -> None:
+    ran = cli("install")
+    assert ran.code == 0 and "permissions.deny" in ran.out and "install --sandbox" in ran.out
+    assert "sandbox" not in local(ws)
+    ran = cli("install", "--sandbox")
+    assert ran.code == 0 and local(ws)["sandbox"]["enabled"] is True
+    assert "sandbox.network.allowedDomains" in ran.out and "refused in `claude -p`" in ran.out
 
 
 def test_hook_commands_written_are_recognised_as_ours(ws: Workspace, tmp_path: Path) -> None:
@@ -477,3 +488,78 @@ def test_precompile_writes_the_bytecode_the_isolated_interpreter_reads(
         assert cached.is_file(), cached
     (package / "broken.py").write_text("def (\n")  # one that does not compile: said, never raised
     assert not precompile(package)
+
+
+# --- what the agent may not change ------------------------------------------------------------
+
+
+def test_deny_rules_name_loopdecks_files_by_project_root_and_home(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    trust = tmp_path / "elsewhere" / "trust"
+    trust.mkdir(parents=True, mode=0o700)
+    monkeypatch.setenv("LOOPDECK_TRUST_HOME", str(trust))
+    rules = deny_rules(ws)
+    assert "Edit(/.claude/orchestrator-loop.*)" in rules and "Edit(/.git/config)" in rules
+    assert "Edit(/.git/hooks/**)" in rules and "Edit(/.loopdeck.toml)" in rules
+    assert "Edit(~/.config/loopdeck/**)" in rules  # under the home folder: the same for the person anywhere
+    assert f"Edit(/{tmp_path}/elsewhere/trust/**)" in rules  # `//` and the absolute path
+    assert all(r.startswith("Edit(") and "(." not in r for r in rules)  # never relative to the current folder
+
+
+def test_deny_rules_merge_once_and_uninstall_keeps_the_persons_own(ws: Workspace) -> None:
+    path = ws.claude_dir / "settings.local.json"
+    mine = "Edit(/.git/config)"  # the person's own, the same as one of ours
+    original = {"permissions": {"deny": ["Bash(rm:*)", mine], "defaultMode": "acceptEdits"}}
+    path.write_text(json.dumps(original))
+    install(ws, exe=EXE)
+    deny = local(ws)["permissions"]["deny"]
+    assert deny[:2] == ["Bash(rm:*)", mine] and deny.count(mine) == 1
+    assert set(deny_rules(ws)) <= set(deny)
+    before = path.read_text()
+    assert not install(ws, exe=EXE).changed and path.read_text() == before
+    uninstall(ws)
+    assert local(ws) == original
+
+
+def test_sandbox_turns_claude_codes_sandbox_on_and_uninstall_puts_back_the_persons_values(
+    ws: Workspace,
+) -> None:
+    path = ws.claude_dir / "settings.local.json"
+    original = {
+        "sandbox": {"enabled": False, "network": {"allowedDomains": ["pypi.org"]}},
+        "permissions": {"allow": ["Bash(ls:*)"]},
+    }
+    path.write_text(json.dumps(original))
+    report = install(ws, exe=EXE, sandbox=True)
+    assert report.sandbox
+    box = local(ws)["sandbox"]
+    assert box["enabled"] is True and box["autoAllowBashIfSandboxed"] is True
+    assert box["allowUnsandboxedCommands"] is False  # dangerouslyDisableSandbox is ignored
+    assert box["network"] == {"allowedDomains": ["pypi.org"]}
+    written = box["filesystem"]["denyWrite"]
+    assert ".claude/orchestrator-loop.control.jsonl" in written and ".git/config" in written
+    assert ".git/hooks" in written and ".claude/loopdeck" in written
+    assert not any("*" in p for p in written)  # exact paths: a glob may be ignored on Linux
+    assert box["filesystem"]["denyRead"] and set(box["filesystem"]["denyRead"]) <= set(written)
+    before = path.read_text()
+    assert not install(ws, exe=EXE).changed and path.read_text() == before  # kept by a plain install
+    uninstall(ws)
+    assert local(ws) == original
+
+
+def test_a_settings_shape_install_cannot_merge_into_is_refused_before_any_write(ws: Workspace) -> None:
+    path = ws.claude_dir / "settings.local.json"
+    path.write_text(json.dumps({"sandbox": {"filesystem": {"denyWrite": "x"}}}))
+    with pytest.raises(
+        FileProblem, match=re.escape('"sandbox.filesystem.denyWrite" is a str, expected a list')
+    ):
+        install(ws, exe=EXE, sandbox=True)
+    assert json.loads(path.read_text()) == {"sandbox": {"filesystem": {"denyWrite": "x"}}}
+    assert not (ws.private_dir / "install.json").exists()
+    path.write_text(json.dumps({"permissions": ["Edit"]}))
+    with pytest.raises(FileProblem, match='"permissions" is a list, expected a dict'):
+        install(ws, exe=EXE)

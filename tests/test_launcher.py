@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -17,7 +19,7 @@ import pytest
 from loop.cli.install import install
 from loop.store.paths import Workspace
 from loop.store.state import StateStore
-from tests.conftest import run_loopdeck, stop_payload
+from tests.conftest import REPO, run_loopdeck, stop_payload
 
 
 @pytest.fixture
@@ -151,3 +153,70 @@ def test_an_unknown_form_is_one_line_and_lets_claude_code_go_on(project: Workspa
     )
     assert done.returncode == 0 and done.stdout == "" and "--bogus" in done.stderr
     assert len(done.stderr.splitlines()) == 1
+
+
+def test_after_install_a_stop_finds_every_module_compiled_and_compiles_none(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`loopdeck install` compiles the package the hooks run (here a copy with no bytecode at
+    all): every loopdeck module the first Stop imports is read from that bytecode, and the Stop
+    writes none (it compiled nothing)."""
+    from importlib.util import cache_from_source
+
+    from loop.cli import install as install_module
+
+    copy = tmp_path / "install" / "loop"
+    shutil.copytree(REPO / "loop", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(install_module, "LAUNCHER", copy / "launcher.py")
+    (ws.root / "TODO.md").write_text("- [ ] one task left\n")
+    started = run_loopdeck(
+        "start", "x", "--task-file", "TODO.md", "--no-github", "--no-tasks", cwd=ws.root, env=_env(tmp_path)
+    )
+    assert started.returncode == 0, started.stderr
+    install(ws)
+    argv = installed(ws, "Stop")
+    assert argv[3] == str(copy / "launcher.py"), argv
+    compiled = {path: path.stat().st_mtime_ns for path in copy.rglob("*.pyc")}
+    for module in ("drivers/hook_entry.py", "drivers/hook.py", "core/engine.py", "store/state.py"):
+        assert Path(cache_from_source(str(copy / module))) in compiled, module
+
+    done = subprocess.run(
+        [argv[0], "-X", "importtime", *argv[1:]],
+        cwd=ws.root,
+        input=json.dumps(stop_payload(ws)),
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(done.stdout)["decision"] == "block"
+    imported = re.findall(r"\|\s+(loop(?:\.\w+)*)$", done.stderr, re.MULTILINE)
+    assert "loop.drivers.hook" in imported and "loop.core.engine" in imported, done.stderr
+    for name in imported:
+        source = copy.parent.joinpath(*name.split("."))
+        source = source / "__init__.py" if source.is_dir() else source.with_suffix(".py")
+        assert Path(cache_from_source(str(source))) in compiled, f"{name} was not compiled by install"
+    after = {path: path.stat().st_mtime_ns for path in copy.rglob("*.pyc")}
+    assert after == compiled, "the Stop compiled (and wrote) bytecode"
+
+
+def test_install_compiles_at_the_level_and_check_the_launcher_reads(tmp_path: Path) -> None:
+    """Whatever runs `loopdeck install` (`python -O`, a `SOURCE_DATE_EPOCH` from a packager),
+    the bytecode is the launcher's: optimisation level 0 (it runs without -O), checked by the
+    source's timestamp (not a hash of every source at every Stop)."""
+    from importlib.util import cache_from_source
+
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "a.py").write_text("X = 1\n")
+    code = (  # no `assert`: -O strips it
+        "import pathlib, sys\nfrom loop.cli.install import precompile\n"
+        f"sys.exit(0 if precompile(pathlib.Path({str(package)!r})) else 1)\n"
+    )
+    env = {**os.environ, "SOURCE_DATE_EPOCH": "1", "PYTHONPATH": str(REPO)}
+    subprocess.run([sys.executable, "-O", "-c", code], env=env, check=True, timeout=60, cwd=tmp_path)
+    plain = Path(cache_from_source(str(package / "a.py"), optimization=""))
+    assert plain.is_file(), sorted(p.name for p in plain.parent.iterdir())
+    flags = int.from_bytes(plain.read_bytes()[4:8], "little")
+    assert flags == 0, "a hash-checked file"

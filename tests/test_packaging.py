@@ -101,7 +101,6 @@ def test_installed_as_a_tool_it_works_from_an_empty_folder_and_doctor_finds_move
         "HOME": str(home),
         "LOOPDECK_TRUST_HOME": os.environ["LOOPDECK_TRUST_HOME"],
         "LOOPDECK_DEMO_PACE": "0 0",
-        "LOOPDECK_HOOK_SERVER": "off",
         "LANG": "C.UTF-8",
         **{k: v for k, v in os.environ.items() if k.startswith("GIT_")},
     }

@@ -446,3 +446,44 @@ def test_output_that_is_not_utf8_passes_through_where_it_holds_no_secret() -> No
 
     lines = LineRedactor()
     assert lines.feed(b"\xff\xfe binary token=abcdef123\n") == b"\xff\xfe binary token=[REDACTED]\n"
+
+
+# --- more forms: curl's and MySQL's passwords, SendGrid and npm tokens ----------------------------
+
+SENDGRID = "SG." + "k" * 22 + "." + "Q" * 43
+NPM = "npm_" + "Z9" * 18
+MORE_FORMS = [
+    ("curl -u alice:Wh1teRabbitPw https://api.example.com", "Wh1teRabbitPw"),
+    ("curl --user alice:Wh1teRabbitPw https://api.example.com", "Wh1teRabbitPw"),
+    ("mysql -h db -u root -pS3cr3tMysqlPw app", "S3cr3tMysqlPw"),
+    ("mysql --password=S3cr3tMysqlPw app", "S3cr3tMysqlPw"),
+    (f"SENDGRID={SENDGRID}", SENDGRID[3:]),
+    (f"the mail key is {SENDGRID} ok", SENDGRID[3:]),
+    (f"registry token {NPM} here", NPM[4:]),
+]
+
+
+@pytest.mark.parametrize(("text", "secret"), MORE_FORMS)
+def test_more_forms_reach_no_journal_queue_or_notification(text: str, secret: str, tmp_path: Path) -> None:
+    from loop.drivers import notify
+    from loop.store import control
+    from loop.store.journal import Journal
+    from loop.store.paths import Workspace
+
+    assert secret not in redact(text) and redact(redact(text)) == redact(text)
+    ws = Workspace(tmp_path)
+    (tmp_path / ".claude").mkdir()
+    control.queue(ws, "say", reason=text)
+    Journal(ws.journal).append("escalation", 1, {"reason": text})
+    for path in (ws.control, ws.journal):
+        assert secret not in path.read_text()
+    bodies = notify.messages([("escalation", {"reason": text}), ("question", {"question": text})], "ws", 1)
+    assert bodies and all(secret not in json.dumps(body) for body in bodies)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["git push -u origin main", "curl --user-agent a:b x", "mkdir -pv a/b", "mysql -p db", "ssh -p 22 h"],
+)
+def test_look_alikes_are_left_alone(text: str) -> None:
+    assert redact(text) == text

@@ -43,6 +43,7 @@ from loop.store.journal import Journal
 from loop.store.paths import Workspace
 from loop.store.state import StateStore, render
 from loop.views.summary import Tally, archived_lines, summary_lines
+from tests.test_control import person
 from tests.test_engine import NOW, cmd, sources
 
 ALNUM = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -300,8 +301,8 @@ def test_no_writer_lets_a_secret_out(
 
     state = write_the_state_everywhere(ws, text)
     Journal(ws.journal).append("warning", 2, {"message": text, "nested": [{"why": text}]})
-    control.send(ws, "say", reason=text)
-    control.send(ws, "answer", reason=text)
+    control.send(ws, "say", reason=text, key=person(ws))
+    control.send(ws, "answer", reason=text, key=person(ws))
     sent = notify_everywhere(ws, text, receiver, [secrets[0][1][0]])
     tail = run_the_agent_and_a_worker(ws, text, split_at % (len(text) + 1))
     printed = printed_summaries(ws, text, state)
@@ -463,7 +464,7 @@ def test_a_question_holding_a_secret_is_not_asked_twice(ws: Workspace) -> None:
 
 
 def test_the_control_queue_keeps_no_secret(ws: Workspace) -> None:
-    command = control.send(ws, "say", reason=f"the db is {REDIS}, the token {GHP}")
+    command = control.send(ws, "say", reason=f"the db is {REDIS}, the token {GHP}", key=person(ws))
     raw = ws.control.read_text()
     assert GHP not in raw and "r3disPassw0rd" not in raw
     assert command.reason == "the db is redis://:[REDACTED]@cache:6379, the token [REDACTED]"

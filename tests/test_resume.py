@@ -149,7 +149,10 @@ def test_rebuild_replays_the_journal_and_applies_no_command_twice() -> None:
         ev("escalation", 5, kind="stuck", reason="no progress"),
         ev("paused", 5, reason="no progress", waiting_for="escalation"),
     ]
-    queued = [Command("a", "t", "pause", "cli", end=40), Command("b", "t", "resume", "cli", end=80)]
+    queued = [
+        Command("a", "t", "pause", "cli", end=40, person=True),
+        Command("b", "t", "resume", "cli", end=80, person=True),
+    ]
     result, report_ = engine.rebuild(None, events, queued, {"a", "b"})
     rebuilt = result.state
     assert rebuilt is not None
@@ -212,7 +215,7 @@ def test_resume_yes_restarts_a_dead_runner_and_the_loop_completes(demo: Workspac
 
     root = demo.root.resolve()
     first = start_runner(demo, *run_args(agent_cmd=agent("--hang")))
-    wait_for((root / ".claude" / "loopdeck" / "hung-agent.pids").exists)
+    wait_for((root / ".demo" / "hung-agent.pids").exists)
     first.kill()
     first.wait()
     wait_for(lambda: not processes_in(root), timeout=15)
@@ -254,7 +257,7 @@ def _runner_killed_before_it_took_the_loop(demo: Workspace, agent_cmd: str) -> P
 
     root = demo.root.resolve()
     first = start_runner(demo, *run_args(agent_cmd=agent("--hang")))
-    wait_for((root / ".claude" / "loopdeck" / "hung-agent.pids").exists)
+    wait_for((root / ".demo" / "hung-agent.pids").exists)
     first.kill()
     first.wait()
     wait_for(lambda: not processes_in(root), timeout=15)
@@ -576,7 +579,7 @@ def test_runners_killed_as_resume_starts_them_never_leave_a_loop_nobody_resumes(
                 argv = psutil.Process(pid).cmdline()
             except psutil.Error:
                 continue
-            if argv[-1:] == ["run"] and "loop.cli" in argv:
+            if "run" in argv[-2:] and "loop.cli" in argv:  # `run`, or `run --headless` as it was run
                 found.append(pid)
         return found
 

@@ -21,6 +21,7 @@ from loop.store.paths import Workspace
 from loop.store.proc import alive
 from loop.store.state import StateStore
 from tests.conftest import REPO, another_machine, iteration_logs, run_loopdeck
+from tests.test_control import person
 
 PY = sys.executable
 CHECK = f"{PY} check.py"
@@ -170,7 +171,7 @@ def test_hanging_agent_is_killed_with_its_whole_group(demo: Workspace) -> None:
         cwd=demo.root,
         timeout=120,
     )
-    pids = [int(p) for p in (demo.private_dir / "hung-agent.pids").read_text().split()]
+    pids = [int(p) for p in (demo.root / ".demo" / "hung-agent.pids").read_text().split()]
     assert all(gone(pid) for pid in pids), pids
     assert "timed out after 1 s" in done.stdout
     # Each timed-out iteration counts against the task: three in a row escalate (headless: exit).
@@ -351,7 +352,7 @@ def test_question_pauses_then_the_answer_goes_into_the_next_prompt(demo: Workspa
     wait_for(lambda: kinds(demo).count("runner-started") == 2)
     from loop.store import control
 
-    control.send(demo, "answer", source="test", reason="SQLite")
+    control.send(demo, "answer", source="test", reason="SQLite", key=person(demo))
     wait_for(lambda: "answered" in kinds(demo))
     assert "iteration-started" not in between(demo, "runner-started", "answered")  # it waited
     wait_for(

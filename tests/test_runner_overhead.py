@@ -16,6 +16,7 @@ import pytest
 
 from loop.demo import workspace
 from loop.store.paths import Workspace
+from tests.test_control import person
 
 AGENT = "#!/bin/sh\ncat > /dev/null\nsed -i '0,/- \\[ \\]/s//- [x]/' TODO.md\necho done\n"
 """The benchmark's agent: reads its prompt, ticks the first open box, says so."""
@@ -386,7 +387,7 @@ def test_a_skip_queued_after_the_agent_ended_is_decided_from_the_workspace(
     def commit(self: Runner, n: int) -> Any:
         if not sent:
             sent.append(n)
-            control.queue(self.ws, "skip")
+            control.queue(self.ws, "skip", key=person(self.ws))
         return real_commit(self, n)
 
     monkeypatch.setattr(Runner, "commit", commit)

@@ -98,7 +98,7 @@ def test_the_defer_streak_escalates_at_three_and_an_answer_resets_it() -> None:
     escalation = next(d for k, d in step.events if k == "escalation")
     assert "Task 2 deferred — file conflict with worker-1 on a.py" in escalation["reason"]
     answered = workflow.command(
-        step.seal(), Command("c1", "ts", "answer", "cli", reason="split it"), None, NOW
+        step.seal(), Command("c1", "ts", "answer", "cli", reason="split it", person=True), None, NOW
     )
     assert answered.state.status == "running" and answered.board.defer_streak == 0
 
@@ -256,7 +256,10 @@ def test_a_question_pauses_that_worker_only() -> None:
     assert step.state.status == "running" and step.board.workers[0].status == "question"
     assert ("question", {"question": "SQLite?", "worker": "worker-1", "task": "1"}) in step.events
     answered = workflow.command(
-        step.seal(), Command("c", "ts", "answer", "tui", reason="yes", target="worker-1"), None, NOW
+        step.seal(),
+        Command("c", "ts", "answer", "tui", reason="yes", target="worker-1", person=True),
+        None,
+        NOW,
     )
     assert (
         answered.board.workers[0].feedback
@@ -267,14 +270,16 @@ def test_a_question_pauses_that_worker_only() -> None:
 
 def test_loop_commands_mean_the_same_for_workers() -> None:
     state = loop(Board(graph="g", capacity=2, workers=(w("worker-1", "1", "a.py"),), serial=1), iteration=5)
-    bumped = workflow.command(state, Command("m", "ts", "set-max-iterations", "cli", value=7), None, NOW)
+    bumped = workflow.command(
+        state, Command("m", "ts", "set-max-iterations", "cli", value=7, person=True), None, NOW
+    )
     assert bumped.state.max_iterations == 7
-    paused = workflow.command(state, Command("p", "ts", "pause", "cli"), None, NOW)
+    paused = workflow.command(state, Command("p", "ts", "pause", "cli", person=True), None, NOW)
     assert paused.state.status == "paused" and workflow.cycle(paused.seal(), [t("2")], NOW, None).start == []
-    stopped = workflow.command(state, Command("s", "ts", "stop", "cli"), None, NOW)
+    stopped = workflow.command(state, Command("s", "ts", "stop", "cli", person=True), None, NOW)
     assert stopped.state.status == "stopped" and stopped.end == ["worker-1"]
     assert stopped.effects.summary is not None and stopped.effects.summary["iterations"] == 5
-    forced = workflow.command(state, Command("c", "ts", "complete", "cli"), None, NOW)
+    forced = workflow.command(state, Command("c", "ts", "complete", "cli", person=True), None, NOW)
     assert forced.state.status == "completed" and forced.effects.archive is not None
 
 
@@ -284,9 +289,13 @@ def test_worker_commands_skip_and_stop() -> None:
             graph="g", capacity=2, workers=(w("worker-1", "1", "a.py"), w("worker-2", "2", "b.py")), serial=2
         )
     )
-    skip = workflow.command(state, Command("c", "ts", "skip", "tui", target="worker-1"), None, NOW)
+    skip = workflow.command(
+        state, Command("c", "ts", "skip", "tui", target="worker-1", person=True), None, NOW
+    )
     assert skip.end == ["worker-1"] and skip.updates[0].status == "completed"
-    stop = workflow.command(skip.seal(), Command("d", "ts", "stop", "tui", target="worker-2"), None, NOW)
+    stop = workflow.command(
+        skip.seal(), Command("d", "ts", "stop", "tui", target="worker-2", person=True), None, NOW
+    )
     assert stop.end == ["worker-2"] and (stop.updates[0].status, stop.updates[0].owner) == ("pending", None)
     assert stop.board.workers == ()
 
@@ -298,7 +307,7 @@ def test_a_task_nobody_could_move_escalates_and_resume_gives_it_another_go() -> 
     assert step.state.status == "paused" and (step.state.waiting_for or {}).get("escalation") == "stuck"
     assert step.board.workers[0].status == "stalled" and step.start == []
     resumed = workflow.command(
-        step.seal(), Command("r", "ts", "resume", "cli", reason="mock the clock"), None, NOW
+        step.seal(), Command("r", "ts", "resume", "cli", reason="mock the clock", person=True), None, NOW
     )
     assert resumed.state.status == "running"
     assert resumed.board.workers[0].feedback == "A PERSON LOOKED AT IT:\nmock the clock"

@@ -42,20 +42,28 @@ FLAGS = [
 ]
 
 
-def test_a_short_token_is_refused(cli: Callable[..., Ran], monkeypatch: pytest.MonkeyPatch) -> None:
-    ran = cli("serve", "--host", "0.0.0.0", "--token", "short")
-    assert ran.code == 1 and "--token should be at least 8" in ran.err
+def test_a_short_token_is_refused(
+    cli: Callable[..., Ran], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    short = tmp_path / "token"
+    short.write_text("short\n")
+    short.chmod(0o600)
+    ran = cli("serve", "--host", "0.0.0.0", "--token-file", str(short))
+    assert ran.code == 1 and "--token-file should be at least 8" in ran.err
     monkeypatch.setenv(serve.TOKEN_ENV, "short")
     ran = cli("serve")
     assert ran.code == 1 and f"{serve.TOKEN_ENV} should be at least 8" in ran.err
     assert ran.out == ""  # nothing served, no address printed
 
 
-def test_a_token_on_every_host_made_up_unless_given() -> None:
+def test_a_token_on_every_host_made_up_unless_given(tmp_path: Path) -> None:
     token, made_up = serve.choose_token(None, {})
     assert made_up and len(token) >= 43
     assert serve.choose_token(None, {})[0] != token
-    assert serve.choose_token("given-secret", {serve.TOKEN_ENV: "from-the-env"}) == ("given-secret", False)
+    given = tmp_path / "token"
+    given.write_text("given-secret\n")
+    given.chmod(0o600)
+    assert serve.choose_token(str(given), {serve.TOKEN_ENV: "from-the-env"}) == ("given-secret", False)
     assert serve.choose_token(None, {serve.TOKEN_ENV: "from-the-env"}) == ("from-the-env", False)
 
 
@@ -409,6 +417,81 @@ async def test_only_its_own_page_steers_the_loops(tmp_path: Path, monkeypatch: p
     assert command["kind"] == "pause" and command["source"] == "tui"
 
 
+_URL_IN_PAGE = re.compile(
+    r"""(?:(?<![.\w])(?:href|src|action|poster)\s*=\s*["']|url\(\s*["']?|@import\s+["'])([^"')\s>]+)"""
+)
+"""What a page or stylesheet fetches: attributes, CSS `url(...)` (lower case: not JavaScript's
+`new URL(...)`), `@import`."""
+
+
+def _outside(urls: list[str], base: str) -> list[str]:
+    """The URLs among `urls` that a browser would fetch from another origin than `base`."""
+    from urllib.parse import urljoin, urlsplit
+
+    own = urlsplit(base)
+    return [
+        url
+        for url in urls
+        if urlsplit(urljoin(base + "/", url)).netloc not in ("", own.netloc)
+        or urlsplit(urljoin(base + "/", url)).scheme not in ("http", "https", "data")
+    ]
+
+
+async def test_the_page_loads_nothing_from_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Offline, the page still has its font: nothing it names (stylesheets, scripts, fonts,
+    images) comes from another origin, and what it names from here is served."""
+    from urllib.parse import urljoin
+
+    import aiohttp
+
+    async with (
+        serving(tmp_path, monkeypatch) as served,
+        aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as session,
+    ):
+        await served.cookie(session)
+        page = await (await session.get(f"{served.base}/")).text()
+        # No address of another site anywhere in the page, but the SVG namespace (never fetched).
+        others = set(re.findall(r"https?://[^\s\"'<>)]+", page)) - {"http://www.w3.org/2000/svg"}
+        assert not others, others
+        named = _URL_IN_PAGE.findall(page)
+        assert not _outside(named, served.base), named
+        fonts = [u for u in named if u.endswith((".ttf", ".woff", ".woff2"))]
+        assert fonts, "the page names no font of its own: the browser would fall back silently"
+        for url in named:
+            response = await session.get(urljoin(served.base + "/", url))
+            assert response.status == 200, url
+            if url.endswith(".css"):
+                css = await response.text()
+                assert not _outside(_URL_IN_PAGE.findall(css), served.base), url
+            if url in fonts:
+                assert len(await response.read()) > 10_000, url
+
+
+def test_a_network_host_is_told_it_serves_plain_http() -> None:
+    from tui.serve_http import plain_http_warning
+
+    for host in ("127.0.0.1", "localhost", "::1", "[::1]", "127.0.0.2"):
+        assert plain_http_warning(host, 8000) is None, host
+    for host in ("0.0.0.0", "::", "192.168.1.9", "my-server.example"):
+        line = plain_http_warning(host, 8000)
+        assert line is not None and "\n" not in line, host
+        assert "plain HTTP" in line and "token" in line and "ssh -L 8000:127.0.0.1:8000 " in line
+
+
+async def test_serving_on_every_address_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with serving(tmp_path, monkeypatch, TOKEN, "--host", "0.0.0.0") as served:
+        await served.printed()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and "plain HTTP" not in served.err.read_text():
+            await asyncio.sleep(0.05)
+    warnings = [line for line in served.err.read_text().splitlines() if "plain HTTP" in line]
+    assert len(warnings) == 1 and warnings[0].startswith(
+        "loopdeck: warning: --host 0.0.0.0 serves plain HTTP"
+    )
+    assert f"ssh -L {served.port}:127.0.0.1:{served.port} " in warnings[0]
+    assert TOKEN not in served.output()
+
+
 class Page:
     """A page of a headless Chromium, driven over the DevTools protocol."""
 
@@ -492,6 +575,20 @@ async def test_the_monitor_in_a_real_browser(tmp_path: Path, monkeypatch: pytest
                     # The monitor's status bar, drawn by the monitor process through the websocket.
                     await page.wait_for_text("served")
                     await page.wait_for_text("iteration")
+                    # Its font came from this server (offline, a CDN's would never load).
+                    font = await page.call(
+                        "Runtime.evaluate",
+                        expression="document.fonts.load('16px \"Roboto Mono\"')"
+                        ".then(fs => fs.length > 0 && fs.every(f => f.status === 'loaded'))",
+                        awaitPromise=True,
+                    )
+                    assert font["result"]["value"] is True, font
+                    fetched = await page.call(
+                        "Runtime.evaluate",
+                        expression="performance.getEntriesByType('resource').map(e => e.name)",
+                        returnByValue=True,
+                    )
+                    assert not _outside(fetched["result"]["value"], served.base), fetched
                     shown = await page.call("Runtime.evaluate", expression="location.href")
                     assert shown["result"]["value"] == f"{served.base}/"
                     await page.call(

@@ -57,6 +57,24 @@ def agent_of(proc: psutil.Process) -> str | None:
     return None
 
 
+async def history_of(address: str, wf: str) -> str:
+    """The workflow's whole history, as JSON, with every payload decoded: everything the server
+    keeps of it."""
+    import base64
+    import re
+
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    history = (await client.get_workflow_handle(wf).fetch_history()).to_json()
+    payloads = re.findall(r'"data": "([A-Za-z0-9+/=]+)"', history)
+    return "\n".join([history, *(base64.b64decode(p).decode("utf-8", "replace") for p in payloads)])
+
+
+PASTED = "ghp_" + "a1B2" * 9
+"""A token pasted into the prompt: it must never reach the workflow's history."""
+
+
 async def fleet_then_resume(address: str, wf: str, asking: str) -> None:
     from textual.widgets import DataTable
 
@@ -225,14 +243,17 @@ def test_a_new_run_after_an_ended_loop_is_a_new_loop_from_the_branch_as_it_is_he
     git(proj.ws, "add", "NOTES.md")
     git(proj.ws, "commit", "-qm", "a local commit")
     workers = Workers(server, proj, queue="again")
-    args = ["run", "Build it", "--workers", "1", "--engine", "temporal", "--address", server.address]
-    args += ["--task-queue", "again", "--graph", "tasks", "--agent", proj.agent, "--idle", "0.5"]
+    args = ["run", f"Build it with {PASTED}", "--workers", "1", "--engine", "temporal"]
+    args += ["--address", server.address, "--task-queue", "again", "--graph", "tasks"]
+    args += ["--agent", proj.agent, "--idle", "0.5"]
     try:
         workers.start("w1")
         first = verb(*args, cwd=proj.ws, timeout=120)
         assert first.returncode == 0 and "loop completed" in first.stdout, first.stdout + first.stderr
         assert "NOTES.md" in git(proj.remote, "ls-tree", "--name-only", "main")
         old = json.loads((proj.ws / ".claude" / "loopdeck" / "temporal.json").read_text())
+        history = asyncio.run(history_of(server.address, old["workflow_id"]))
+        assert "Build it with" in history and PASTED not in history  # the prompt, redacted
         behind = verb(*args, cwd=proj.ws, timeout=120)  # the merged work is on the remote only
         assert behind.returncode == 1 and "git pull" in behind.stderr and "[rejected]" in behind.stderr
         git(proj.ws, "pull", "-q", "--no-rebase", "origin", "main")

@@ -82,7 +82,11 @@ def test_a_change_asks_again_and_names_only_what_changed(ws: Workspace) -> None:
     ]
     fewer = state.copy()
     fewer.verify, fewer.notify = [], []
-    assert trust.unconfirmed(ws, fewer) == []  # taking a command away runs nothing new
+    # a check taken away is a change too: a loop without its verification completes red
+    assert trust.unconfirmed(ws, fewer) == [
+        "removed: verification command: pytest -q",
+        "removed: notification target: desktop",
+    ]
 
 
 def test_another_loop_in_the_same_folder_is_not_confirmed_by_the_last_one(ws: Workspace) -> None:
@@ -252,7 +256,9 @@ def test_pausing_and_saying_are_allowed_inside_an_agents_session(
 ) -> None:
     confirmed_loop(ws)
     monkeypatch.setenv("CLAUDECODE", "1")
-    assert cli("pause").code == 0 and cli("say", "a note").code == 0 and cli("status").code == 0
+    assert cli("pause").code == 0 and cli("status").code == 0
+    said = cli("say", "a note")  # words to the agent as a person's: never from inside an agent
+    assert said.code == 1 and "is for a person" in said.err
 
 
 def test_a_state_file_changed_by_another_machine_is_refused_by_run_until_confirmed(
@@ -343,3 +349,134 @@ def test_start_takes_an_exact_command_to_allow(cli, ws: Workspace) -> None:
     state = StateStore(ws).read()
     assert state is not None and state.extra["verify_allow"] == ["pytest -p xdist -n 2"]
     assert trust.confirmed(ws, state)
+
+
+# --- a check taken away is as unconfirmed as one added -------------------------------------------
+
+
+def test_a_check_removed_from_the_state_is_unconfirmed(ws: Workspace) -> None:
+    state = confirmed_loop(ws, verify=["make verify"], notify=["desktop"])
+    state.extra["verify_allow"] = ["make"]
+    trust.record(ws, state, "test")
+    emptied = state.copy()
+    emptied.verify = []
+    emptied.notify = []
+    emptied.extra["verify_allow"] = []
+    assert trust.unconfirmed(ws, emptied) == [
+        "removed: verification command: make verify",
+        "removed: allowlist entry: make",
+        "removed: notification target: desktop",
+    ]
+
+
+def test_a_runner_whose_verification_was_removed_mid_run_does_not_complete(ws: Workspace) -> None:
+    from loop.drivers.runner import Options, Runner
+
+    state = LoopState.new("x", check_tasks=False, check_github=False, driver="runner", verify=["false"])
+    StateStore(ws).write(state)
+    trust.record(ws, state, "test")
+    edited = StateStore(ws).read()
+    assert edited is not None
+    edited.verify = []  # the agent empties `verify:`, then claims completion
+    StateStore(ws).write(edited)
+    result = Runner(ws, Options(agent="true")).decide("<promise>DONE</promise>")
+    assert result.state is not None and result.state.status == "paused"
+    assert result.state.waiting_for is not None and result.state.waiting_for["escalation"] == "unconfirmed"
+    assert "removed: verification command: false" in result.state.waiting_for["reason"]
+
+
+# --- a repository's settings never choose the person's files -------------------------------------
+
+
+def test_xdg_and_trust_home_inside_the_repository_are_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`sub/.claude/settings.json` sets LOOPDECK_TRUST_HOME and XDG_CONFIG_HOME to a folder of the
+    repository holding a forged trust record and user config: the loop stays unconfirmed, the
+    config is the project's (unconfirmed)."""
+    from loop.store import config as config_mod
+    from loop.store.xdg import usable
+
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    root = repo / "sub"
+    (root / ".claude").mkdir(parents=True)
+    ws = Workspace(root)
+    forged = repo / "forged"
+    forged.mkdir(mode=0o700)
+    forged.chmod(0o700)
+    (forged / "loopdeck").mkdir()
+    (forged / "loopdeck" / "config.toml").write_text('agent = "evil"\n')
+    (root / ".loopdeck.toml").write_text('agent = "evil"\n')
+    state = LoopState.new("Build it", verify=["make"])
+    StateStore(ws).write(state)
+    with monkeypatch.context() as shipped:  # what the repository shipped, in its own folder
+        shipped.setattr(trust, "_home", lambda workspace: str(forged))
+        trust.record(ws, state, "forged")
+        trust.record_config(ws, {"agent": "evil"}, "forged")
+    assert any(p.name.endswith(".json") for p in forged.iterdir())
+    monkeypatch.setenv("LOOPDECK_TRUST_HOME", str(forged))
+    monkeypatch.setattr(trust, "_user_home", lambda uid: str(tmp_path / "home"))
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(root))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(forged))
+    assert trust.home(ws.root) != forged
+    assert trust.unconfirmed(ws, state) != []  # not the forged record
+    assert trust.config_unconfirmed(ws, {"agent": "evil"}) == ["agent: evil"]
+    assert config_mod.user_path(None, root).parent.parent != forged
+    loaded = config_mod.load(root)
+    assert loaded.user.values.get("agent") is None and loaded.project.values.get("agent") == "evil"
+    assert not usable("relative/dir", root) and usable(str(tmp_path / "elsewhere"), root)
+
+
+def test_relative_xdg_values_are_ignored(tmp_path: Path) -> None:
+    from loop.store.xdg import base
+
+    env = {"XDG_CACHE_HOME": "cache", "XDG_CONFIG_HOME": "./conf", "HOME": str(tmp_path)}
+    assert base("XDG_CACHE_HOME", ".cache", env) == tmp_path / ".cache"
+    assert base("XDG_CONFIG_HOME", ".config", env) == tmp_path / ".config"
+
+
+# --- a prompt holding a secret -------------------------------------------------------------------
+
+
+def test_run_with_a_secret_in_the_prompt_does_not_escalate_at_iteration_0(ws: Workspace) -> None:
+    from loop.demo import workspace as demo
+
+    token = "ghp_" + "B" * 36
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "tui.cli", "-C", str(ws.root), "run", "--yes", "--agent",
+            f"{sys.executable} -c \"print('ok')\"", "--max-iterations", "1", "--no-github", "--no-tasks",
+            "--", f"push with {token} to https://bob:hunter2pass@example.com/r",
+        ],
+        capture_output=True, text=True, cwd=REPO, timeout=120, check=False,
+    )  # fmt: skip
+    assert "unconfirmed" not in done.stdout + done.stderr, done.stdout + done.stderr
+    kinds = [e.kind for e in Journal(ws.journal).tail(500).events]
+    assert "escalation" not in kinds or all(
+        e.data.get("kind") != "unconfirmed"
+        for e in Journal(ws.journal).tail(500).events
+        if e.kind == "escalation"
+    )
+    for path in trust.home(ws.root).iterdir():
+        text = path.read_text(errors="replace")
+        assert token not in text and "hunter2pass" not in text
+    assert demo is not None
+
+
+def test_a_trust_home_or_xdg_folder_inside_an_agent_clis_folder_is_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent writes its CLI's folders even in the sandbox (`~/.codex`, `~/.claude`…): a trust
+    folder it planted there, named by a variable a settings file can set, is nobody's."""
+    from loop.store.xdg import usable
+
+    home = tmp_path / "home"
+    planted = home / ".codex" / "trust"
+    planted.mkdir(parents=True, mode=0o700)
+    planted.chmod(0o700)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("LOOPDECK_TRUST_HOME", str(planted))
+    assert trust.home(tmp_path / "ws") != planted
+    assert not usable(str(home / ".claude" / "xdg"), tmp_path / "ws")
+    assert usable(str(home / "own-trust"), tmp_path / "ws")

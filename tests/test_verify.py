@@ -103,7 +103,7 @@ def test_a_workspace_reached_through_a_symlink_is_still_itself(ws: Path, tmp_pat
         "pytest out",
         "pytest alias/../out/x.py",
         "pytest tests/../../outside/test_x.py",
-        "pytest --basetemp=out",
+        "pytest --junitxml=out/junit.xml",
         "mypy --cache-dir=out/cache loop",
         "make -f out/Makefile",
         "make -C out",

@@ -505,8 +505,9 @@ def keymap_path() -> Path:
     explicit = os.environ.get("LOOPDECK_KEYMAP")
     if explicit:
         return Path(explicit).expanduser()
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "loopdeck" / "keymap.toml"
+    from loop.store.xdg import base
+
+    return base("XDG_CONFIG_HOME", ".config") / "loopdeck" / "keymap.toml"  # never a repository's
 
 
 def load_keymap(path: Path | None = None) -> tuple[dict[str, str], str | None]:

@@ -384,6 +384,8 @@ class LoopdeckApp(App[None]):
         self, kind: str, *, value: int | None = None, reason: str | None = None, target: str | None = None
     ) -> None:
         """A key's or a prompt's command to the loop (to one worker with `target`)."""
+        from loop.trust import key as trust_key
+
         loop = self.snapshot.loop if self.snapshot else None
         try:
             command = control.queue(
@@ -394,6 +396,7 @@ class LoopdeckApp(App[None]):
                 reason=reason,
                 target=target,
                 iteration=loop.iteration if loop else None,
+                key=trust_key.for_person(self.workspace.root),  # signed: a person's command
             )
         except (LoopdeckError, OSError) as exc:
             self.notify(f"{kind} not sent: {exc}", severity="error")
@@ -519,7 +522,7 @@ class LoopdeckApp(App[None]):
         import subprocess
         import sys
 
-        argv = [sys.executable, "-m", "loop.cli", "-C", str(self.workspace.root), "restore"]
+        argv = [sys.executable, "-I", "-m", "loop.cli", "-C", str(self.workspace.root), "restore"]
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired) as exc:

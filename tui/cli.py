@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from loop import cli
 from loop.core.errors import LoopdeckError
+from loop.repo.gitargv import git_argv
 from loop.store.paths import Workspace, find_workspace
 from loop.store.safeopen import open_append
 
@@ -104,7 +106,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     scan = str(Path(args.scan).resolve()) if args.scan else None
     if scan is not None and not Path(scan).is_dir():
         raise LoopdeckError(f"--scan {args.scan}: not a folder")
-    token, made_up = serve.choose_token(args.token, os.environ)
+    if getattr(args, "token", None) is not None:
+        raise LoopdeckError(serve.NO_ARGV)
+    token, made_up = serve.choose_token(args.token_file, os.environ)
     os.environ.pop(serve.TOKEN_ENV, None)  # the monitor processes have no use for it
     temporal = None
     if getattr(args, "temporal", None):  # the loops of a Temporal server
@@ -147,6 +151,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     check = workspace.verify_command()
     argv = [
         sys.executable,
+        "-I",
         "-m",
         "tui.cli",
         "-C",
@@ -222,7 +227,7 @@ def _demo_workers(args: argparse.Namespace, root: Path) -> int:
 
     folder = graph.create(root / ".claude" / "loopdeck" / "demo-tasks")  # inside: a graph is written
     (root / "audit.py").write_text(AUDIT)
-    git = ["git", "-c", "user.name=loopdeck demo", "-c", "user.email=demo@loopdeck.invalid"]
+    git = git_argv("-c", "user.name=loopdeck demo", "-c", "user.email=demo@loopdeck.invalid")
     subprocess.run([*git, "add", "audit.py"], cwd=root, check=True)
     subprocess.run([*git, "commit", "-q", "-m", "demo: the audit"], cwd=root, check=True)
     low, high = (os.environ.get("LOOPDECK_DEMO_PACE") or "1 3").split()[:2]
@@ -230,9 +235,9 @@ def _demo_workers(args: argparse.Namespace, root: Path) -> int:
     # is handed back to resolve it (worktrees), after the audit has sent task 4 back once
     agent_cmd = workspace.agent_command("--sleep", low, high, "--break-on", "4", "--stray", "8:README.md")
     agent_cmd = agent_cmd.replace("loop.demo.agent", "loop.demo.worker")
-    audit = f"{sys.executable} audit.py"
+    audit = shlex.join([sys.executable, "-I", "audit.py"])
     argv = [
-        *[sys.executable, "-m", "tui.cli", "-C", str(root), "run", "Build the demo todo service"],
+        *[sys.executable, "-I", "-m", "tui.cli", "-C", str(root), "run", "Build the demo todo service"],
         *["--workers", str(args.workers), "--graph", str(folder), "--agent", agent_cmd],
         *["--audit", audit, "--verify-allow", audit, "--commit"],
     ]

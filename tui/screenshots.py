@@ -19,6 +19,7 @@ from pathlib import Path
 
 from loop.core.model import Result
 from loop.drivers import writer
+from loop.repo.gitargv import git_argv
 from loop.store.journal import Journal
 from loop.store.paths import Workspace
 from loop.store.state import LoopState, StateStore
@@ -46,7 +47,7 @@ GIT_ENV = {
 
 
 def _git(root: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, env={**os.environ, **GIT_ENV})
+    subprocess.run(git_argv(*args), cwd=root, check=True, capture_output=True, env={**os.environ, **GIT_ENV})
 
 
 def _repo(root: Path, todo: str = TODO) -> Workspace:
@@ -135,7 +136,7 @@ def _commit(root: Path, n: int) -> str:
     _git(root, "add", "progress.md")
     _git(root, "commit", "-q", "-m", f"loopdeck: iteration {n}")
     out = subprocess.run(
-        ["git", "rev-parse", "HEAD"],
+        git_argv("rev-parse", "HEAD"),
         cwd=root,
         check=True,
         capture_output=True,
@@ -458,7 +459,7 @@ def _fix_time(path: Path, moment: datetime) -> None:
 
 
 def _dead_pid() -> int:
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc = subprocess.Popen([sys.executable, "-I", "-c", "pass"])
     proc.wait()
     return proc.pid
 

@@ -5,9 +5,11 @@ reach a shell, so the command is fixed (this module, run by this Python) and wha
 asked for (folders, `--scan`) travels in an environment variable as JSON.
 
 Anyone who reaches the page can steer the loops, and on 127.0.0.1 that includes any web page the
-person visits. So there is always a token, on every host: `--token T`, `LOOPDECK_SERVE_TOKEN`
-(kept out of the process list), or else a random one, printed once in the address to open, as
-Jupyter does. There is deliberately no way to serve without one. How each request is checked
+person visits. So there is always a token, on every host: `--token-file FILE` (a file only its
+owner can read), `LOOPDECK_SERVE_TOKEN`, or else a random one, printed once in the address to
+open, as Jupyter does. Never on a command line, which every user of the machine sees in `ps`:
+`--token T` is refused, and the monitor processes get neither the token nor the variable. There
+is deliberately no way to serve without one. How each request is checked
 (token, cookie, Host, Origin) lives in `tui.serve_http`.
 """
 
@@ -32,14 +34,47 @@ ENV = "LOOPDECK_SERVE"
 """What the monitor processes open: `{"dirs": [...], "scan": DIR | null, "depth": N, "temporal":
 {...} | null}` (the last: the server and loop of `serve --temporal`)."""
 TOKEN_ENV = "LOOPDECK_SERVE_TOKEN"
-"""A token for scripts, kept out of the process list (`--token T` shows in `ps`)."""
+"""A token for scripts, kept out of the process list."""
 MIN_TOKEN = 8
+MAX_TOKEN_FILE = 4096
+NO_ARGV = (
+    "--token would show the token to every user of this machine (`ps`): put it in a file only you "
+    f"can read and give --token-file FILE, or set {TOKEN_ENV}"
+)
 
 
-def choose_token(given: str | None, environ: Mapping[str, str]) -> tuple[str, bool]:
+def read_token_file(path: str) -> str:
+    """The token in `path` (its first line), refused when the file is not yours alone: a token
+    others can read guards nothing."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise LoopdeckError(f"--token-file {path} cannot be read ({exc.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise LoopdeckError(f"--token-file {path} is not a regular file")
+        if info.st_mode & 0o077 or info.st_uid != os.getuid():
+            raise LoopdeckError(
+                f"--token-file {path} (mode {stat.S_IMODE(info.st_mode):o}) can be read by others; "
+                f"it must be yours alone: chmod 600 {shlex.quote(path)}"
+            )
+        data = os.read(fd, MAX_TOKEN_FILE + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_TOKEN_FILE:
+        raise LoopdeckError(f"--token-file {path} is too long for a token (one line expected)")
+    lines = data.decode("utf-8", "replace").splitlines()
+    return lines[0].strip() if lines else ""
+
+
+def choose_token(token_file: str | None, environ: Mapping[str, str]) -> tuple[str, bool]:
     """The token to require, and whether it was made up here (then it must be shown once)."""
-    for token, where in ((given, "--token"), (environ.get(TOKEN_ENV), TOKEN_ENV)):
-        if token:
+    given = read_token_file(token_file) if token_file is not None else None
+    for token, where in ((given, "--token-file"), (environ.get(TOKEN_ENV), TOKEN_ENV)):
+        if token is not None and (token or where == "--token-file"):
             if len(token) < MIN_TOKEN:
                 raise LoopdeckError(
                     f"{where} should be at least {MIN_TOKEN} characters: it is all that guards the loops"
@@ -50,7 +85,7 @@ def choose_token(given: str | None, environ: Mapping[str, str]) -> tuple[str, bo
 
 def child_command() -> str:
     """The fixed command textual-serve runs per browser tab: nothing in it comes from a user."""
-    return f"{shlex.quote(sys.executable)} -m tui.serve"
+    return f"{shlex.quote(sys.executable)} -I -m tui.serve"
 
 
 def address(host: str, port: int) -> str:

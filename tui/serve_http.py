@@ -13,6 +13,10 @@ host:
 The token never reaches a log: the access log leaves the query string out, and a filter blanks
 it (and any `token=` value) from every other line, tracebacks included.
 
+The page works offline: textual-serve's template links its font from Google Fonts, so the page is
+its template with that link taken out and the same font (Roboto Mono, shipped in textual-serve's
+static folder) served from here; the browser's monospace font stands in if it is missing.
+
 This module imports aiohttp and textual-serve at the top; `tui.serve` imports it only when it
 serves, so the monitor processes it starts per browser tab do not pay for them.
 """
@@ -36,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp_jinja2
+import jinja2
 from aiohttp import hdrs, web
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.typedefs import Handler, Middleware
@@ -59,6 +64,61 @@ _LOGGERS = (
     "textual-serve",
     "asyncio",
 )
+
+
+PAGE = "app_index.html"
+_REMOTE_LINK = re.compile(r"<link\b[^>]*?\bhref\s*=\s*[\"']?(?:https?:)?//[^>]*>", re.IGNORECASE)
+_FONT_FACE = (
+    '@font-face { font-family: "Roboto Mono"; font-style: STYLE; font-weight: 100 700; '
+    'font-display: swap; src: url("{{ config.static.url }}fonts/FILE") format("truetype"); }\n'
+)
+_FONTS = "".join(
+    _FONT_FACE.replace("STYLE", style).replace("FILE", name)
+    for style, name in (
+        ("normal", "RobotoMono-VariableFont_wght.ttf"),
+        ("italic", "RobotoMono-Italic-VariableFont_wght.ttf"),
+    )
+)
+
+
+def offline_page(template: str) -> str:
+    """textual-serve's page without what it loads from elsewhere (its Google Fonts stylesheet),
+    its font named from this server's static folder instead."""
+    page = _REMOTE_LINK.sub("", template)
+    return page.replace("</head>", f"<style>\n{_FONTS}</style>\n</head>", 1)
+
+
+def _page_loader(templates: Any) -> jinja2.BaseLoader:
+    """The page template, made offline, read from textual-serve's templates folder."""
+    folder = jinja2.FileSystemLoader(templates)
+
+    def load(name: str) -> str | None:
+        try:
+            text, _path, _fresh = folder.get_source(jinja2.Environment(), name)
+        except jinja2.TemplateNotFound:
+            return None
+        return offline_page(text) if name == PAGE else text
+
+    return jinja2.FunctionLoader(load)
+
+
+def plain_http_warning(host: str, port: int) -> str | None:
+    """One line for a server other machines can reach: what travels in the clear, and the safe
+    way to reach it from elsewhere. None on a loopback address, which never leaves the machine."""
+    name = host.strip("[]").lower()
+    if name in LOCAL_HOSTS:
+        return None
+    try:
+        if ipaddress.ip_address(name).is_loopback:
+            return None
+    except ValueError:
+        pass
+    return (
+        f"loopdeck: warning: --host {host} serves plain HTTP to the network: the token (in the "
+        "address, then in a cookie) and everything the page shows travel unencrypted; to open it "
+        "from another machine, serve on 127.0.0.1 (the default) and tunnel to it over SSH: "
+        f"ssh -L {port}:127.0.0.1:{port} {socket.gethostname()}, then open the address serve prints"
+    )
 
 
 def _digest(text: str) -> bytes:
@@ -269,6 +329,7 @@ class MonitorServer(Server):
 
     async def _make_app(self) -> web.Application:
         app: web.Application = await super()._make_app()
+        aiohttp_jinja2.setup(app, loader=_page_loader(self.templates_path))  # offline: no font CDN
         app.middlewares.append(self.guard.middleware())
         return app
 
@@ -291,7 +352,10 @@ class MonitorServer(Server):
         logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
 
     def serve_on(self, sock: socket.socket) -> None:
-        """Serve until Ctrl+C or SIGTERM."""
+        """Serve until Ctrl+C or SIGTERM (first saying so when the network can reach it)."""
+        warning = plain_http_warning(self.host, self.port)
+        if warning is not None:
+            print(warning, file=sys.stderr, flush=True)
         self.initialize_logging()
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)

@@ -97,6 +97,15 @@ def resolve(agent: str, fmt: str | None = None) -> Choice:
     return Choice(agent, adapter_for(agent, fmt))
 
 
+def in_sandbox(choice: Choice, boxed: bool) -> str:
+    """The command a turn runs: in loopdeck's sandbox, a CLI's default command without the
+    CLI's own sandbox (`Adapter.boxed_command`); otherwise the command chosen."""
+    adapter = choice.adapter
+    if boxed and adapter.boxed_command and choice.command == adapter.default_command:
+        return adapter.boxed_command
+    return choice.command
+
+
 def install_hint(program_name: str) -> str | None:
     """How to install the CLI a program name belongs to, None for one loopdeck does not know."""
     for adapter in ADAPTERS.values():

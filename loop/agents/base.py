@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 TOKEN_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
@@ -72,6 +73,15 @@ class Adapter:
     """What `--agent NAME` runs: the prompt as `{prompt}` (an argv element) or on stdin."""
     default_env: Mapping[str, str] = {}
     """Environment the default command needs (applied only to it)."""
+    boxed_command = ""
+    """The default command when loopdeck's sandbox holds the turn, if it differs: a CLI's own
+    sandbox cannot start inside another (as root, bubblewrap cannot nest), and loopdeck's
+    confines the turn already."""
+
+    def tool_output(self, output: str, cwd: Path, env: Mapping[str, str]) -> str | None:
+        """What the agent's tools printed this turn, where the CLI's own output leaves it out or
+        quotes it (what the sandbox refused is read there); None: the output shows it as is."""
+        return None
 
     def read(
         self, output: str, exit_code: int | None, now: datetime, env: Mapping[str, str] | None = None
@@ -90,6 +100,21 @@ class Adapter:
 
 
 # --- helpers the adapters share ---------------------------------------------------------------
+
+
+def tool_results(lines: Iterator[dict[str, Any]]) -> Iterator[str]:
+    """The text of every `tool_result` block in transcript lines (Claude Code's)."""
+    for obj in lines:
+        message = obj.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else ():
+            if not isinstance(block, dict) or block.get("type") != "tool_result":
+                continue
+            inner = block.get("content")
+            if isinstance(inner, str):
+                yield inner
+            elif isinstance(inner, list):
+                yield "\n".join(str(part.get("text", "")) for part in inner if isinstance(part, dict))
 
 
 def json_lines(output: str) -> Iterator[dict[str, Any]]:

@@ -12,12 +12,27 @@ limit · resets 5pm (Europe/Paris)"), read by `loop.core.limits`.
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
-from loop.agents.base import TOKEN_KEYS, Adapter, Facts, as_float, as_int, as_str, brief, json_object, said
+from loop.agents.base import (
+    TOKEN_KEYS,
+    Adapter,
+    Facts,
+    as_float,
+    as_int,
+    as_str,
+    brief,
+    json_lines,
+    json_object,
+    said,
+    tool_results,
+)
 from loop.core import limits
 
 DEFAULT_COMMAND = "claude -p --output-format json --permission-mode acceptEdits --allowedTools Bash"
@@ -25,7 +40,12 @@ DEFAULT_COMMAND = "claude -p --output-format json --permission-mode acceptEdits 
 are only in the result's `permission_denials`): the agent could do none of its work. acceptEdits
 lets it edit inside the workspace and `--allowedTools Bash` run commands, without
 `bypassPermissions`, which Claude Code refuses as root unless IS_SANDBOX=1."""
+BOXED_COMMAND = DEFAULT_COMMAND + """ --settings '{"sandbox": {"enabled": false}}'"""
+"""Inside loopdeck's sandbox: Claude Code's own Bash sandbox (`loopdeck install --sandbox`)
+would nest in it, and cannot start there as root; loopdeck's confines the turn already."""
 DEFAULT_ENV = {"CLAUDE_CODE_ENABLE_TODO_TOOLS": "1"}
+TRANSCRIPT_BYTES = 4 * 1024 * 1024
+"""How much of a session's transcript, from its end, is read for its tools' output."""
 """Claude Code 2.1.332 offers its newer models the Task tools only with this set."""
 
 
@@ -122,7 +142,25 @@ class Claude(Adapter):
     programs = ("claude", "claude-code")
     install = "npm install -g @anthropic-ai/claude-code"
     default_command = DEFAULT_COMMAND
+    boxed_command = BOXED_COMMAND
     default_env = DEFAULT_ENV
+
+    def tool_output(self, output: str, cwd: Path, env: Mapping[str, str]) -> str | None:
+        """The tool results of this turn's session, from its transcript: print mode's JSON holds
+        only the final text."""
+        result = parse(output)
+        if result is None or not result.session_id:
+            return None
+        configured = env.get("CLAUDE_CONFIG_DIR") or os.path.join(env.get("HOME", ""), ".claude")
+        folder = re.sub(r"[^A-Za-z0-9]", "-", str(cwd))
+        path = Path(configured) / "projects" / folder / f"{result.session_id}.jsonl"
+        try:
+            with open(path, "rb") as f:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - TRANSCRIPT_BYTES))
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return None
+        return "\n".join(tool_results(json_lines(text)))
 
     def read(
         self, output: str, exit_code: int | None, now: datetime, env: Mapping[str, str] | None = None

@@ -42,7 +42,13 @@ DEFAULT_COMMAND = "codex exec --json --sandbox workspace-write --skip-git-repo-c
 """`exec` never asks for approval; the `workspace-write` sandbox lets it edit and run commands in
 the workspace (and /tmp), not elsewhere, and keeps the network off. The prompt is an argv
 element after `--` (stdin is /dev/null: `codex exec` waits for the end of a piped stdin)."""
+BOXED_COMMAND = (
+    "codex exec --json --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check -- {prompt}"
+)
+"""Inside loopdeck's sandbox: Codex's own would nest in it, and fails to start."""
 READ_ONLY = "Read-only file system"
+NESTED = "bwrap: "
+"""How a command fails when Codex's own sandbox cannot start (inside loopdeck's, as root)."""
 SESSION_BYTES = 32 * 1024 * 1024
 """A session file is read this far at most (a long turn's tool outputs can be large)."""
 STREAM_TYPES = frozenset(
@@ -114,11 +120,22 @@ class Session:
                 calls[str(payload.get("call_id"))] = _command_of(payload.get("arguments"))
             elif kind == "function_call_output":
                 output = str(payload.get("output", ""))
-                if READ_ONLY in output and "exited with code 0\n" not in output:
+                refused = READ_ONLY in output or f"\n{NESTED}" in output
+                if refused and "exited with code 0\n" not in output:
                     session.refused.append(calls.get(str(payload.get("call_id")), "a command"))
             elif kind == "token_count":
                 session.resets_at = _reset(payload.get("rate_limits")) or session.resets_at
         return session
+
+
+def _outputs(output: str) -> Iterator[str]:
+    """The output of every command Codex ran, from its JSON stream (`aggregated_output`)."""
+    for obj in json_lines(output):
+        item = obj.get("item")
+        if obj.get("type") == "item.completed" and isinstance(item, dict):
+            text = item.get("aggregated_output")
+            if isinstance(text, str):
+                yield text
 
 
 def _command_of(arguments: Any) -> str:
@@ -147,8 +164,9 @@ def _reset(rate_limits: Any) -> str | None:
 def allow_hint(commands: Sequence[str]) -> str:
     shown = ", ".join(f"`{c}`" for c in commands[:3])
     return (
-        f"Codex ran {shown} in a read-only sandbox ({READ_ONLY}): run it with "
-        "`--sandbox workspace-write` (what `--agent codex` does) or "
+        f"Codex ran {shown} in a sandbox of its own that refused it ({READ_ONLY}, or its sandbox "
+        "could not start inside loopdeck's): run it with `--agent codex` (`--sandbox workspace-write`, "
+        "and inside loopdeck's sandbox none of Codex's own) or "
         '`--dangerously-bypass-approvals-and-sandbox`, or set `sandbox_mode = "workspace-write"` '
         "in ~/.codex/config.toml"
     )
@@ -160,6 +178,12 @@ class Codex(Adapter):
     programs = ("codex",)
     install = "npm install -g @openai/codex"
     default_command = DEFAULT_COMMAND
+    boxed_command = BOXED_COMMAND
+
+    def tool_output(self, output: str, cwd: Path, env: Mapping[str, str]) -> str | None:
+        """The commands' output, decoded from the JSON lines that quote it."""
+        found = list(_outputs(output))
+        return "\n".join(found) if found else None
 
     def read(
         self, output: str, exit_code: int | None, now: datetime, env: Mapping[str, str] | None = None

@@ -17,7 +17,6 @@ prices, write `~/.config/loopdeck/prices.json` (`$XDG_CONFIG_HOME` honoured):
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -58,7 +57,9 @@ _DATED = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|latest|preview(?:-\d{2}-\d{4})
 
 def _user_prices() -> dict[str, Price]:
     """The person's own prices (`prices.json` in loopdeck's config folder); bad entries are skipped."""
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    from loop.store.xdg import base as xdg_base
+
+    base = xdg_base("XDG_CONFIG_HOME", ".config")  # absolute, and not a repository's folder
     try:
         raw = json.loads((Path(base) / "loopdeck" / "prices.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -11,6 +11,7 @@ them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,9 +23,83 @@ from loop.core.signals import completion_signal, question
 TEXT_CHARS = 64 * 1024
 
 
+SIGNATURE_CHARS = 400
+"""The engine compares (and the state keeps) at most this much of a signature."""
+_READ_CHARS = 32 * 1024
+"""How much of a failure's end is read for its signature: test runners name the failed tests
+at the end of their output."""
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_VOLATILE = (
+    # timestamps: ISO dates and times, clock times, Unix times in seconds or milliseconds
+    (re.compile(r"\b\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d)?(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)?"), "<time>"),
+    (re.compile(r"\b\d{1,2}:\d\d:\d\d(?:[.,]\d+)?\b"), "<time>"),
+    (re.compile(r"\b1[5-9]\d{8}(?:\d{3})?(?:\.\d+)?\b"), "<time>"),
+    # durations: "in 0.80s", "(0.00s)", "12ms", "1.2 seconds", "0m1.2s", "duration_ms: 0.51"
+    (re.compile(r"\bduration_ms:?\s*\d+(?:\.\d+)?"), "duration_ms <t>"),
+    (re.compile(r"\b\d+m\d+(?:\.\d+)?s\b"), "<t>"),
+    (re.compile(r"\b\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|sec|secs|seconds?)\b"), "<t>"),
+    # object and memory addresses
+    (re.compile(r"\b0x[0-9a-fA-F]{4,16}\b"), "0x<addr>"),
+    # temporary folders: pytest's, Python's tempfile, mktemp's, go's, macOS's
+    (re.compile(r"pytest-of-[^/\s]{1,64}/pytest-\d+"), "pytest-of-<u>/pytest-<n>"),
+    (re.compile(r"\btmp[a-z0-9_]{8}\b"), "tmp<x>"),
+    (re.compile(r"\btmp\.[A-Za-z0-9]{6,16}\b"), "tmp.<x>"),
+    (re.compile(r"\bgo-build\d+"), "go-build<n>"),
+    (re.compile(r"/var/folders/[^/\s]{1,16}/[^/\s]{1,64}/"), "/var/folders/<x>/"),
+    # process ids, and the random seeds test runners print
+    (re.compile(r"\b(pid|PID|process|seed)([ =:]{1,3})\d+"), r"\1\2<n>"),
+)
+
+_UNITTEST = re.compile(r"(?:FAIL|ERROR): (\w+ \([\w.]+\))")
+
+
 def error_signature(text: str) -> str:
-    """What makes two failures "the same error": the text without its timing, last 400 chars."""
-    return text.split("(timed out")[0][-400:]
+    """What makes two failures "the same error". Where the output names its failing tests
+    (pytest, unittest, node's test runner, go test, cargo test), the signature is the commands
+    run, their exit codes and those names; otherwise it is the output's end. Either way what
+    changes between two runs of the same failure is taken out first: durations, addresses,
+    temporary folders, timestamps, process ids (pytest's "1 failed in 0.80s" made every run of
+    one failing test a new error)."""
+    text = _ANSI.sub("", text.split("(timed out")[0][-_READ_CHARS:])
+    for pattern, replacement in _VOLATILE:
+        text = pattern.sub(replacement, text)
+    lines = [" ".join(line.split()) for line in text.splitlines()]
+    names = failing_tests(lines)
+    if names:
+        heads = [line for line in lines if line.startswith(("$ ", "(exit "))]
+        return "\n".join([*heads, "failing: " + ", ".join(names)])[-SIGNATURE_CHARS:]
+    return "\n".join(line for line in lines if line)[-SIGNATURE_CHARS:]
+
+
+def failing_tests(lines: list[str]) -> list[str]:
+    """The failing tests a test runner's output names, sorted, each once."""
+    names: set[str] = set()
+    for line in lines:
+        name = _failed_test(line)
+        if name:
+            names.add(name)
+    return sorted(names)
+
+
+def _failed_test(line: str) -> str | None:
+    """The test a line names as failed, if it is one of the runners' failure lines."""
+    if line.startswith(("FAILED ", "ERROR ")):  # pytest: FAILED tests/x.py::test_y - assert …
+        name = line.split(" ", 1)[1].partition(" - ")[0].strip()
+        return name if "::" in name or name.endswith(".py") else None
+    if line.startswith(("FAIL: ", "ERROR: ")):  # unittest: FAIL: test_y (mod.Class.test_y)
+        found = _UNITTEST.match(line)
+        return found.group(1) if found else None
+    if line.startswith("not ok "):  # node --test (TAP): not ok 2 - name # comment
+        number, dash, name = line[7:].partition(" - ")
+        return name.partition(" # ")[0].strip() or None if dash and number.isdigit() else None
+    if line.startswith("--- FAIL: "):  # go test: --- FAIL: TestX (0.00s)
+        return line[10:].split(" ", 1)[0] or None
+    if line.startswith("test ") and line.endswith(" ... FAILED"):  # cargo test
+        return line[5:-11].strip() or None
+    if line.startswith("✖ "):  # node --test (spec): ✖ name (1.2ms)
+        return line[2:].removesuffix("(<t>)").strip() or None
+    return None
 
 
 @dataclass(frozen=True)

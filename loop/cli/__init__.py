@@ -15,12 +15,16 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from loop.cli.options import LOOP_KEYS, add_limit_options, limits_from
+from loop.cli.options import LOOP_KEYS, add_limit_options, add_sandbox_options, limits_from
 from loop.cli.steer import steer
 from loop.core.errors import LoopdeckError, os_problem
 from loop.store.paths import Workspace, find_workspace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from loop.core.model import LoopState
 
 STEER_HELP = {
     "pause": "pause the loop: the agent may stop at its next turn; the state is kept",
@@ -91,13 +95,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     if temporal.wanted(args, ws):
         return int(temporal.backend().status(args, ws))
     if not args.json:
+        from loop.core.visible import visible
         from loop.views.status_text import render
 
         code, lines, errors = render(ws)
         for line in lines:
-            print(line)
+            print(visible(line))
         for line in errors:
-            print(f"loopdeck: {line}", file=sys.stderr)
+            print(f"loopdeck: {visible(line)}", file=sys.stderr)
         return code
     snap = read(ws)
     obj = snap.to_json()
@@ -124,6 +129,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_sources(args: argparse.Namespace) -> int:
     from loop.core.model import replace
+    from loop.core.visible import visible
     from loop.sources.aggregate import SourceConfig, check_all
     from loop.store.state import StateStore
 
@@ -156,7 +162,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
             if report.available
             else f"{'-':>8}{'-':>9}{'-':>7}"
         )
-        print(f"{report.name:<14}{counts}  {where}")
+        print(visible(f"{report.name:<14}{counts}  {where}"))
     print(
         f"\npending total: {result.pending_total}"
         + ("  (UNCERTAIN: a source is unavailable)" if result.uncertain else "")
@@ -164,7 +170,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
     for report in result.with_pending:
         for item in report.pending_items()[:5]:
             where = f" (line {item.line})" if item.line else ""
-            print(f"  {report.name}: [{item.status}] {item.title}{where}")
+            print(visible(f"  {report.name}: [{item.status}] {item.title}{where}"))
     return 0
 
 
@@ -250,6 +256,18 @@ def _doctor_verb() -> Any:
     return doctor
 
 
+def _init_verb() -> Any:
+    from loop.cli import init
+
+    return init
+
+
+def _completion_verb() -> Any:
+    from loop.cli import completion
+
+    return completion
+
+
 # --- hook and install ----------------------------------------------------------------------
 
 
@@ -257,6 +275,7 @@ def cmd_trust(args: argparse.Namespace) -> int:
     """A person confirms a loop nobody on this machine started (or whose values changed): what
     it names is shown in full first, and nothing is confirmed inside an agent's session."""
     from loop import trust
+    from loop.core.visible import visible
     from loop.store.state import StateStore
     from loop.trust.person import refuse_inside_agent
 
@@ -266,16 +285,21 @@ def cmd_trust(args: argparse.Namespace) -> int:
     if state is None:
         raise LoopdeckError(f"no loop in {ws.root}: nothing to confirm")
     pending = trust.unconfirmed(ws, state)
+    queued = _queued_lines(ws, state)
     if not pending:
         print("loopdeck: everything this loop names was confirmed on this machine")
+        for line in queued:
+            print(line)
         return 0
-    print(f"The loop in {ws.root} names what nobody on this machine confirmed:")
+    print(visible(f"The loop in {ws.root} names what nobody on this machine confirmed:"))
     for line in pending:
-        print(f"  {line}")
+        print(f"  {visible(line)}")
     if any(line.startswith("prompt:") for line in pending):
         print("Its whole prompt (sent to the agent's model every iteration):")
         for line in state.prompt.splitlines() or [""]:
-            print(f"  | {line}")
+            print(f"  | {visible(line)}")
+    for line in queued:
+        print(line)
     print(
         "Confirming lets loopdeck run these commands, send its prompt to the agent, notify these "
         "targets and write these paths, in this folder, from now on (a change asks again)."
@@ -286,10 +310,39 @@ def cmd_trust(args: argparse.Namespace) -> int:
     waiting = state.waiting_for or {}
     if state.active and waiting.get("escalation") == "unconfirmed":
         from loop.store import control
+        from loop.trust import key
 
-        command = control.queue(ws, "resume", source="cli", reason="confirmed with loopdeck trust")
+        command = control.queue(
+            ws, "resume", source="cli", reason="confirmed with loopdeck trust", key=key.for_person(ws.root)
+        )
         print(f"loopdeck: resume queued (id {command.id}): the runner goes on")
     return 0
+
+
+def _queued_lines(ws: Workspace, state: LoopState) -> list[str]:
+    """The loop's queued, unapplied commands, each marked with whether it will be applied: a
+    queue committed with the repository must not ride on a confirmation."""
+    from loop.core.engine import refusal
+    from loop.core.visible import visible
+    from loop.store import control
+    from loop.store.journal import Journal
+    from loop.trust import key
+
+    commands, _bad, _end = control.read_unapplied(
+        ws, state.control_offset, Journal(ws.journal), key.reader(ws.root)
+    )
+    if not commands:
+        return []
+    lines = [f"Commands queued for this loop, not applied yet ({len(commands)}):"]
+    for command in commands:
+        why = refusal(command)
+        mark = "from a person here" if why is None and command.person else "from anyone (a pause)"
+        if why is not None:
+            mark = f"will be ignored: {why}"
+        text = f": {command.reason}" if command.reason else ""
+        value = f" {command.value}" if command.value is not None else ""
+        lines.append(visible(f"  {command.kind}{value}{text} [{mark}]"))
+    return lines
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
@@ -334,39 +387,87 @@ def cmd_install(args: argparse.Namespace) -> int:
         )
         for path in report.removed:
             print(f"loopdeck: removed {path}")
-    else:
-        from loop.cli.doctor import require_usable
-
-        require_usable()  # the Python and launcher the hooks will name exist, before any write
-        report = install.install(ws, keep_block_cap=args.keep_block_cap, local=not args.shared)
-        state = "updated" if report.changed else "already up to date"
-        print(f"loopdeck: Stop hook in {report.settings} {state}")
-        for path in report.written:
-            print(f"loopdeck: wrote {path}")
-        if not args.keep_block_cap:
-            print(
-                "loopdeck: CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0, so Claude Code does not end a turn "
-                "after 8 blocks"
-            )
-        kind, folder = install.where_installed()
-        print(f"loopdeck: the hooks run {install.hook_runner()}")
-        if kind == "clone":
-            print(
-                f"loopdeck: warning: that is a development clone ({folder}): moving or deleting it "
-                f"breaks these hooks; for hooks that last, install loopdeck as a tool (pipx install "
-                f"{folder}) and run `loopdeck install` here again",
-                file=sys.stderr,
-            )
-        print(
-            "loopdeck: if this loopdeck is moved, upgraded into another environment or removed, run "
-            "`loopdeck install` here again (`loopdeck doctor` tells when the hooks are broken)"
-        )
-    if report.backup is not None:
-        print(f"loopdeck: the previous settings are in {report.backup}")
+        if report.backup is not None:
+            print(f"loopdeck: the previous settings are in {report.backup}")
+        return 0
+    install_hooks(ws, keep_block_cap=args.keep_block_cap, local=not args.shared, sandbox=args.sandbox)
     return 0
 
 
+def install_hooks(
+    ws: Workspace, *, keep_block_cap: bool = False, local: bool = True, sandbox: bool = False
+) -> None:
+    """What `loopdeck install` does and says (`loopdeck init --hooks` runs it too)."""
+    from loop.cli import install
+    from loop.cli.doctor import require_usable
+
+    require_usable()  # the Python and launcher the hooks will name exist, before any write
+    existed = (ws.claude_dir / (install.LOCAL if local else install.SHARED)).exists()
+    report = install.install(ws, keep_block_cap=keep_block_cap, local=local, sandbox=sandbox)
+    state = ("updated" if existed else "created") if report.changed else "already up to date"
+    print(f"loopdeck: Stop hook in {report.settings} {state}")
+    for line in install.notes(report):
+        print(f"loopdeck: {line}")
+    for path in report.written:
+        print(f"loopdeck: wrote {path}")
+    if not keep_block_cap:
+        print(
+            "loopdeck: CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0, so Claude Code does not end a turn after 8 blocks"
+        )
+    kind, folder = install.where_installed()
+    print(f"loopdeck: the hooks run {install.hook_runner()}")
+    if kind == "clone":
+        print(
+            f"loopdeck: warning: that is a development clone ({folder}): moving or deleting it "
+            f"breaks these hooks; for hooks that last, install loopdeck as a tool (pipx install "
+            f"{folder}) and run `loopdeck install` here again",
+            file=sys.stderr,
+        )
+    print(
+        "loopdeck: if this loopdeck is moved, upgraded into another environment or removed, run "
+        "`loopdeck install` here again (`loopdeck doctor` tells when the hooks are broken)"
+    )
+    if report.backup is not None:
+        print(f"loopdeck: the previous settings are in {report.backup}")
+
+
 # --- the parser ----------------------------------------------------------------------------
+
+
+class _Verbs(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """Every verb's `--help` opens with a one-line description: its help line, unless it has
+    a longer one of its own."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        text = kwargs.get("help")
+        if text and text is not argparse.SUPPRESS and kwargs.get("description") in (None, text):
+            kwargs["description"] = _sentence(text)
+        parser: argparse.ArgumentParser = super().add_parser(name, **kwargs)
+        return parser
+
+
+class VerbParser(argparse.ArgumentParser):
+    """A verb's parser: a mistake after the verb is reported with that verb's usage
+    (`loopdeck log: error: ...`), not the top-level one argparse would print for an option it
+    does not know."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", _Verbs)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:  # the innermost verb (`hook stop`, `temporal dev`) meets them first
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", ")", "?", "!")) else text + "."
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -374,6 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="loopdeck",
         description="Run, watch and steer autonomous coding-agent loops.",
     )
+    parser.register("action", "parsers", _Verbs)
     parser.add_argument(
         "-C",
         "--workspace",
@@ -384,7 +486,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--version", action=_Version, nargs=0, help="show loopdeck's version and where it runs from, and exit"
     )
-    verbs = parser.add_subparsers(dest="verb", metavar="VERB")
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser] = parser.add_subparsers(
+        dest="verb", metavar="VERB", parser_class=cast(type[argparse.ArgumentParser], VerbParser)
+    )
     _add_workspace_option_to_every_verb(verbs)
 
     start = verbs.add_parser("start", help="create a loop (the /orchestrator-loop command)")
@@ -582,6 +686,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--yes", action="store_true", help="run the commands a state file names without asking (scripts)"
     )
     add_limit_options(run)
+    add_sandbox_options(run)
     run.set_defaults(func=lambda args: _verbs().cmd_run(args))
 
     tui = verbs.add_parser("tui", help="the monitor (also: loopdeck with no verb, on a terminal)")
@@ -611,14 +716,20 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("dir", nargs="*", metavar="DIR", help="the workspace(s), as for tui")
     serve.add_argument("--scan", metavar="DIR", help="the fleet view of every loop found below DIR")
     serve.add_argument("--depth", type=int, default=4, metavar="N", help="how deep --scan looks (default 4)")
-    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the address to listen on (default 127.0.0.1); any other serves plain HTTP to the network, "
+        "the token included: from another machine, tunnel over SSH instead (ssh -L 8000:127.0.0.1:8000 HOST)",
+    )
     serve.add_argument("--port", type=int, default=8000, help="the port (default 8000; 0: any free one)")
     serve.add_argument(
-        "--token",
-        metavar="T",
-        help="the secret the browser must present, at least 8 characters (default: LOOPDECK_SERVE_TOKEN, "
-        "else a random one, printed once)",
+        "--token-file",
+        metavar="FILE",
+        help="a file holding the secret the browser must present, at least 8 characters, readable by you "
+        "alone (default: LOOPDECK_SERVE_TOKEN, else a random one, printed once)",
     )
+    serve.add_argument("--token", help=argparse.SUPPRESS)  # refused: a command line shows in `ps`
     serve.set_defaults(func=None)
 
     demo = verbs.add_parser(
@@ -659,20 +770,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     trusting.set_defaults(func=cmd_trust)
 
-    inst = verbs.add_parser("install", help="put the Stop hook and slash commands into .claude/")
+    inst = verbs.add_parser(
+        "install",
+        help="put the Stop hook and slash commands into .claude/",
+        description="Put loopdeck's hooks (Stop, StopFailure, UserPromptSubmit) and its slash commands "
+        "into this project's .claude/, for loops run inside Claude Code (/orchestrator-loop). By "
+        "default into .claude/settings.local.json, which git is told to leave out.",
+    )
     inst.add_argument("--uninstall", action="store_true", help="take them back out")
     inst.add_argument(
         "--keep-block-cap", action="store_true", help="leave Claude Code's 8-consecutive-blocks cap in place"
     )
-    inst.add_argument(
+    where = inst.add_mutually_exclusive_group()
+    where.add_argument(
         "--local",
         action="store_true",
-        help="use .claude/settings.local.json (not committed; the default)",
+        help="use .claude/settings.local.json, yours alone, not committed (the default)",
     )
-    inst.add_argument(
+    where.add_argument(
         "--shared",
         action="store_true",
-        help="use the team's .claude/settings.json instead of settings.local.json",
+        help="use the team's .claude/settings.json (committed) instead of settings.local.json",
+    )
+    inst.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="also run the agent's Bash commands in Claude Code's sandbox (kept until --uninstall)",
     )
     inst.set_defaults(func=cmd_install)
 
@@ -691,6 +814,25 @@ def build_parser() -> argparse.ArgumentParser:
     checking = verbs.add_parser("doctor", help=text, description=text)
     checking.add_argument("--json", action="store_true", help="one JSON object")
     checking.set_defaults(func=lambda args: _doctor_verb().cmd_doctor(args))
+
+    text = "start your own project: a task file to fill in and a project config (the hooks with --hooks)"
+    initial = verbs.add_parser("init", help=text)
+    initial.add_argument(
+        "--hooks", action="store_true", help="also install the Claude Code hooks (as `loopdeck install`)"
+    )
+    initial.set_defaults(func=lambda args: _init_verb().cmd_init(args))
+
+    text = "print a shell completion script for loopdeck's verbs and options"
+    completing = verbs.add_parser(
+        "completion",
+        help=text,
+        description=f"{_sentence(text)} Bash: loopdeck completion bash > "
+        "~/.local/share/bash-completion/completions/loopdeck; zsh: loopdeck completion zsh > "
+        "~/.zfunc/_loopdeck (a folder in $fpath); fish: loopdeck completion fish > "
+        "~/.config/fish/completions/loopdeck.fish.",
+    )
+    completing.add_argument("shell", choices=("bash", "zsh", "fish"), help="the shell: bash, zsh or fish")
+    completing.set_defaults(func=lambda args: _completion_verb().cmd_completion(args))
 
     log = verbs.add_parser("log", help="the loop's journal as log lines")
     log.add_argument("-n", type=int, default=50, metavar="N", help="how many events (default 50)")

@@ -22,6 +22,9 @@ BUILT_IN: dict[str, Any] = {
     "same_error_after": 3,
     "iteration_timeout": 1800,
     "retries": 2,
+    "sandbox": "auto",
+    "sandbox_net": True,
+    "sandbox_env": [],
 }
 """What loopdeck uses when neither the command line nor a file says (see each option's help)."""
 assert tuple(BUILT_IN) == tuple(KEYS)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -241,6 +242,167 @@ def hook_checks(ws: Workspace) -> list[Check]:
     return out
 
 
+@dataclass(frozen=True)
+class ClaudeSettings:
+    """What Claude Code's settings files say of its sandbox and deny rules (the most local
+    file that sets a value wins; deny rules add up)."""
+
+    enabled: bool | None
+    where: Path | None
+    may_leave: bool | None
+    denied: frozenset[str]
+
+
+def claude_settings(ws: Workspace) -> ClaudeSettings:
+    from loop.cli import install
+
+    files = [
+        ws.claude_dir / install.LOCAL,
+        ws.claude_dir / install.SHARED,
+        Path(os.path.expanduser("~")) / ".claude" / "settings.json",
+    ]
+    enabled, where, leave, denied = None, None, None, set()
+    for path in files:
+        try:
+            data = install._load(path)
+        except (FileProblem, OSError):
+            continue  # the hooks check says what is wrong with the file
+        rules = install._walk(data, "permissions.deny")
+        denied |= {r for r in rules if isinstance(r, str)} if isinstance(rules, list) else set()
+        value = install._walk(data, "sandbox.enabled")
+        if enabled is None and isinstance(value, bool):
+            enabled, where = value, path
+        may_leave = install._walk(data, "sandbox.allowUnsandboxedCommands")
+        if leave is None and isinstance(may_leave, bool):
+            leave = may_leave
+    return ClaudeSettings(enabled, where, leave, frozenset(denied))
+
+
+def claude_sandbox_checks(
+    ws: Workspace, which: Which = shutil.which, platform: str | None = None
+) -> list[Check]:
+    """Claude Code's own Bash sandbox: whether the settings it reads turn it on, and what keeps
+    it from starting here; and whether loopdeck's deny rules are in place."""
+    from loop.cli import install
+
+    found = claude_settings(ws)
+    enabled, where, leave, denied = found.enabled, found.where, found.may_leave, found.denied
+    out: list[Check] = []
+    wanted = install.deny_rules(ws)
+    missing = [r for r in wanted if r not in denied]
+    if not missing:
+        out.append(
+            Check(OK, "claude rules", "the agent's Edit and Write tools may not change loopdeck's files")
+        )
+    elif install.installed_quietly(ws):
+        out.append(
+            Check(
+                WARN,
+                "claude rules",
+                f"{len(missing)} of loopdeck's {len(wanted)} deny rules are missing from the settings "
+                f"(first: {missing[0]}): the agent's Edit and Write tools may change those files",
+                f"run `loopdeck install` in {ws.root}",
+            )
+        )
+    shown = _shown(where, ws) if where is not None else None
+    if not enabled:
+        said = (
+            f"off ({shown} sets sandbox.enabled to false)" if shown else "off (no settings file turns it on)"
+        )
+        out.append(
+            Check(
+                INFO,
+                "claude sandbox",
+                f"{said}: the agent's Bash commands are not confined (`loopdeck install --sandbox` "
+                "turns it on)",
+                None,
+            )
+        )
+        return out
+    missing_parts = install.sandbox_missing(which, platform)
+    if missing_parts:
+        out.append(
+            Check(
+                FAIL,
+                "claude sandbox",
+                f"on in {shown}, but it cannot start here: {'; '.join(missing_parts)}; Claude Code runs "
+                "the agent's commands unsandboxed",
+                "install them (Debian/Ubuntu: apt-get install bubblewrap socat)",
+            )
+        )
+    elif leave is not False:
+        out.append(
+            Check(
+                WARN,
+                "claude sandbox",
+                f"on in {shown}, but a command may still run outside it (sandbox.allowUnsandboxedCommands "
+                "is not false)",
+                f"run `loopdeck install --sandbox` in {ws.root}, or set it to false",
+            )
+        )
+    else:
+        out.append(Check(OK, "claude sandbox", f"on in {shown}: the agent's Bash commands run in it"))
+    return out
+
+
+def _shown(path: Path, ws: Workspace) -> str:
+    try:
+        return str(path.relative_to(ws.root))
+    except ValueError:
+        home = os.path.expanduser("~")
+        return "~/" + str(path.relative_to(home)) if path.is_relative_to(home) else str(path)
+
+
+def sandbox_check(config: object, ws: Workspace | None = None) -> list[Check]:
+    """loopdeck's own sandbox for the agent turns it starts (`run`, `start`): the mode saved in
+    the configuration (or LOOPDECK_SANDBOX, else auto) and what can start on this machine."""
+    from loop.processes import sandbox
+    from loop.store.config import Config
+
+    saved = config.get("sandbox") if isinstance(config, Config) else None
+    net = not (isinstance(config, Config) and config.get("sandbox_net") is False)
+    try:
+        mode = sandbox.choose(None, saved)
+    except LoopdeckError as exc:
+        return [Check(FAIL, "sandbox", str(exc), "set sandbox to auto, on or off (`loopdeck config`)")]
+    if mode == "off":
+        origin = config.origin("sandbox") if isinstance(config, Config) else None
+        where = origin.shown if origin is not None and saved == "off" else sandbox.ENV_MODE
+        return [
+            Check(
+                INFO,
+                "sandbox",
+                f"off — turned off ({where}): the agent turns loopdeck starts are not confined",
+            )
+        ]
+    status = sandbox.detect("auto")
+    if status.on:
+        shown = f"on ({status.why}, network {'on' if net else 'off'})"
+        if status.kind == "bwrap" and os.geteuid() == 0 and ws is not None and claude_settings(ws).enabled:
+            return [
+                Check(
+                    WARN,
+                    "sandbox",
+                    f"{shown}; as root, Claude Code's own sandbox cannot start inside it (bwrap: setting up "
+                    "uid map: Operation not permitted), so every command of the agents `run` starts fails",
+                    "run loopdeck as another user, or choose one sandbox: `--sandbox off` for run and "
+                    "start, or `loopdeck install` again without --sandbox after `--uninstall`",
+                )
+            ]
+        return [Check(OK, "sandbox", shown)]
+    why = status.why.removeprefix("off: ")
+    if mode == "on":
+        return [
+            Check(
+                FAIL,
+                "sandbox",
+                f"off — {why}; the sandbox is set to on, so run and start refuse to begin",
+                sandbox.INSTALL_HINT,
+            )
+        ]
+    return [Check(WARN, "sandbox", f"off — {why}", sandbox.INSTALL_HINT)]
+
+
 def notify_checks(targets: list[tuple[str, str]], which: Which) -> list[Check]:
     from loop.core.redact import target_shown
     from loop.drivers.preflight import notify_problem
@@ -366,6 +528,8 @@ def report(
     checks += agent_checks(ws, agents_in_use(ws, state, config), which, version)
     checks += gh_check(state, which, gh_logged_in or preflight._gh_logged_in)
     checks += hook_checks(ws)
+    checks += claude_sandbox_checks(ws, which)
+    checks += sandbox_check(config, ws)
     targets = [(t, str(ws.state)) for t in (state.notify if state is not None else [])]
     if config is not None and config.get("notify"):
         origin = config.origin("notify")

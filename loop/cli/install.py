@@ -9,12 +9,18 @@ of every settings file (they are merged, not replaced) and the more local file w
 The slash command files in `.claude/commands/` hold no path and run no shell, so they can be
 committed: the `UserPromptSubmit` hook (what `loopdeck hook prompt` runs) does their work.
 
+The agent in the session runs as the person, on the same files: `permissions.deny` rules keep its
+file tools off loopdeck's files, the settings and git's config, in every permission mode, and
+`--sandbox` turns on Claude Code's Bash sandbox with the same paths unwritable, so its commands
+cannot write them either (the hooks run outside the sandbox and still can).
+
 Precise and reversible: a settings file is merged, never replaced (every other key stays, a file
 that is not valid JSON is refused with its line and column). Every change is backed up under a
 name no later run reuses, and what was added is recorded in `.claude/loopdeck/install.json`, so
 `--uninstall` takes out exactly that: the hook entries whose command is the one loopdeck wrote
 (recognised by that exact command, never by a substring), and the `env` values it set, putting
-back any value the user had before. Running it twice changes nothing the second time.
+back any value the user had before, and the deny rules and sandbox values it added (a rule the
+file already held is the person's, and stays). Running it twice changes nothing the second time.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import re
 import shlex
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,7 +61,47 @@ LOCAL = "settings.local.json"
 MANIFEST = "install.json"
 LAUNCHER = Path(__file__).resolve().parent.parent / "launcher.py"
 
-_EXE = r"(?:'[^']*/loopdeck'|[^\s']*/loopdeck|\S+ -m loop\.cli)"
+PROJECT_FILES = (
+    ".claude/orchestrator-loop.local.md",
+    ".claude/orchestrator-loop.local.md.bak",
+    ".claude/orchestrator-loop.events.jsonl",
+    ".claude/orchestrator-loop.control.jsonl",
+    ".claude/orchestrator-loop.lock",
+    ".claude/loopdeck",
+    ".claude/loops",
+    ".claude/settings.json",
+    ".claude/settings.local.json",
+    ".loopdeck.toml",
+    ".git/config",
+    ".git/hooks",
+)
+"""What an agent in the session must not change, relative to the project: the loop's state, its
+journal, control queue and lock, loopdeck's folders, the settings that hold the hooks and these
+rules, the project's loopdeck configuration, and git's config and hooks (a `core.fsmonitor` or a
+hook runs as the person at the next `git`)."""
+FOLDERS = (".claude/loopdeck", ".claude/loops", ".git/hooks")
+PROJECT_RULES = (
+    "Edit(/.claude/orchestrator-loop.*)",
+    "Edit(/.claude/loopdeck/**)",
+    "Edit(/.claude/loops/**)",
+    "Edit(/.claude/settings.json)",
+    "Edit(/.claude/settings.local.json)",
+    "Edit(/.loopdeck.toml)",
+    "Edit(/.git/config)",
+    "Edit(/.git/hooks/**)",
+    "Edit(~/.claude/settings.json)",
+)
+"""Claude Code's `permissions.deny` rules for the same files. Read and Edit rules follow gitignore
+patterns: `/x` is relative to the project root, `//x` an absolute path, `~/x` under the home
+folder, and a bare `x` relative to the current folder (so not used). An `Edit` rule covers every
+tool that writes files (Edit, Write, NotebookEdit); Claude Code checks no path in a `Write(...)`
+rule. Deny rules hold in every permission mode, `bypassPermissions` included."""
+SANDBOX_ON = {"enabled": True, "autoAllowBashIfSandboxed": True, "allowUnsandboxedCommands": False}
+"""Claude Code's Bash sandbox, as `install --sandbox` sets it: commands run in it without a
+prompt, and none may leave it (`dangerouslyDisableSandbox` is ignored), so a command cannot
+write what the Edit rules protect either."""
+
+_EXE = r"(?:'[^']*/loopdeck'|[^\s']*/loopdeck|\S+ (?:-I )?-m loop\.cli)"
 _LAUNCHED = r"(?:'[^']*'|[^\s']+) -I -S (?:'[^']*/loop/launcher\.py'|[^\s']*/loop/launcher\.py)"
 _RUNNER = rf"(?:{_LAUNCHED}|{_EXE} hook)"
 _DETACHING = (
@@ -137,6 +184,14 @@ def installed(ws: Workspace) -> list[Installed]:
     return out
 
 
+def installed_quietly(ws: Workspace) -> bool:
+    """Whether loopdeck's hooks are in this project's settings; False where a file cannot be read."""
+    try:
+        return bool(installed(ws))
+    except (FileProblem, OSError):
+        return False
+
+
 def where_installed() -> tuple[str, Path]:
     """How this loopdeck is installed: `tool` (a package in an environment's site folder: a
     `pipx` or `uv tool` install, a wheel) or `clone` (a development checkout, an editable
@@ -193,7 +248,7 @@ def loopdeck_command() -> str:
     found = shutil.which("loopdeck")
     if found:
         return shlex.quote(str(Path(found).resolve()))
-    return f"{shlex.quote(sys.executable)} -m loop.cli"
+    return f"{shlex.quote(sys.executable)} -I -m loop.cli"
 
 
 def commands() -> dict[str, str]:
@@ -255,6 +310,10 @@ class Report:
     removed: list[Path] = field(default_factory=list)
     moved_from: Path | None = None
     """The other settings file loopdeck's own entries were taken out of (so they run once)."""
+    denied: list[str] = field(default_factory=list)
+    """The `permissions.deny` rules the settings hold for loopdeck."""
+    sandbox: bool = False
+    """Whether Claude Code's Bash sandbox is on by loopdeck's install."""
 
 
 def _read_text(path: Path) -> str | None:
@@ -433,6 +492,194 @@ def _recorded_commands(entry: dict[str, Any]) -> set[str]:
     }
 
 
+# --- what the agent may not change ------------------------------------------------------------
+
+
+def private_folders(ws: Workspace) -> list[Path]:
+    """loopdeck's folders outside the project: the person's configuration and the trust records
+    (what a person confirmed). An agent must neither change nor read them."""
+    from loop import trust
+    from loop.store.config import user_path
+
+    return list(dict.fromkeys([user_path(root=ws.root).parent, trust.home(ws.root)]))
+
+
+def _home_relative(folder: Path) -> str | None:
+    """`folder` under the home folder as `~/…` (the same for the person on any machine)."""
+    home = os.path.expanduser("~")
+    if not os.path.isabs(home):
+        return None
+    try:
+        rest = folder.relative_to(home)
+    except ValueError:
+        return None
+    return f"~/{rest.as_posix()}" if rest.parts else None
+
+
+def deny_rules(ws: Workspace) -> list[str]:
+    """The `permissions.deny` rules install writes: the project's files, then loopdeck's private
+    folders (`~/…`, or `//` and the absolute path outside the home folder)."""
+    rules = list(PROJECT_RULES)
+    for folder in private_folders(ws):
+        rule_path = _home_relative(folder) or "/" + folder.as_posix()
+        rules.append(f"Edit({rule_path}/**)")
+    return rules
+
+
+def sandbox_paths(ws: Workspace) -> dict[str, list[str]]:
+    """`sandbox.filesystem.denyWrite` and `denyRead`. Exact paths, no patterns: Claude Code's
+    sandbox may ignore a glob on Linux. A relative path is the project's; one that does not
+    exist yet cannot be created inside the sandbox either."""
+    private = [_home_relative(f) or f.as_posix() for f in private_folders(ws)]
+    return {"denyWrite": [*PROJECT_FILES, *private], "denyRead": private}
+
+
+def _walk(data: dict[str, Any], dotted: str) -> Any:
+    """The value at `a.b.c` in the settings, None where a step is missing or not an object."""
+    value: Any = data
+    for key in dotted.split("."):
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _protection(ws: Workspace, sandbox: bool) -> tuple[dict[str, list[str]], dict[str, Any]]:
+    """What install adds: list items by dotted key, and single values by dotted key."""
+    lists = {"permissions.deny": deny_rules(ws)}
+    values: dict[str, Any] = {}
+    if sandbox:
+        for key, items in sandbox_paths(ws).items():
+            lists[f"sandbox.filesystem.{key}"] = items
+        values = {f"sandbox.{key}": value for key, value in SANDBOX_ON.items()}
+    return lists, values
+
+
+def _check_shapes(data: dict[str, Any], path: Path, dotted_keys: list[str], leaves: dict[str, type]) -> None:
+    """Refuse, before anything changes, a settings file where a key install adds to is not an
+    object (or a leaf not the list or value expected)."""
+    for dotted in dotted_keys:
+        parts = dotted.split(".")
+        for n in range(1, len(parts) + 1):
+            key = ".".join(parts[:n])
+            value = _walk(data, key)
+            kind = leaves.get(key, dict) if n == len(parts) else dict
+            if value is not None and not isinstance(value, kind):
+                raise FileProblem(path, f'"{key}" is a {type(value).__name__}, expected a {kind.__name__}')
+
+
+def _parent(data: dict[str, Any], dotted: str, created: list[str]) -> tuple[dict[str, Any], str]:
+    """The object that holds `dotted`'s last key (made, and recorded as made, where missing)."""
+    parts = dotted.split(".")
+    node = data
+    for n, key in enumerate(parts[:-1]):
+        if key not in node:
+            node[key] = {}
+            created.append(".".join(parts[: n + 1]))
+        node = node[key]
+    return node, parts[-1]
+
+
+def _add_protection(
+    ws: Workspace, data: dict[str, Any], sandbox: bool, entry: dict[str, Any], created: list[str]
+) -> tuple[dict[str, list[str]], dict[str, Any]]:
+    """Merge the rules (and the sandbox's settings) in; the records of what was added (a rule
+    the file already held is the person's and is not recorded) and of the values set."""
+    lists, values = _protection(ws, sandbox)
+    added: dict[str, list[str]] = {k: list(v) for k, v in (entry.get("lists") or {}).items()}
+    for dotted, items in lists.items():
+        node, key = _parent(data, dotted, created)
+        if key not in node:
+            node[key] = []
+            created.append(dotted)
+        present = node[key]
+        record = added.setdefault(dotted, [])
+        for item in items:
+            if item not in present:
+                present.append(item)
+                if item not in record:
+                    record.append(item)
+    set_record: dict[str, Any] = dict(entry.get("values") or {})
+    for dotted, value in values.items():
+        node, key = _parent(data, dotted, created)
+        if dotted not in set_record:
+            set_record[dotted] = {"set": value, "before": node.get(key)}
+        node[key] = value
+    return {k: v for k, v in added.items() if v}, set_record
+
+
+def _take_protection(data: dict[str, Any], entry: dict[str, Any], created: set[str]) -> None:
+    """Take out the rules and values install recorded; a value changed since is the person's."""
+    lists = entry.get("lists")
+    for dotted, items in (lists or {}).items() if isinstance(lists, dict) else ():
+        current = _walk(data, dotted)
+        if isinstance(current, list) and isinstance(items, list):
+            current[:] = [item for item in current if item not in items]
+    values = entry.get("values")
+    for dotted, record in (values or {}).items() if isinstance(values, dict) else ():
+        parent = _walk(data, dotted.rpartition(".")[0])
+        key = dotted.rpartition(".")[2]
+        if not isinstance(parent, dict) or not isinstance(record, dict) or key not in parent:
+            continue
+        if parent[key] != record.get("set"):
+            continue
+        if record.get("before") is None:
+            del parent[key]
+        else:
+            parent[key] = record["before"]
+    # What install made and is now empty goes, deepest first.
+    for dotted in sorted(created, key=lambda k: -k.count(".")):
+        if dotted.split(".")[0] not in ("permissions", "sandbox"):
+            continue
+        parent = _walk(data, dotted.rpartition(".")[0]) if "." in dotted else data
+        key = dotted.rpartition(".")[2]
+        if isinstance(parent, dict) and key in parent and parent[key] in ([], {}):
+            del parent[key]
+
+
+def sandbox_missing(
+    which: Callable[[str], str | None] = shutil.which, platform: str | None = None
+) -> list[str]:
+    """What Claude Code's Bash sandbox lacks on this machine to start: bubblewrap and socat on
+    Linux (macOS has what it needs); without them it runs commands unsandboxed, with a warning."""
+    platform = platform or sys.platform
+    if platform == "darwin":
+        return []
+    if not platform.startswith("linux"):
+        return [f"Claude Code has no command sandbox on {platform}"]
+    return [f"{name} is not installed" for name in ("bwrap", "socat") if which(name) is None]
+
+
+def notes(report: Report) -> list[str]:
+    """What install tells the person about the protection it wrote, a line each."""
+    lines = [
+        f"the agent's Edit and Write tools may not change the loop's files, loopdeck's folders, the "
+        f"settings or git's config ({len(report.denied)} rules in permissions.deny; they hold in "
+        "every permission mode)"
+    ]
+    if not report.sandbox:
+        lines.append(
+            "its Bash commands are not confined: `loopdeck install --sandbox` turns Claude Code's sandbox on"
+        )
+        return lines
+    lines.append(
+        "Claude Code's Bash sandbox is on (sandbox.enabled): commands cannot write those files either, "
+        "cannot read loopdeck's configuration or trust records, and cannot leave the sandbox"
+    )
+    lines.append(
+        "sandboxed commands reach only the hosts listed in sandbox.network.allowedDomains (none are "
+        "listed): another host is refused in `claude -p` and asked about in a session. List the hosts "
+        'your commands need there (e.g. "pypi.org", "*.npmjs.org"); Claude Code\'s own API requests '
+        "do not go through the sandbox. So that a session left alone is refused rather than asked, set "
+        "sandbox.network.strictAllowlist to true in ~/.claude/settings.json (project files cannot)"
+    )
+    missing = sandbox_missing()
+    if missing:
+        lines.append(
+            f"warning: the sandbox cannot start here ({'; '.join(missing)}): Claude Code then runs "
+            "commands unsandboxed; install them (Debian/Ubuntu: apt-get install bubblewrap socat)"
+        )
+    return lines
+
+
 # --- install and uninstall -------------------------------------------------------------------
 
 
@@ -442,8 +689,10 @@ def install(
     keep_block_cap: bool = False,
     local: bool = True,
     exe: str | None = None,
+    sandbox: bool = False,
 ) -> Report:
-    """Merge loopdeck's hooks and env into the settings (local by default) and write the commands.
+    """Merge loopdeck's hooks, env and deny rules into the settings (local by default) and write
+    the commands; `sandbox` turns Claude Code's Bash sandbox on too, kept by later installs.
 
     The hooks run the launcher (`hook_runner`); `exe` names a `loopdeck` command to run them
     through instead (`<exe> hook stop`), the form older installs wrote."""
@@ -484,6 +733,9 @@ def install(
     if "env" not in data:
         created.append("env")
     env = _expect(data, "env", dict, path, '"env"')
+    sandbox = sandbox or bool(entry.get("values"))  # an earlier --sandbox stays until uninstall
+    lists, values = _protection(ws, sandbox)
+    _check_shapes(data, path, [*lists, *values], {**{k: list for k in lists}, **{k: object for k in values}})
     # Every check passed: from here on the data is only changed.
     new_hooks: dict[str, list[str]] = {}
     for groups, event, ours in planned:
@@ -506,9 +758,14 @@ def install(
         env[key] = value
     folder = ws.claude_dir / "commands"
     to_write = _commands_to_write(folder)  # someone else's file there: refused before any write
+    added, set_values = _add_protection(ws, data, sandbox, entry, created)
+    report.denied = lists["permissions.deny"]
+    report.sandbox = sandbox
     entry = {
         "hooks": new_hooks,
         "env": env_record,
+        "lists": added,
+        "values": set_values,
         "created": sorted(set(created)),
         "original": entry.get("original"),
     }
@@ -539,15 +796,21 @@ def precompile(package: Path | None = None) -> bool:
     starts a fresh interpreter on every turn of the agent, and a module without its bytecode is
     compiled on every start when its folder cannot be written (a system install), or on the
     first turn otherwise. Written beside the sources as the hook's interpreter (`-I`: no
-    `PYTHONPYCACHEPREFIX`) looks for it. A folder that cannot be written is no failure: the
-    hook still runs, compiling as it goes. Whether everything compiled."""
+    `PYTHONPYCACHEPREFIX`; no `-O`: level 0) looks for it, checked by timestamp (a hash-checked
+    file, `SOURCE_DATE_EPOCH`'s default, would read and hash every source at every Stop). A
+    folder that cannot be written is no failure: the hook still runs, compiling as it goes.
+    Whether everything compiled."""
     import compileall
+    import py_compile
 
     folder = package or LAUNCHER.parent
     saved = sys.pycache_prefix
     sys.pycache_prefix = None
+    timestamp = py_compile.PycInvalidationMode.TIMESTAMP
     try:
-        return bool(compileall.compile_dir(folder, quiet=2, workers=1))
+        return bool(
+            compileall.compile_dir(folder, quiet=2, workers=1, optimize=0, invalidation_mode=timestamp)
+        )
     except OSError:
         return False
     finally:
@@ -631,6 +894,7 @@ def _remove(ws: Workspace, name: str, manifest: dict[str, Any], report: Report) 
                 env[key] = before
         if not env and "env" in created:
             del data["env"]
+    _take_protection(data, entry, created)
     if not path.exists():
         return False
     if not data and "file" in created and (_read_text(path) or "").strip():

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from loop.cli.options import LOOP_KEYS
+from loop.cli.options import LOOP_KEYS, SANDBOX_KEYS
 from loop.core.errors import LoopdeckError
 from loop.store.paths import Workspace, find_workspace
 
@@ -75,6 +75,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         where("iteration_timeout", "--iteration-timeout", args.iteration_timeout),
     )
     retries = check_retries(pick("retries", args.retries, 2), where("retries", "--retries", args.retries))
+    from loop.cli.options import sandbox_from
+
+    boxed, net, names = sandbox_from(args, saved)
     options = Options(
         agent=pick("agent", chosen, agent.DEFAULT_AGENT),
         agent_format=_format(args.agent_format, args.agent, recorded.get("agent_format")),
@@ -90,6 +93,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         fallback_given=args.fallback_agent is not None or "fallback_agent" in saved.values,
         trusted=args.yes,
         confirm=_ask if sys.stdin.isatty() and not args.headless else None,
+        sandbox=boxed,
+        sandbox_net=net,
+        sandbox_env=names,
     )
     try:  # refused before the loop starts, not per attempt
         agent.check_template(options.agent)
@@ -181,6 +187,7 @@ def _saved_defaults(args: argparse.Namespace, ws: Workspace, recorded: dict[str,
     from loop.drivers import defaults
 
     wanted = [k for k in RUNNER_KEYS if getattr(args, k) is None and recorded.get(k) is None]
+    wanted += [k for k in SANDBOX_KEYS if getattr(args, k, None) is None]  # never kept with the loop
     if new_loop:
         wanted += [k for k in LOOP_KEYS if getattr(args, k) is None]
 
@@ -285,6 +292,10 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     if args.worker or temporal.wanted(args, ws):
         # one parallel worker, or a loop on Temporal: a command for the running loop
+        if args.no:
+            whom = f"worker {args.worker}" if args.worker else "the loop"
+            print(f"loopdeck: would send `resume` to {whom}; nothing sent (--no)")
+            return 0
         from loop.cli.steer import steer
 
         return steer("resume", args)
@@ -315,7 +326,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from loop.core import engine
 
     journal = Journal(ws.journal)
-    queued, _bad, _end = control.read_unapplied(ws, state.control_offset, journal)
+    from loop.trust import key
+
+    queued, _bad, _end = control.read_unapplied(ws, state.control_offset, journal, key.reader(ws.root))
     held = engine.held_at_limit(state, queued)
     if held is not None:
         raise LoopdeckError(f"not resumed: {held} (in {ws.root})")
@@ -323,6 +336,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
         # Its driver is there to apply a command (a running loop: it lifts a queued pause).
         if found.kind == "waiting":
             print(found.waiting_reason)
+        if args.no:  # only say what would be done: `--no` never queues anything
+            if state.driver == "runner":
+                who = f"the loop is {state.status} and its runner (pid {state.pid}) is alive"
+                then = "it applies within a second"
+            else:
+                who, then = f"the loop is {state.status}", "the session's next Stop applies"
+            print(f"loopdeck: {who}: `loopdeck resume` would queue a resume {then}; nothing sent (--no)")
+            return 0
         command_id = resume.send_resume(ws, "cli", args.reason or "loopdeck resume", state.iteration)
         if state.driver == "runner":
             print(f"loopdeck: resume queued (id {command_id}); the runner (pid {state.pid}) applies it")

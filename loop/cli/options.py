@@ -40,6 +40,45 @@ def add_limit_options(verb: argparse.ArgumentParser) -> None:
     )
 
 
+SANDBOX_KEYS = ("sandbox", "sandbox_net", "sandbox_env")
+"""Saved defaults of the agent's sandbox (`loop.processes.sandbox`), for `run`."""
+
+
+def add_sandbox_options(verb: argparse.ArgumentParser) -> None:
+    """`--sandbox`, `--sandbox-net`, `--sandbox-env`: where the agent's turns run."""
+    verb.add_argument(
+        "--sandbox",
+        choices=("auto", "on", "off"),
+        help="run each agent turn in a sandbox (bubblewrap on Linux, sandbox-exec on macOS): the "
+        "workspace writable, loopdeck's files and git's config read-only; auto (the default) when "
+        "one can start here, on refuses to run without one",
+    )
+    verb.add_argument(
+        "--sandbox-net",
+        choices=("on", "off"),
+        help="whether an agent in the sandbox reaches the network (default on)",
+    )
+    verb.add_argument(
+        "--sandbox-env",
+        action="append",
+        metavar="NAME",
+        help="pass the variable NAME into the sandbox (repeatable; the agents' own keys always pass)",
+    )
+
+
+def sandbox_from(args: argparse.Namespace, saved: object = None) -> tuple[str, bool, tuple[str, ...]]:
+    """The sandbox's mode, network and extra variables: the command line's, else the saved
+    defaults' (`saved.get(key)`), else LOOPDECK_SANDBOX's mode, else auto, network on."""
+    from loop.processes import sandbox
+
+    given = (
+        getattr(args, "sandbox", None),
+        getattr(args, "sandbox_net", None),
+        getattr(args, "sandbox_env", None),
+    )
+    return sandbox.settings(*given, saved)
+
+
 def notify_check(target: str) -> str | None:
     from loop.drivers.notify import check_target
 

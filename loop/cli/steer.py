@@ -23,9 +23,11 @@ def workspace_of(args: argparse.Namespace) -> Workspace:
     return find_workspace()
 
 
-CONFIRMING = ("complete", "answer", "set-max-iterations", "resume")
-"""Commands only a person may send: each ends or lifts a wait for a person (forced completion
-skips the verification, an answer is a person's word, a new limit lifts its escalation)."""
+CONFIRMING = ("complete", "answer", "set-max-iterations", "resume", "stop", "skip", "say")
+"""Commands only a person may send (the engine's `PERSON_ONLY`: all but pause): each ends the
+loop, lifts a wait for a person or speaks to the agent as a person. Inside an agent's session
+they are refused here; elsewhere the line is signed with this user's key (`loop.trust.key`),
+and a driver applies none of them unsigned."""
 
 
 def steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int:
@@ -57,6 +59,8 @@ def steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int:
         )
     if target and "parallel" not in state.extra:
         raise LoopdeckError(f"the loop in {ws.root} has no workers (`run --workers N` starts them)")
+    from loop.trust import key
+
     command = control.queue(
         ws,
         kind,
@@ -66,11 +70,15 @@ def steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int:
         target=target,
         iteration=state.iteration,
         warn=lambda why: print(f"loopdeck: warning: {why}", file=sys.stderr),
+        key=key.for_person(ws.root),
     )
     journal = Journal(ws.journal)
+    from loop.drivers.classify import stop_waiting
     from loop.store.proc import alive
 
-    if state.driver in (None, "hook"):
+    if state.driver in (None, "hook") and stop_waiting(ws):
+        when = "now: the agent's Stop is waiting for it and takes it at once"
+    elif state.driver in (None, "hook"):
         when = "at the agent's next Stop"
     elif alive(state.pid):
         when = "within a second (the runner polls the queue)"
@@ -80,9 +88,12 @@ def steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int:
     if args.wait:
         deadline = time.monotonic() + args.wait
         while time.monotonic() < deadline:
-            if command.id in control.applied_ids(journal):
+            handled = control.handled(journal).get(command.id)
+            if handled == "command-applied":
                 print(f"loopdeck: {kind} applied")
                 return 0
+            if handled == "command-refused":
+                raise LoopdeckError(f"{kind} was refused: not sent by a person on this machine")
             time.sleep(0.1)
         raise LoopdeckError(f"{kind} was not applied within {args.wait:g} s; it stays queued")
     return 0

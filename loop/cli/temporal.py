@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from loop.cli.options import add_sandbox_options
 from loop.core.errors import LoopdeckError
 from loop.store.paths import Workspace
 
@@ -127,6 +128,7 @@ def extend(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     worker.add_argument(
         "--heartbeat", type=float, default=2.0, metavar="S", help="seconds between heartbeats (default 2)"
     )
+    add_sandbox_options(worker)
     worker.set_defaults(func=lambda args: backend().worker(args))
 
     temporal = verbs.add_parser("temporal", help="the Temporal engine's tools")

@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 from loop.core.model import (
+    COMMANDS,
     DEFAULT_BLOCK_CAP,
     SOURCE_LABELS,
     Aggregate,
@@ -89,6 +90,8 @@ __all__ = [
     "needs_look",
     "needs_sources",
     "rebuild",
+    "refusal",
+    "refuse",
     "restore",
     "resume_flow",
     "worker_turn",
@@ -120,7 +123,7 @@ def needs_sources(state: LoopState | None, stop: StopInput, commands: list[Comma
         return False
     assert state is not None
     interim, scratch = _replayed(state, commands, None)
-    forced = any(command.kind == "complete" for command in commands)
+    forced = any(command.kind == "complete" and refusal(command) is None for command in commands)
     if forced or scratch.effects.skip_tasks or interim.status == "stopped":
         return True  # the summaries and the skip all name tasks
     return interim.status not in ("paused", "stopped")
@@ -153,7 +156,8 @@ def _replayed(
     interim = state.copy()
     scratch = Result("allow", interim)
     for command in commands:
-        _apply(interim, command, sources, scratch, _EPOCH)
+        if not _refused(scratch, command):
+            _apply(interim, command, sources, scratch, _EPOCH)
     return interim, scratch
 
 
@@ -233,6 +237,8 @@ def decide(
 
     forced: Command | None = None
     for command in commands:
+        if _refused(result, command):
+            continue
         outcome = _apply(state, command, sources, result, now)
         result.applied.append((command, outcome))
         if command.kind == "complete" and forced is None and outcome == "completion forced":
@@ -665,6 +671,8 @@ def commands(state: LoopState, queued: list[Command], sources: Aggregate | None,
     result = Result("allow", state)
     forced: Command | None = None
     for command in queued:
+        if _refused(result, command):
+            continue
         outcome = _apply(state, command, sources, result, now)
         result.applied.append((command, outcome))
         if command.kind == "complete" and forced is None and outcome == "completion forced":
@@ -1205,6 +1213,8 @@ def _block(
         state.extra.pop("last_question", None)
     if answer:
         prompt = cap(f"{answered_prompt(answer, asked)}\n\n{prompt}")
+    if stop.turn is not None and stop.turn.refused:
+        prompt = cap(f"{stop.turn.refused}\n\n{prompt}")  # one line: what the sandbox refused
     text = message.replace("{of}", iteration_of(state))
     if stop.ralph_active:
         text += " | WARNING: ralph-loop is active too"
@@ -1316,6 +1326,42 @@ def _set_max(state: LoopState, value: int) -> None:
             state.waiting_for = None
             if state.status == "paused":
                 state.status = "running"
+
+
+PERSON_ONLY = tuple(kind for kind in COMMANDS if kind != "pause")
+"""Commands applied only when a person on this machine sent them (`Command.person`: the line is
+signed with this user's key). Anyone may pause: stopping work is always safe; everything else
+ends a loop, lifts a wait for a person, or speaks to the agent as a person would."""
+
+NOT_A_PERSON = "not sent by a person on this machine"
+
+
+def refusal(command: Command) -> str | None:
+    """Why `command` is not applied (None: it is). The one rule for every driver."""
+    if command.kind in PERSON_ONLY and not command.person:
+        return NOT_A_PERSON
+    return None
+
+
+def _refused(result: Result, command: Command) -> bool:
+    """Journal a refused command (`command-refused`) and say so: it is skipped, never applied,
+    and its line is read past like any other, so it is never tried again."""
+    why = refusal(command)
+    if why is None:
+        return False
+    data: dict[str, Any] = {"id": command.id, "command": command.kind, "source": command.source, "why": why}
+    if command.target:
+        data["worker"] = command.target
+    result.events.append(("command-refused", data))
+    return True
+
+
+def refuse(state: LoopState, command: Command) -> Result:
+    """A Result that only refuses `command` (for the drivers that route a command elsewhere
+    than `decide`/`commands`, e.g. to one worker): the state unchanged, the refusal journaled."""
+    result = Result("allow", state.copy())
+    _refused(result, command)
+    return result
 
 
 ANSWER_KEEPS_WAITING = ("pause", "usage-limit")

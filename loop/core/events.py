@@ -62,6 +62,7 @@ KINDS: dict[str, Callable[[Event], str]] = {
     "runner-started": lambda e: (
         f"Runner started (pid {e.data.get('pid', '?')}): {e.data.get('agent', '?')}"
         + (f" (fallback: {e.data['fallback']})" if e.data.get("fallback") else "")
+        + (f"; sandbox: {e.data['sandbox']}" if e.data.get("sandbox") else "")
     ),
     "agent-failed": lambda e: (
         f"Agent FAILED (attempt {e.data.get('attempt', '?')} of {e.data.get('of', '?')}): "
@@ -83,6 +84,10 @@ KINDS: dict[str, Callable[[Event], str]] = {
         f"Command applied: {e.data.get('command', '?')}"
         + (f" — {e.data['outcome']}" if e.data.get("outcome") else "")
     ),
+    "command-refused": lambda e: (
+        f"Command refused: {e.data.get('command', '?')} ({e.data.get('source', '?')})"
+        f" — {e.data.get('why', '')}"
+    ),
     "completed": lambda e: f"Loop complete: {e.data.get('reason', '')}".rstrip(": "),
     "paused": lambda e: "Loop paused" + (f": {e.data['reason']}" if e.data.get("reason") else ""),
     "resumed": lambda e: "Loop resumed",
@@ -97,6 +102,11 @@ KINDS: dict[str, Callable[[Event], str]] = {
     ),
     "limit-lifted": lambda e: "Usage limit over: back to work",
     "permission-denied": lambda e: f"The agent was refused: {', '.join(e.data.get('tools', []))}",
+    "sandbox-refused": lambda e: (
+        (f"{e.data['worker']}: " if e.data.get("worker") else "")
+        + f"The sandbox refused: {(e.data.get('lines') or ['?'])[0]}"
+        + (f" (and {len(e.data['lines']) - 1} more)" if len(e.data.get("lines") or []) > 1 else "")
+    ),
     "said": lambda e: f"Note for the agent: {e.data.get('note', '')}",
     "configured": lambda e: "Settings changed: " + ", ".join(f"{k} {v}" for k, v in e.data.items()),
     "restored": lambda e: (

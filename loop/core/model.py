@@ -363,6 +363,10 @@ class Command:
     """Byte offset just past this command's line: the driver's new `control_offset`."""
     target: str | None = None
     """A worker's name (`run --workers`): the command acts on that worker only."""
+    person: bool = False
+    """A fact the reader established, never read from the line itself: the line carries a valid
+    `mac` of this user's key for this workspace, so a person's process on this machine sent it
+    (`loop.store.control`). Only `pause` is applied without it (`loop.core.engine`)."""
 
     def to_json(self) -> dict[str, Any]:
         obj: dict[str, Any] = {"id": self.id, "ts": self.ts, "kind": self.kind, "source": self.source}
@@ -542,6 +546,9 @@ class Turn:
     unresolved: tuple[str, ...] = ()
     """Files a merge left with conflicts, found when the work was to be committed: nothing is
     committed over them."""
+    refused: str | None = None
+    """What the sandbox refused the agent this turn, as one line for its next prompt (loopdeck's
+    files, git's config, folders outside the workspace): expected, and said so."""
 
 
 @record(frozen=True)

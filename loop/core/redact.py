@@ -130,6 +130,23 @@ _SOURCES: tuple[tuple[tuple[str, ...] | Callable[[str], bool], str, str], ...] =
     (("hf_",), r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{16,512}+", MASK),
     (("npm_",), r"(?<![A-Za-z0-9])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", MASK),
     (("xox",), r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,512}+", MASK),
+    # SendGrid: SG.<22>.<43>
+    (("sg.",), r"(?<![A-Za-z0-9])SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])", MASK),
+    # `curl -u user:pass`, `--user user:pass` (also `-u 'user:pass'`): the password goes, the
+    # user stays; `git push -u origin` (no colon) and `--user-agent` are left alone
+    (
+        ("-u", "--user"),
+        r"(?<![\w-])(-u|--user)([ \t]{1,8}+|=)([\"']?)([^\s:\"']{1,256}+):(?!\[REDACTED\])[^\s\"']{1,512}+",
+        r"\1\2\3\4:" + MASK,
+    ),
+    # `mysql -pPASS` (the password glued to -p), after a MySQL or MariaDB client's name on
+    # the same command line: `mkdir -pv` elsewhere is no password
+    (
+        ("mysql", "mariadb"),
+        r"(?i)(\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mariadb)\b[^\n;&|]{0,256}?(?<![\w-])-p)"
+        r"(?!\[REDACTED\])(?:\"[^\"\n]{1,512}+\"|'[^'\n]{1,512}+'|[^\s\"']{1,512}+)",
+        r"\1" + MASK,
+    ),
     (("akia", "asia"), r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Z])", MASK),
     (("aiza",), r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}", MASK),
     (

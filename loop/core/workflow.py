@@ -160,6 +160,8 @@ def command(state: LoopState, cmd: Command, sources: Aggregate | None, now: date
         who = asking(state)
         if who:
             cmd = model.replace(cmd, target=who[0])
+    if engine.refusal(cmd) is not None:  # the engine's one rule, for a worker's command too
+        return scheduler.step_of(state).absorb(engine.refuse(state, cmd))
     if cmd.target:
         return scheduler.command(scheduler.step_of(state), cmd)
     step = scheduler.step_of(state).absorb(engine.commands(state, [cmd], sources, now))

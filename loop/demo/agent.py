@@ -19,11 +19,14 @@ import sys
 import time
 from pathlib import Path
 
+SCRATCH = ".demo"
+"""The demo agent's and workers' own notes, in the workspace (loopdeck's folders are read-only
+to an agent in the sandbox)."""
 BOX = re.compile(r"^([ \t]*[-*+] \[)([ ~])(\] )(.*)$", re.MULTILINE)
 
 
 def _memory(root: Path) -> dict[str, list[int]]:
-    path = root / ".claude" / "loopdeck" / "demo-agent.json"
+    path = root / SCRATCH / "demo-agent.json"
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -37,7 +40,7 @@ def _memory(root: Path) -> dict[str, list[int]]:
 
 
 def _remember(root: Path, memory: dict[str, list[int]]) -> None:
-    path = root / ".claude" / "loopdeck" / "demo-agent.json"
+    path = root / SCRATCH / "demo-agent.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(memory))
 
@@ -95,8 +98,8 @@ def act(root: Path, prompt: str, args: argparse.Namespace) -> tuple[int, str]:
     tmp = todo.with_name(f".{todo.name}.tmp")
     tmp.write_text(ticked)
     os.replace(tmp, todo)
-    (root / ".claude" / "loopdeck").mkdir(parents=True, exist_ok=True)
-    with open(root / ".claude" / "loopdeck" / "demo-done.log", "a") as done:
+    (root / SCRATCH).mkdir(parents=True, exist_ok=True)
+    with open(root / SCRATCH / "demo-done.log", "a") as done:
         done.write(f"{number}\n")  # one line per task ticked: a task done twice shows twice
     return 0, f"Done: {title} (work/{number:03d}-{slug}.txt)."
 
@@ -163,8 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         # A hung agent with a child of its own: both must die with the process group.
         import subprocess
 
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-        pids = Path.cwd() / ".claude" / "loopdeck" / "hung-agent.pids"
+        child = subprocess.Popen([sys.executable, "-I", "-c", "import time; time.sleep(600)"])
+        pids = Path.cwd() / SCRATCH / "hung-agent.pids"
         pids.parent.mkdir(parents=True, exist_ok=True)
         pids.write_text(f"{os.getpid()} {child.pid}\n")
         while True:
@@ -173,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         # A child that outlives this turn unless someone kills the agent's whole tree.
         import subprocess
 
-        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+        subprocess.Popen([sys.executable, "-I", "-c", "import time; time.sleep(300)"])
     rng = random.Random(args.seed)
     low, high = args.sleep
     if high > 0:

@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from loop.demo.agent import SCRATCH
+
 TASK = re.compile(r"^Your task \(([^)]*)\): (.*)$", re.MULTILINE)
 FILES = re.compile(r"^Files you may change[^\n]*\n((?:- .*\n?)*)", re.MULTILINE)
 
@@ -37,7 +39,7 @@ def parse(prompt: str) -> tuple[str, str, list[str]]:
 
 def _once(root: Path, what: str, task: str) -> bool:
     """True the first time `what` happens to `task` (remembered in the workspace)."""
-    path = root / ".claude" / "loopdeck" / "demo-worker.json"
+    path = root / SCRATCH / "demo-worker.json"
     try:
         memory = json.loads(path.read_text())
     except (OSError, ValueError):

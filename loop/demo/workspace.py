@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from loop.repo.gitargv import git_argv
+
 TASKS = (
     "Sketch the data model",
     "Add the storage layer",
@@ -37,8 +39,10 @@ def create(root: Path, tasks: int = len(TASKS)) -> Path:
     ]
     (root / "TODO.md").write_text("# Demo plan\n\n" + "".join(f"- [ ] {n}\n" for n in names))
     (root / "check.py").write_text(CHECK)
-    (root / ".gitignore").write_text(".claude/orchestrator-loop.*\n.claude/loopdeck/\n.claude/loops/\n")
-    git = ["git", "-c", "user.name=loopdeck demo", "-c", "user.email=demo@loopdeck.invalid"]
+    (root / ".gitignore").write_text(
+        ".claude/orchestrator-loop.*\n.claude/loopdeck/\n.claude/loops/\n.demo/\n"
+    )
+    git = git_argv("-c", "user.name=loopdeck demo", "-c", "user.email=demo@loopdeck.invalid")
     subprocess.run([*git, "init", "-q", "-b", "main"], cwd=root, check=True)
     subprocess.run([*git, "add", "-A"], cwd=root, check=True)
     subprocess.run([*git, "commit", "-q", "-m", "demo: start"], cwd=root, check=True)
@@ -49,11 +53,11 @@ def agent_command(*options: str) -> str:
     """The scripted agent as an `--agent` command line."""
     import shlex
 
-    return shlex.join([sys.executable, "-m", "loop.demo.agent", *options])
+    return shlex.join([sys.executable, "-I", "-m", "loop.demo.agent", *options])
 
 
 def verify_command() -> str:
     """The demo's verification command (this Python running check.py); allowlisted by the demo."""
     import shlex
 
-    return shlex.join([sys.executable, "check.py"])
+    return shlex.join([sys.executable, "-I", "check.py"])

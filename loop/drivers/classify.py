@@ -24,7 +24,9 @@ The kinds:
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from loop.core.model import LoopState
@@ -171,3 +173,49 @@ def read(ws: Workspace) -> Classification:
     if state is None:
         return classify(None, None)
     return classify(state, driver_alive(state, state_written_at(ws)))
+
+
+STOP_WAITS = "stop-waits"
+"""The file (in `.claude/loopdeck/`) a Stop writes while it waits for a person's answer: its
+pid and until when. A command sent meanwhile is taken by that Stop at once."""
+
+
+@contextlib.contextmanager
+def stop_waits(ws: Workspace, until: float) -> Iterator[None]:
+    """Mark, while the block runs, that this process (a Stop) waits for a person's command
+    until `until` (epoch seconds). Best effort: a marker that cannot be written only makes
+    `loopdeck answer` say the answer waits for the next Stop."""
+    from loop.store.safeopen import make_parents, write_bytes
+
+    path = ws.private_dir / STOP_WAITS
+    with contextlib.suppress(OSError):
+        make_parents(path)
+        write_bytes(path, f"{os.getpid()} {until:.3f}\n".encode())
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def stop_waiting(ws: Workspace, now: float | None = None) -> bool:
+    """Does a Stop wait for a person's command right now (`stop_waits`): its process alive
+    and its wait not over?"""
+    import time
+
+    from loop.store.safeopen import read_regular
+
+    try:
+        pid_text, until_text = read_regular(ws.private_dir / STOP_WAITS, 64).decode().split()
+        pid, until = int(pid_text), float(until_text)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    if (now if now is not None else time.time()) >= until or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -35,6 +35,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
     from typing import Any
 
+    from loop.processes.sandbox import Spec, Status
+
 LOCK_TIMEOUT = 15.0
 DEADLINE_S = 540.0
 """The whole hook, whatever it meets, ends within this (Claude Code's hook timeout, as
@@ -187,11 +189,8 @@ def handle(
     env: Mapping[str, str],
     now: datetime,
     wait: bool = True,
-    parent: int | None = None,
 ) -> dict[str, Any] | None:
-    """Decide one Stop; returns the JSON to print, or None to allow silently. `parent` is the
-    hook process's parent where that is not this process's (the hook server answers for a
-    client)."""
+    """Decide one Stop; returns the JSON to print, or None to allow silently."""
     if all(env.get(key) == value for key, value in RUNNER_ENV.items()):
         return None  # the runner's own agent: the runner drives this loop, not the hook
     ws = _workspace(payload, env)
@@ -209,7 +208,7 @@ def handle(
             block_cap=_block_cap(env),
             ralph_active=ws.ralph_state.exists(),
             driver="hook",
-            session_pid=session_pid(parent),  # the session: resumption sees it close
+            session_pid=session_pid(),  # the session: resumption sees it close
         )
         if state is None or not engine.ours(state, stop):
             return None  # no live loop, or another session's Stop: not even the transcript is read
@@ -218,7 +217,9 @@ def handle(
         pending = trust.unconfirmed(ws, state)
         if pending:  # nobody here confirmed it: not adopted, nothing of it sent or run
             return _said(engine.decide(state, replace(stop, unconfirmed=tuple(pending)), [], None, now))
-        commands, bad, end = control.read_unapplied(ws, state.control_offset, journal)
+        from loop.trust import key
+
+        commands, bad, end = control.read_unapplied(ws, state.control_offset, journal, key.reader(ws.root))
         transcript = Path(stop.transcript_path).expanduser() if stop.transcript_path else None
         size = _size(transcript)
         stop = replace(
@@ -263,11 +264,17 @@ def _answer_came(ws: Workspace, state: LoopState, env: Mapping[str, str]) -> boo
         budget = float(env.get("LOOPDECK_QUESTION_WAIT", QUESTION_WAIT_S))
     except ValueError:
         budget = QUESTION_WAIT_S
-    deadline = time.monotonic() + max(0.0, min(budget, DEADLINE_S - VERIFY_BUDGET_S - 10))
-    while time.monotonic() < deadline:
-        if control.read_since(ws.control, state.control_offset)[0]:
-            return True
-        time.sleep(0.25)
+    wait = max(0.0, min(budget, DEADLINE_S - VERIFY_BUDGET_S - 10))
+    if wait <= 0:
+        return False
+    deadline = time.monotonic() + wait
+    from loop.drivers.classify import stop_waits
+
+    with stop_waits(ws, time.time() + wait):  # `loopdeck answer` says the answer lands now
+        while time.monotonic() < deadline:
+            if control.read_since(ws.control, state.control_offset)[0]:
+                return True
+            time.sleep(0.25)
     return False
 
 
@@ -340,6 +347,18 @@ def _count(ws: Workspace, state: LoopState, stop: engine.StopInput) -> Aggregate
     )
 
 
+def _sandbox(ws: Workspace) -> tuple[Spec, Status] | None:
+    """The sandbox a check runs in (the runner's, where one can start): a check runs code the
+    agent may have written. Looked for only when a check runs, off the Stop's fast path."""
+    from loop.processes import sandbox
+
+    try:
+        status = sandbox.detect(sandbox.choose(None))
+    except LoopdeckError:
+        return None
+    return (sandbox.Spec(ws.root, ws.root, beside=True), status) if status.on else None
+
+
 def _verify(ws: Workspace, state: LoopState, journal: Journal) -> str | None:
     """Run the loop's verification commands; the failures' output, or None when all pass."""
     from loop import verify
@@ -361,7 +380,7 @@ def _verify(ws: Workspace, state: LoopState, journal: Journal) -> str | None:
                 {"command": command, "exit_code": None, "tail": str(exc)},
             )
             continue
-        outcome = verify.run(item, ws.root, timeout=budget)
+        outcome = verify.run(item, ws.root, timeout=budget, sandbox=_sandbox(ws))
         data = {
             "command": command,
             "exit_code": outcome.exit_code,
@@ -437,10 +456,10 @@ def main(
     now: datetime | None = None,
     event: str = "stop",
     input_file: str | None = None,
-    parent: int | None = None,
 ) -> int:
     """`loopdeck hook stop` (and `hook stop-failure`): always exit 0; stdout holds one JSON
-    object or nothing. `parent`: as for `handle`."""
+    object or nothing. An interrupt or a `SystemExit` is journaled, then passed on (the host
+    decides: `hook_entry` answers the Stop with the fail-safe line)."""
     env = os.environ if env is None else env
     ws: Workspace | None = None
     out: dict[str, Any] | None
@@ -471,9 +490,11 @@ def main(
             stop_failure(payload, env, now or utcnow())
             out = None
         else:
-            out = handle(payload, env, now or utcnow(), parent=parent)
+            out = handle(payload, env, now or utcnow())
     except BaseException as exc:  # the fail-safe exit is the point of this module
         if isinstance(exc, KeyboardInterrupt | SystemExit):
+            with contextlib.suppress(BaseException):
+                fail_safe(exc, ws)  # the journal says why this Stop ended
             raise
         try:
             out = fail_safe(exc, ws)
@@ -488,16 +509,22 @@ def main(
     return 0
 
 
+answered = False
+"""Whether this process printed its answer (or began to): `hook_entry` then prints no other."""
+
+
 def _answer(out: dict[str, Any]) -> None:
     """Print the one JSON object, as UTF-8 whatever the locale; a lone surrogate from the hook
     input (which UTF-8 cannot hold) goes out escaped. A reader gone (Claude Code killed) is no
     reason for a traceback."""
+    global answered
     text = json.dumps(out, ensure_ascii=False) + "\n"
     try:
         data = text.encode("utf-8")
     except UnicodeEncodeError:
         data = (json.dumps(out) + "\n").encode("ascii")
     try:
+        answered = True
         buffer = getattr(sys.stdout, "buffer", None)
         if buffer is not None:
             buffer.write(data)

@@ -1,101 +1,64 @@
 """The hooks' way in, behind `loop/launcher.py` (`<python> -I -S <loop>/launcher.py stop`, as
 `loopdeck install` writes it; the launcher says why `-I -S`). Here rather than in the launcher
-because a script is compiled on every run and a module is not.
+because a script is compiled on every run and a module is read from the bytecode `loopdeck
+install` compiled.
 
-The site start-up was skipped, so what only the slower paths import (PyYAML for a hand-edited
-state file, psutil) is not on the import path at first: the first import nothing else finds
-runs the site start-up then, once, and is looked for again.
+Each Stop is answered in its own process, and whatever happens in it the process exits 0 with
+one JSON object on stdout or nothing: `hook.main` fails safe on every error, and what it passes
+on (an interrupt, a `SystemExit`) or never reaches (a broken install that cannot import it) is
+caught here, said on stderr and answered with the same fail-safe line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
-    from collections.abc import Iterable, Sequence
-    from importlib.machinery import ModuleSpec
-    from types import ModuleType
+    from typing import NoReturn
 
-NEVER_IN_SITE = frozenset({"nt", "_winapi", "winreg", "msvcrt", "_overlapped"})
-"""Modules the standard library looks for and, off Windows, never finds (`pathlib` asks for
-`nt` on every start): no site folder holds them, so missing one is no reason for the site
-start-up."""
+FAILED = "loopdeck: the Stop hook failed safe and allowed this stop"
+"""`hook.FAILED`, here too: a hook that cannot be imported must still say it."""
 
 
-class SiteOnDemand:
-    """The last finder on `sys.meta_path`: asked only for a module no other finder found."""
+def site_folders() -> list[str]:
+    """The site-packages folders the site start-up would have put on the path (`-S` skipped
+    it): where the slower paths find PyYAML (a hand-edited state) and psutil. Only the folders:
+    none of their `.pth` files runs (an editable install's import hook would cost every Stop
+    milliseconds, and `loop` is found from the launcher's own place). A virtual environment is
+    recognised as the site start-up does (its `pyvenv.cfg`): `-S` left `sys.prefix` the base
+    interpreter's."""
+    import site  # the module only (a fraction of a millisecond): `site.main()` is what -S skipped
 
-    ran = False
-
-    @classmethod
-    def find_spec(
-        cls, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
-    ) -> ModuleSpec | None:
-        # A submodule is found through its package, whichever folder that came from.
-        if cls.ran or path is not None or name in NEVER_IN_SITE:
-            return None
-        cls.ran = True  # before: the site start-up imports (sitecustomize) come back here
-        import site
-
-        site.main()
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            spec = find(name, path, target) if finder is not cls and find is not None else None
-            if spec is not None:
-                return spec  # type: ignore[no-any-return]
-        return None
-
-
-def stamps(paths: Iterable[str]) -> dict[str, tuple[int, int]]:
-    """(mtime, size) of each file of `paths`; (0, -1) for one that is gone. The hook server's
-    way to see an upgrade: `sources()` before it imports, its own modules at each Stop."""
-    found: dict[str, tuple[int, int]] = {}
-    for path in paths:
+    exe_dir = os.path.dirname(os.path.abspath(sys.executable))
+    prefixes = [sys.prefix, sys.exec_prefix]
+    for conf in (os.path.join(exe_dir, "pyvenv.cfg"), os.path.join(os.path.dirname(exe_dir), "pyvenv.cfg")):
         try:
-            info = os.stat(path)
-        except OSError:
-            found[path] = (0, -1)
-        else:
-            found[path] = (info.st_mtime_ns, info.st_size)
-    return found
-
-
-def sources() -> dict[str, tuple[int, int]]:
-    """`stamps` of every module file of the `loop` package, taken before the hook server
-    imports them, so that a file changed while it did is seen."""
-    folder = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    files = (os.path.join(where, name) for where, _, names in os.walk(folder) for name in names)
-    return stamps(path for path in files if path.endswith(".py"))
+            with open(conf, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        except (OSError, ValueError):
+            continue
+        system = True
+        for line in lines:
+            key, sep, value = line.partition("=")
+            if sep and key.strip().lower() == "include-system-site-packages":
+                system = value.strip().lower() == "true"
+        prefixes = [os.path.dirname(exe_dir), *prefixes] if system else [os.path.dirname(exe_dir)]
+        break
+    found = [path for path in site.getsitepackages(prefixes) if path not in sys.path]
+    return [path for path in dict.fromkeys(found) if os.path.isdir(path)]
 
 
 def main(argv: list[str]) -> int:
     """Run the hook `argv` names, as `loopdeck hook ARGV` would."""
-    sys.meta_path.append(SiteOnDemand)
+    sys.path.extend(site_folders())  # after the standard library and `loop`: only what they lack
     event, given = argv[:1], argv[1:]
-    saved_input = event == ["stop-failure"] and len(given) == 2 and given[0] == "--input"
-    served: int | str | None = None
     if event == ["stop"] and not given:
-        from loop.drivers import hook_client
-
-        served = hook_client.ask("stop")
-        if isinstance(served, int):
-            os._exit(served)  # the server's child answered, on this process's stdout
-    if (event == ["stop"] and not given) or saved_input:
-        from loop.drivers import hook
-
-        code = hook.main(event=event[0], input_file=given[1] if given else None)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        if served in (hook_client.ABSENT, hook_client.REFUSED):
-            hook_client.start_server()  # for the next Stop, now that this one is answered
-        os._exit(code)  # the answer is out: the interpreter's teardown is of no use to anyone
-    if event == ["hook-server"] and not given:
-        before = sources()
-        from loop.drivers import hook_server
-
-        return hook_server.main(before)
+        answer_stop("stop", None)
+    if event == ["stop-failure"] and len(given) == 2 and given[0] == "--input":
+        answer_stop("stop-failure", given[1])
     if event == ["prompt"] and not given:
         from loop.drivers import hook_prompt
 
@@ -105,3 +68,42 @@ def main(argv: list[str]) -> int:
         f"loopdeck: the launcher runs `stop`, `prompt` or `stop-failure --input FILE`, not {argv!r}\n"
     )
     return 0
+
+
+def answer_stop(event: str, input_file: str | None) -> NoReturn:
+    """Answer this process's Stop (or StopFailure) and exit 0, whatever happens on the way."""
+    try:
+        from loop.drivers import hook
+    except BaseException as exc:  # a broken install: nothing of it can journal
+        failed(exc, print_answer=event == "stop")
+    else:
+        try:
+            hook.main(event=event, input_file=input_file)
+        except BaseException as exc:  # what hook.main passes on (journaled already)
+            failed(exc, print_answer=event == "stop" and not hook.answered)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(0)  # the answer is out: the interpreter's teardown is of no use to anyone
+
+
+def failed(error: BaseException, print_answer: bool) -> None:
+    """Say why the Stop failed: one line on stderr, and (when nothing was printed yet) the
+    fail-safe answer on stdout that lets the session stop and tells the person. The journal
+    has the line too when the hook got far enough to know the project (`hook.main` writes it
+    before it passes an interrupt on). Never raises."""
+    try:
+        line = f"{FAILED} ({type(error).__name__}: {error})"
+    except Exception:  # an error whose own text fails
+        line = f"{FAILED} ({type(error).__name__})"
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(line + "\n")
+    if print_answer:
+        try:
+            import json
+
+            text = json.dumps({"systemMessage": line[:900]})
+        except Exception:  # even that: the line alone, plain ASCII
+            text = '{"systemMessage": "' + FAILED + '"}'
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.write(text + "\n")

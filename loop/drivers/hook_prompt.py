@@ -8,11 +8,15 @@ hook does the work instead. Claude Code gives it the typed text, untouched, as J
 with it as data: no shell, and no command-line parser, ever reads the user's words.
 
 What a person types is also what they may have pasted: `/orchestrator-loop Stop using git push
---force` is a sentence, not an option. So options are read only after a standalone ` -- `
-that ends the text (`/orchestrator-loop PROMPT -- --task-file TODO.md --max-iterations 20`);
-everything before it is the prompt, byte for byte. Options that run or send something
+--force` is a sentence, not an option. So the text is read one of two ways, told apart by how it
+starts. Text that starts with a quote or with an option (`"My task" --max-iterations 50`,
+`--completion-promise "SPRINT COMPLETE"`) is a command line: shell-like words (`shlex`, never a
+shell), the quoted and plain words the prompt, `--name value` the options. Any other text is a
+sentence: the prompt byte for byte, with options only after a standalone ` -- ` that ends it
+(`/orchestrator-loop PROMPT -- --task-file TODO.md`); text that starts with a quote but cannot be
+split into words (an unclosed quote) is a sentence too. Options that run or send something
 (`--verify`, `--notify`, `--force`…) are never taken from a chat: the person is shown the
-command to run in a terminal instead. Something that looks like an option in the prompt is left
+command to run in a terminal instead. Something that looks like an option in a sentence is left
 there, and the person is told.
 
 Answers: nothing for every prompt that is not one of ours (the common case, and fast); for ours,
@@ -85,12 +89,25 @@ def _split_command(text: str) -> tuple[str, str]:
     return match.group(1), match.group(2) or ""
 
 
+DEFAULT_PROMPT = "Work through the pending tasks in this project's task sources, one at a time."
+"""The prompt of a loop started with options alone (`/orchestrator-loop --completion-promise
+"SPRINT COMPLETE"`): the work is whatever the task sources hold."""
+
+
 def _options(tail: str) -> tuple[dict[str, str | bool], list[str], str | None]:
     """The options after ` -- `, those only a terminal takes, and why they cannot be taken."""
     try:
         words = shlex.split(tail)
     except ValueError as exc:
         return {}, [], f"the options after ' -- ' cannot be read ({exc})"
+    return _read_options(words, " after ' -- '", "to keep ' -- …' in the prompt, end the prompt with ' --'")
+
+
+def _read_options(
+    words: list[str], where: str = "", hint: str = ""
+) -> tuple[dict[str, str | bool], list[str], str | None]:
+    """`words`, every one an option or an option's value: the options, those only a terminal
+    takes, and why they cannot be taken (`where` and `hint` say it for the form typed)."""
     options: dict[str, str | bool] = {}
     refused: list[str] = []
     i = 0
@@ -118,18 +135,56 @@ def _options(tail: str) -> tuple[dict[str, str | bool], list[str], str | None]:
         return (
             {},
             [],
-            (
-                f"{word!r} after ' -- ' is not an option /orchestrator-loop takes ({known}); "
-                "to keep ' -- …' in the prompt, end the prompt with ' --'"
-            ),
+            f"{word!r}{where} is not an option /orchestrator-loop takes ({known})"
+            + (f"; {hint}" if hint else ""),
         )
     if refused:
         return options, refused, f"{', '.join(refused)} can only be given in a terminal"
     return options, [], None
 
 
+_COMMAND_LINE = re.compile(r"[\"']|--[a-z]")
+"""How a command line starts (a quote, or an option such as `--max-iterations`); any other text
+is a sentence."""
+COMMAND_LINE_CHARS = 64 * 1024
+"""Longer text is pasted, not a command line someone typed (and `shlex` reads ~1 MB a second)."""
+
+
+def _command_line(name: str, rest: str) -> Invocation | None:
+    """`"PROMPT" --option value …` or `--option value …`, read as shell-like words: the prompt
+    is the words that are neither an option nor its value (a standalone `--` is skipped, so the
+    ` -- ` form reads the same); None when the text is a sentence, or cannot be split into words."""
+    text = rest.strip()
+    if len(text) > COMMAND_LINE_CHARS or not _COMMAND_LINE.match(text):
+        return None
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        return None  # an unclosed quote (`"Save" doesn't work`): a sentence, as typed
+    prompt: list[str] = []
+    options: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            i += 1
+            continue
+        if not word.startswith("--"):
+            prompt.append(word)
+            i += 1
+            continue
+        option, eq, _value = word[2:].partition("=")
+        takes_value = option in VALUE_OPTIONS or (option in TERMINAL_ONLY and option not in ("force", "yes"))
+        step = 2 if takes_value and not eq and i + 1 < len(words) else 1
+        options += words[i : i + step]
+        i += step
+    found, refused, problem = _read_options(options)
+    return Invocation(name, " ".join(prompt), found, [], problem, refused)
+
+
 def parse(text: str) -> Invocation | None:
-    """`/orchestrator-loop PROMPT [-- OPTIONS]` → the command, the prompt byte-exact, the options."""
+    """`/orchestrator-loop "PROMPT" [OPTIONS]`, `/orchestrator-loop OPTIONS` (shell-like words)
+    or `/orchestrator-loop SENTENCE [-- OPTIONS]` → the command, the prompt, the options."""
     if not text.startswith("/"):
         return None
     name, rest = _split_command(text)
@@ -137,6 +192,9 @@ def parse(text: str) -> Invocation | None:
         return None
     if name != START:
         return Invocation(name)
+    words = _command_line(name, rest)
+    if words is not None:
+        return words
     separators = list(SEPARATOR.finditer(rest))
     if separators:
         last = separators[-1]
@@ -209,7 +267,7 @@ def _start(root: Path, invocation: Invocation) -> tuple[list[str], str | None]:
     task_file = options.get("task-file")
     saved = _saved(root, options, limits)
     request = Request(
-        invocation.prompt,
+        invocation.prompt or DEFAULT_PROMPT,
         max_iterations=number("max-iterations", saved.get("max_iterations", 100)),
         completion_promise=str(promise) if promise else "null",
         task_file=str(task_file) if task_file else None,
@@ -226,8 +284,8 @@ def _start(root: Path, invocation: Invocation) -> tuple[list[str], str | None]:
     if invocation.kept:
         words = ", ".join(invocation.kept)
         note = (
-            f"loopdeck: {words} stayed part of the prompt (options go after ' -- ' at the end: "
-            "/orchestrator-loop PROMPT -- --task-file TODO.md)"
+            f"loopdeck: {words} stayed part of the prompt (to give options, quote the prompt: "
+            '/orchestrator-loop "PROMPT" --task-file TODO.md, or end it with -- --task-file TODO.md)'
         )
         lines.append(f"{words} in the request is part of the task text, not a loopdeck option.")
     return lines, note
@@ -280,7 +338,15 @@ def _resume(root: Path, payload: Mapping[str, Any]) -> list[str]:
     _adopt(ws, payload)
     found = classify.read(ws)
     if found.kind == "live" or (found.kind in ("paused", "waiting") and found.driver_alive):
-        command = control.queue(ws, "resume", source="slash", reason="resumed from /orchestrator-loop")
+        from loop.trust import key  # a person typed it (`handle` checked): signed
+
+        command = control.queue(
+            ws,
+            "resume",
+            source="slash",
+            reason="resumed from /orchestrator-loop",
+            key=key.load(ws.root, create=True),
+        )
         return [f"resume queued (id {command.id}); it applies at this session's next Stop"]
     if found.kind not in engine.RESUMABLE:
         raise LoopdeckError(f"nothing to resume: the loop in {root} is {found.kind}")
@@ -325,7 +391,11 @@ def _steer(root: Path, kind: str, reason: str) -> list[str]:
     state = StateStore(ws).read()
     if state is None or not state.active:
         raise LoopdeckError(f"no active loop in {root}")
-    command = control.queue(ws, kind, source="slash", reason=reason, iteration=state.iteration)
+    from loop.trust import key  # a person typed it (`handle` checked): signed
+
+    command = control.queue(
+        ws, kind, source="slash", reason=reason, iteration=state.iteration, key=key.load(ws.root, create=True)
+    )
     return [f"{kind} queued (id {command.id}); it applies at the agent's next Stop"]
 
 

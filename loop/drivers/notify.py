@@ -65,7 +65,7 @@ def send_detached(root: Path, targets: list[str], due: list[dict[str, Any]]) -> 
 
     payload = json.dumps({"root": str(root), "targets": targets, "messages": due}).encode("utf-8")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "loop.drivers.notify"],
+        [sys.executable, "-I", "-m", "loop.drivers.notify"],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

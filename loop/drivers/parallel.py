@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-from loop import verify
+from loop import agents, verify
 from loop.agents.turn import judge
 from loop.core import engine, scheduler, workflow
 from loop.core.errors import LoopdeckError
@@ -39,6 +39,7 @@ from loop.drivers.runner import EXIT_SIGINT, EXIT_SIGTERM, Options, Runner, spen
 from loop.processes import agent
 from loop.processes.workers import Ended, Pool, files_mark
 from loop.repo import worktrees
+from loop.repo.gitargv import NO_DIFF_PROGRAMS, git_argv
 from loop.sources import taskgraph as graph
 from loop.store import control
 from loop.store.journal import Event, Journal
@@ -191,7 +192,8 @@ class ParallelRunner:
         self.base.tally.iterations += 1
         backend = self.base.backends[0]  # the agent the workers run; its adapter reads their turns
         try:
-            argv, uses_stdin = agent.argv_for(backend.command, prompt, log.with_suffix(".prompt.md"))
+            command = agents.in_sandbox(backend.choice, self.base.sandboxed().on)
+            argv, uses_stdin = agent.argv_for(command, prompt, log.with_suffix(".prompt.md"))
         except ValueError as exc:
             self.pool.failed.append(
                 Ended(worker.name, "worker", None, 0.0, str(exc).encode(), error=str(exc))
@@ -204,7 +206,10 @@ class ParallelRunner:
             env["CLAUDE_CODE_TASK_LIST_ID"] = list_id
         if wt is None:
             self.marks[worker.name] = files_mark(self.ws.root, worker.files)
-        self.pool.start(worker.name, "worker", argv, prompt if uses_stdin else None, cwd, log, env)
+        box = self.base.sandbox_for(
+            cwd, beside=True
+        )  # the task's worktree writable (or the workspace, with locks)
+        self.pool.start(worker.name, "worker", argv, prompt if uses_stdin else None, cwd, log, env, box)
 
     def start_audit(self, worker: Worker, output: str, changed: tuple[str, ...]) -> bool:
         """Start the audit of `worker`'s turn, in its worktree with its diff's files; False when
@@ -217,14 +222,17 @@ class ParallelRunner:
         if self.audit_check is not None:
             check = self.audit_check
             argv = list(check.argv) if check.argv is not None else ["sh", "-c", check.command]
-            self.pool.start(worker.name, "audit", argv, None, cwd, log, env)
+            self.pool.start(
+                worker.name, "audit", argv, None, cwd, log, env, self.base.sandbox_for(cwd, beside=True)
+            )
             return True
         if self.parallel.audit_agent:
             prompt = audit_prompt(self.task(worker), worker, output, changed)
             argv, uses_stdin = agent.argv_for(
                 self.parallel.audit_agent, prompt, log.with_suffix(".prompt.md")
             )
-            self.pool.start(worker.name, "audit", argv, prompt if uses_stdin else None, cwd, log, env)
+            box = self.base.sandbox_for(cwd, beside=True)
+            self.pool.start(worker.name, "audit", argv, prompt if uses_stdin else None, cwd, log, env, box)
             return True
         return False
 
@@ -444,7 +452,11 @@ class ParallelRunner:
                 f"the loop names things nobody on this machine confirmed: {engine.unconfirmed_line(pending)}"
             )
             self.apply(lambda s: workflow.escalate(s, "unconfirmed", reason, self.now()))
-        commands, _bad, end = control.read_unapplied(self.ws, state.control_offset, self.journal)
+        from loop.trust import key
+
+        commands, _bad, end = control.read_unapplied(
+            self.ws, state.control_offset, self.journal, key.reader(self.ws.root)
+        )
         for cmd in commands:
             self.apply(
                 lambda s, c=cmd: workflow.command(s, c, self.sources(s), self.now()),  # type: ignore[misc]
@@ -482,6 +494,8 @@ class ParallelRunner:
         )
         text = judged.text or ""
         facts = judged.turn()
+        where = Path(worker.worktree) if worker.worktree else self.ws.root  # journaled for the person
+        self.base.refused(ended.tail, None, backend.choice.adapter, where, worker=worker.name)
         self.outputs[worker.name] = text
         asked = judged.question
         self.base.tally.turns.append(
@@ -703,23 +717,28 @@ def commit_files(root: Path, files: tuple[str, ...], message: str) -> str | None
     files = tuple(f for f in files if (root / f).exists() or _tracked(root, f))
     if not files:
         return None
-    git = ["git", "-c", "core.hooksPath=/dev/null"]
-    subprocess.run([*git, "add", "-A", "--", *files], cwd=root, check=True, capture_output=True)
+    subprocess.run(
+        git_argv("add", "-A", "--", *files, literal=True), cwd=root, check=True, capture_output=True
+    )
     staged = subprocess.run(
-        [*git, "diff", "--cached", "--quiet", "--", *files], cwd=root, capture_output=True
+        git_argv("diff", *NO_DIFF_PROGRAMS, "--cached", "--quiet", "--", *files, literal=True),
+        cwd=root,
+        capture_output=True,
     )
     if staged.returncode == 0:
         return None
     subprocess.run(
-        [*git, "commit", "-q", "--no-verify", "-m", message, "--only", "--", *files],
+        git_argv("commit", "-q", "--no-verify", "-m", message, "--only", "--", *files, literal=True),
         cwd=root,
         check=True,
         capture_output=True,
     )
-    head = subprocess.run([*git, "rev-parse", "HEAD"], cwd=root, check=True, capture_output=True, text=True)
+    head = subprocess.run(git_argv("rev-parse", "HEAD"), cwd=root, check=True, capture_output=True, text=True)
     return head.stdout.strip() or None
 
 
 def _tracked(root: Path, name: str) -> bool:
-    found = subprocess.run(["git", "ls-files", "--error-unmatch", "--", name], cwd=root, capture_output=True)
+    found = subprocess.run(
+        git_argv("ls-files", "--error-unmatch", "--", name, literal=True), cwd=root, capture_output=True
+    )
     return found.returncode == 0

@@ -88,18 +88,34 @@ def runner_needed(snapshot: Snapshot) -> bool:
 
 def start_runner(ws: Workspace) -> int:
     """Start `loopdeck run` on the workspace, detached (its own session, so closing the
-    terminal does not end it), not headless (an escalation waits for a person). Its own output
-    goes to `.claude/loopdeck/runner.log`, the agent's to the iteration logs. Returns its pid
-    at once (the monitor must not wait); `restart_runner` also waits for it to take the loop."""
+    terminal does not end it), headless when the loop was last run headless (`runner_argv`).
+    Its own output goes to `.claude/loopdeck/runner.log`, the agent's to the iteration logs.
+    Returns its pid at once (the monitor must not wait); `restart_runner` also waits for it to
+    take the loop."""
     return _spawn_runner(ws).pid
+
+
+def runner_argv(ws: Workspace) -> list[str]:
+    """The command that restarts the loop's runner as it was run: `--headless` when it was (a
+    loop nobody watches must not wait at its next escalation for a person who is not there)."""
+    argv = [sys.executable, "-I", "-m", "loop.cli", "-C", str(ws.root), "run"]
+    try:
+        state = StateStore(ws).read()
+    except Exception:  # unreadable: the runner started says why
+        state = None
+    recorded = state.extra.get("runner") if state is not None else None
+    if isinstance(recorded, dict) and recorded.get("headless") is True:
+        argv.append("--headless")
+    return argv
 
 
 def _spawn_runner(ws: Workspace) -> subprocess.Popen[bytes]:
     log = ws.private_dir / "runner.log"
     log.parent.mkdir(parents=True, exist_ok=True)
+    argv = runner_argv(ws)
     with open_append(log) as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "loop.cli", "-C", str(ws.root), "run"],
+            argv,
             cwd=ws.root,
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -253,7 +269,9 @@ def carry_out(ws: Workspace, expected: str) -> tuple[Classification, LoopState |
             from loop.sources.aggregate import SourceConfig, check_all
 
             sources = check_all(SourceConfig.from_state(ws, state))
-        queued, _bad, _end = control.read_unapplied(ws, state.control_offset, journal)
+        from loop.trust import key
+
+        queued, _bad, _end = control.read_unapplied(ws, state.control_offset, journal, key.reader(ws.root))
         result = engine.resume_flow(state, found.kind, now, sources, queued)
         writer.carry_out(ws, store, journal, state, result, now)
         return found, result.state
@@ -282,6 +300,7 @@ def next_steps(ws: Workspace, state: LoopState) -> list[str]:
         return ["the loop is marked complete; `loopdeck status` shows its summary"]
     if state.driver == "runner":
         log = ws.private_dir / "runner.log"
+        headless = "--headless" in runner_argv(ws)
         restart = restart_runner(ws)
         if restart.driver is None:
             raise LoopdeckError(
@@ -294,11 +313,16 @@ def next_steps(ws: Workspace, state: LoopState) -> list[str]:
                 f"its output is in {log}",
                 "watch it with `loopdeck` (the monitor) or `loopdeck log -f`",
             ]
-        return [
+        lines = [
             f"runner restarted in the background (pid {restart.pid}); its output is in "
             f"{log}, the agent's in {ws.iteration_logs(state.started_at)}",
-            "watch it with `loopdeck` (the monitor) or `loopdeck log -f`",
         ]
+        if headless:
+            lines.append(
+                "it runs headless, as the loop was run: a question or an escalation ends it "
+                "with a summary (`loopdeck run` without --headless waits for a person instead)"
+            )
+        return [*lines, "watch it with `loopdeck` (the monitor) or `loopdeck log -f`"]
     return [
         "the loop is running again; continue the Claude Code session with `claude --continue` "
         "(or type `/orchestrator-loop` in a new session): its next Stop drives the loop",
@@ -307,7 +331,11 @@ def next_steps(ws: Workspace, state: LoopState) -> list[str]:
 
 def send_resume(ws: Workspace, source: str, reason: str, iteration: int | None = None) -> str:
     """A paused loop whose driver is alive: the driver applies the command itself."""
-    return control.queue(ws, "resume", source=source, reason=reason, iteration=iteration).id
+    from loop.trust import key
+
+    return control.queue(
+        ws, "resume", source=source, reason=reason, iteration=iteration, key=key.for_person(ws.root)
+    ).id
 
 
 def resume(ws: Workspace, snapshot: Snapshot, source: str = "tui", git: str | None = None) -> str:
@@ -323,11 +351,19 @@ def resume(ws: Workspace, snapshot: Snapshot, source: str = "tui", git: str | No
         state = StateStore(ws).read()
         if state is not None:
             said.append(handle_git(ws, git, state))
+    from loop.trust import key
+
     if loop.status == "paused":
-        control.queue(ws, "resume", source=source, reason="resumed from the resume prompt")
+        control.queue(
+            ws, "resume", source=source, reason="resumed from the resume prompt", key=key.for_person(ws.root)
+        )
     elif loop.status == "stopping":
         control.queue(
-            ws, "complete", source=source, reason="the loop was stopping: marked complete at resume"
+            ws,
+            "complete",
+            source=source,
+            reason="the loop was stopping: marked complete at resume",
+            key=key.for_person(ws.root),
         )
     if runner_needed(snapshot):
         pid = start_runner(ws)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from loop import agents, trust
+from loop.agents.base import Adapter
 from loop.agents.turn import Judgement, error_signature, judge
 from loop.core import engine
 from loop.core.errors import LoopdeckError
@@ -35,20 +36,25 @@ from loop.core.model import Aggregate, LoopState, Result, Settings, StopInput, T
 from loop.core.redact import redact
 from loop.core.timeutil import utcnow
 from loop.drivers import writer
-from loop.processes import agent
+from loop.processes import agent, sandbox
 from loop.processes.supervisor import Supervisor
 from loop.sources.aggregate import SourceConfig, check_all
 from loop.store import control
 from loop.store.journal import Event, Journal, render_line
 from loop.store.paths import Workspace
 from loop.store.state import StateStore
-from loop.views.summary import Tally, progress_line, summary_lines
+from loop.trust import key as trust_key
+from loop.views.summary import Tally, Whole, progress_line, summary_lines
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the checks' module is imported when a loop has checks (a run without pays nothing)
     from loop import verify
 
 EXIT_DONE, EXIT_FAILED, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 130, 143
+ANSWER_HINT = (
+    'loopdeck: the loop waits for your answer: `loopdeck answer "…"` from another terminal, or the monitor'
+)
+"""Said under the agent's question: how a person answers it (the runner waits for that)."""
 MAX_MARK_FILES = 20_000
 """Outside git, the progress fingerprint looks at this many files at most."""
 _SKIP_DIRS = frozenset({".git", ".claude", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cache"})
@@ -79,6 +85,12 @@ class Options:
     """`--yes`: run the commands the state file names even if nobody on this machine chose them."""
     confirm: Callable[[list[str]], bool] | None = None
     """Asks a person at a terminal to confirm such commands; None when nobody can answer."""
+    sandbox: str | None = None
+    """`auto`, `on` or `off` (`loop.processes.sandbox`); None: `LOOPDECK_SANDBOX`, else `auto`."""
+    sandbox_net: bool = True
+    """Whether an agent in the sandbox reaches the network."""
+    sandbox_env: tuple[str, ...] = ()
+    """Variables passed into the sandbox by name, beyond the ones an agent needs."""
 
     def record(self) -> dict[str, Any]:
         recorded: dict[str, Any] = {
@@ -86,6 +98,7 @@ class Options:
             "iteration_timeout": self.iteration_timeout,
             "retries": self.retries,
             "commit": self.commit,
+            "headless": self.headless,  # `loopdeck resume` restarts the runner as it was run
         }
         if self.agent_format:
             recorded["agent_format"] = self.agent_format
@@ -216,6 +229,10 @@ class Runner:
         """The mark of the turn that just ended, started as it ended: the next turn's start."""
         self.start: str | None = None
         """The workspace's mark when the current turn started."""
+        self.box: sandbox.Status | None = None
+        """The sandbox agent turns run in, once known (`sandboxed`)."""
+        self.continued = False
+        """This run took over a loop started earlier: its summary tells this run and the whole loop."""
 
     # --- the journal, echoed as log lines ----------------------------------------------------
 
@@ -226,11 +243,61 @@ class Runner:
         if event.kind in ("command-applied",):
             return
         self.out(render_line(event))
+        if event.kind == "question" and not self.options.headless:
+            self.out(ANSWER_HINT)  # headless, the summary's next step says it
 
     # --- setup ---------------------------------------------------------------------------------
 
+    def sandboxed(self) -> sandbox.Status:
+        """The sandbox agent turns run in (looked for once); LoopdeckError for `--sandbox on`
+        where none can start."""
+        if self.box is None:
+            self.box = sandbox.detect(sandbox.choose(self.options.sandbox))
+        return self.box
+
+    def sandbox_line(self) -> str:
+        """`bwrap (bubblewrap 0.8.0), network on`, or why there is none: what `status` shows."""
+        return sandbox.describe(self.sandboxed(), self.options.sandbox_net)
+
+    def sandbox_for(
+        self, root: Path | None = None, beside: bool = False
+    ) -> tuple[sandbox.Spec, sandbox.Status] | None:
+        """One turn's sandbox: `root` (the workspace, or a task's worktree) writable; `beside`:
+        other turns run meanwhile, or loopdeck's git runs next (a check), so the repository's
+        git folder is the agent's to read only (`Spec.beside`)."""
+        status = self.sandboxed()
+        if not status.on:
+            return None
+        options = self.options
+        spec = sandbox.Spec(
+            root or self.ws.root, self.ws.root, options.sandbox_net, options.sandbox_env, beside
+        )
+        return spec, status
+
+    def refused(
+        self, tail: bytes, n: int | None, adapter: Adapter, cwd: Path, worker: str | None = None
+    ) -> str | None:
+        """What the sandbox refused the agent, journaled; the line its next prompt carries. Read
+        in what its tools printed, where the CLI's output leaves that out (`tool_output`)."""
+        if self.box is None or not self.box.on:
+            return None
+        tools = adapter.tool_output(tail.decode("utf-8", "replace"), cwd, os.environ)
+        lines = sandbox.refusals(tail if tools is None else tools.encode("utf-8"))
+        if not lines:
+            return None
+        data: dict[str, Any] = {"lines": [redact(line) for line in lines]}
+        if worker is not None:
+            data["worker"] = worker
+        self.event("sandbox-refused", n, data)
+        return sandbox.refused_note(data["lines"])
+
     def prepare(self, create: Callable[[], LoopState] | None) -> LoopState:
         """Load or create the state, check the verification commands, claim the loop."""
+        boxed = self.sandbox_line()  # `--sandbox on` without one: refused before anything is written
+        if not self.store.exists():
+            # A new loop: what refuses it (no PROMPT, a check not allowed) does so before the
+            # lock file, or anything else, is written.
+            self.checks = self.checks_of(self.new_loop(create))
         with self.store.locked():
             state = self.store.read()
             if state is not None and state.status == "completed":
@@ -240,19 +307,9 @@ class Runner:
                 state = None
             fresh = state is None
             if state is None:
-                if create is None:
-                    raise LoopdeckError(f"no loop in {self.ws.root}: give a PROMPT to start one")
-                state = create()
-            commands = self.settings.verify if self.settings.verify is not None else state.verify
-            allow = self.settings.verify_allow
-            if allow is None:
-                allow = state.extra.get("verify_allow") or []
-            if not isinstance(allow, list):
-                raise LoopdeckError(f"{self.ws.state}: verify_allow must be a list of commands")
+                state = self.new_loop(create)
             # Refused before anything is saved: a bad --verify must not poison later runs.
-            if commands:
-                from loop import verify
-            self.checks = [verify.check(cmd, [str(a) for a in allow], cwd=self.ws.root) for cmd in commands]
+            self.checks = self.checks_of(state)
             if not fresh and state.driver == "runner" and state.pid and state.pid != os.getpid():
                 from loop.store.proc import alive
 
@@ -260,7 +317,8 @@ class Runner:
                     raise LoopdeckError(
                         f"a runner (pid {state.pid}) is already driving the loop in {self.ws.root}"
                     )
-            claim = replace(self.settings, driver="runner", pid=os.getpid(), runner=self.options.record())
+            runner = {**self.options.record(), "sandbox": boxed}
+            claim = replace(self.settings, driver="runner", pid=os.getpid(), runner=runner)
             result = engine.configure(state, claim, self.now())
             assert result.state is not None
             confirm = self.confirm(result.state, fresh)  # before anything runs or is saved
@@ -272,13 +330,53 @@ class Runner:
                 self.record(state)
             self.confirmed = trust.pinned(state)
             self.offset = state.control_offset
+        self.continued = not fresh
         if fresh:
             self.event("loop-started", 0, writer.started_data(state, driver="runner"))
+        else:
+            self.note_cut_short()
         started: dict[str, Any] = {"pid": os.getpid(), "agent": self.options.agent}
         if self.options.fallback_agent:
             started["fallback"] = self.options.fallback_agent
+        started["sandbox"] = boxed
         self.event("runner-started", state.iteration, started)
         return state
+
+    def new_loop(self, create: Callable[[], LoopState] | None) -> LoopState:
+        if create is None:
+            raise LoopdeckError(f"no loop in {self.ws.root}: give a PROMPT to start one")
+        return create()
+
+    def checks_of(self, state: LoopState) -> list[verify.Check]:
+        """The loop's verification commands (this run's, else the state's), each allowed or
+        refused (LoopdeckError) before the loop runs."""
+        commands = self.settings.verify if self.settings.verify is not None else state.verify
+        allow = self.settings.verify_allow
+        if allow is None:
+            allow = state.extra.get("verify_allow") or []
+        if not isinstance(allow, list):
+            raise LoopdeckError(f"{self.ws.state}: verify_allow must be a list of commands")
+        if not commands:
+            return []
+        from loop import verify
+
+        return [verify.check(cmd, [str(a) for a in allow], cwd=self.ws.root) for cmd in commands]
+
+    def note_cut_short(self) -> None:
+        """The iteration an earlier runner started and never ended (killed mid-turn) is
+        journaled as cut short: the journal says why its work is done again."""
+        try:
+            events = self.journal.tail(400).events
+        except OSError:
+            return
+        n = cut_short(events)
+        if n is None:
+            return
+        ran = [e for e in events if e.kind == "runner-started"]
+        pid = ran[-1].data.get("pid") if ran else None
+        runner = f"its runner (pid {pid})" if pid else "its runner"
+        why = f"iteration {n} was cut short: {runner} ended during it, before the turn was over"
+        self.event("agent-interrupted", n, {"reason": why})
 
     def record(self, state: LoopState) -> None:
         try:
@@ -368,7 +466,9 @@ class Runner:
             state = self.store.read()
             if state is None:
                 return Result("allow", None)
-            commands, bad, end = control.read_unapplied(self.ws, state.control_offset, self.journal)
+            commands, bad, end = control.read_unapplied(
+                self.ws, state.control_offset, self.journal, trust_key.reader(self.ws.root)
+            )
             stop = StopInput(
                 last_text=last_text,
                 driver="runner",
@@ -429,9 +529,11 @@ class Runner:
         commands, _bad, _end = control.read_since(self.ws.control, self.offset)
         if any(command.kind in ("skip", "complete") for command in commands):
             # the journal is read only now, rarely: a command applied already ends nothing
-            commands, _bad, _end = control.read_unapplied(self.ws, self.offset, self.journal)
+            commands, _bad, _end = control.read_unapplied(
+                self.ws, self.offset, self.journal, trust_key.reader(self.ws.root)
+            )
         for command in commands:
-            if command.kind in ("skip", "complete"):
+            if command.kind in ("skip", "complete") and engine.refusal(command) is None:
                 return command.kind
         return None
 
@@ -467,8 +569,9 @@ class Runner:
             log = logs / (f"{n:04d}.log" if runs == 0 else f"{n:04d}.retry{runs}.log")
             runs += 1
             env = backend.env()
+            box = self.sandbox_for()
             run = agent.run(
-                backend.command,
+                agents.in_sandbox(backend.choice, box is not None),
                 prompt,
                 self.ws.root,
                 log,
@@ -477,6 +580,7 @@ class Runner:
                 poll=self.options.poll,
                 env=self._child_env(env),
                 register=self._register(),
+                sandbox=box,
             )
             self._release()
             if run.interrupted:
@@ -526,7 +630,9 @@ class Runner:
             return Turn(interrupted=run.interrupted), None, None, False
         if not judged.ok:
             failed = self.tally.agent_failures[-1] if self.tally.agent_failures else str(judged.failure)
-            return Turn(failure=failed, error=error_signature(failed), usage=usage), None, None, False
+            error = error_signature(str(judged.failure))  # without "iteration N: ": comparable
+            return Turn(failure=failed, error=error, usage=usage), None, None, False
+        refused = self.refused(run.tail, n, backend.choice.adapter, self.ws.root)
         failure = self.run_checks(n) if self.checks else None
         unresolved: tuple[str, ...] = ()
         if failure is None and self.options.commit:
@@ -542,6 +648,7 @@ class Runner:
             denied=judged.facts.denied,
             denied_hint=judged.facts.denied_hint,
             unresolved=unresolved,
+            refused=refused,
         )
         return turn, judged.text, failure, bool(self.checks) and failure is None
 
@@ -598,6 +705,7 @@ class Runner:
                 interrupted=lambda: self.signal is not None,
                 register=self._register(),
                 env=self._child_env(),
+                sandbox=self.sandbox_for(cwd, beside=True),
             )
             self._release()
             if outcome.interrupted:
@@ -818,7 +926,8 @@ class Runner:
                 recorded = loaded if isinstance(loaded, dict) else None
         elif state is not None:
             folder = writer.archive_ending(self.ws, state, how, self.summary_data(how, reason, counts, state))
-        for line in summary_lines(how, reason, self.tally, counts, folder, state, recorded):
+        whole = self.whole(state, recorded) if self.continued else None
+        for line in summary_lines(how, reason, self.tally, counts, folder, state, recorded, whole):
             self.out(line)
         if how in ("completed", "stopped"):
             return EXIT_DONE
@@ -830,18 +939,74 @@ class Runner:
         """The archived summary of a run that ended without completing: the engine's record
         of an ending (tasks by name, iterations, cost), with what this run saw."""
         base = engine.ending_summary(how, reason, state, counts, self.now()) if state is not None else {}
+        this_run = round(time.monotonic() - self.tally.started, 1)
         return {
+            "duration_s": this_run,  # the whole loop's (`base`) when its start is known
             **base,
             "outcome": how,
             "reason": reason,
             "iterations_this_run": self.tally.iterations,
             "agent_failures": self.tally.agent_failures,
             "verification_failures": self.tally.verify_failures,
-            "commits": self.tally.commits,
+            "commits": self.loop_commits() if self.continued else self.tally.commits,
+            "commits_this_run": len(self.tally.commits),
             "pending_at_end": counts.pending_total if counts and not counts.uncertain else None,
             "usage": dict(state.usage) if state is not None else None,
-            "duration_s": round(time.monotonic() - self.tally.started, 1),
+            "duration_this_run_s": this_run,
         }
+
+    def loop_commits(self) -> list[str]:
+        """Every commit the loop made, in every run (the journal's since it started), and this
+        run's (a commit the journal lost is still counted)."""
+        try:
+            events = self.journal.tail(1_000_000, where=lambda e: e.kind in LOOP_COMMITS).events
+        except OSError:
+            events = []
+        starts = [i for i, e in enumerate(events) if e.kind == "loop-started"]
+        shas = [str(e.data.get("sha")) for e in events[starts[-1] if starts else 0 :] if e.data.get("sha")]
+        return list(dict.fromkeys([*shas, *self.tally.commits]))
+
+    def whole(self, state: LoopState | None, recorded: dict[str, Any] | None) -> Whole:
+        """The loop as a whole, for a run that took it over: how long since it started (as its
+        archived summary says, else until now) and every commit it made."""
+        seconds = (recorded or {}).get("duration_s")
+        if not isinstance(seconds, int | float) and state is not None:
+            from loop.core.timeutil import parse_iso
+
+            started = parse_iso(state.started_at)
+            seconds = (self.now() - started).total_seconds() if started else None
+        return Whole(float(seconds) if isinstance(seconds, int | float) else None, self.loop_commits())
+
+
+LOOP_COMMITS = frozenset({"loop-started", "commit", "task-merged"})
+"""The journal's events a loop's commits are counted from (since its `loop-started`)."""
+
+ENDS_A_TURN = frozenset(
+    {
+        "iteration-completed",
+        "agent-interrupted",
+        "usage-limit",
+        "blocked",
+        "allowed",
+        "escalation",
+        "paused",
+        "stopped",
+        "failed",
+        "completed",
+    }
+)
+"""Events a driver journals once an iteration is over (however it ended)."""
+
+
+def cut_short(events: list[Event]) -> int | None:
+    """The iteration the journal shows started and never ended (its runner killed during it),
+    or None."""
+    for event in reversed(events):
+        if event.kind in ENDS_A_TURN:
+            return None
+        if event.kind == "iteration-started":
+            return event.iteration
+    return None
 
 
 def spent_data(name: str, judged: Judgement, usage: dict[str, int] | None) -> dict[str, Any]:

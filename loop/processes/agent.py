@@ -29,6 +29,7 @@ from loop.agents.base import json_lines
 from loop.agents.claude import DEFAULT_COMMAND, DEFAULT_ENV
 from loop.core.model import RUNNER_ENV
 from loop.core.redact import LineRedactor, redact
+from loop.processes.sandbox import Spec, Status, take_back, unmade, wrap
 from loop.store.safeopen import UnsafePath, open_append, write_bytes
 
 DEFAULT_AGENT = DEFAULT_COMMAND
@@ -194,11 +195,14 @@ def run(
     env: dict[str, str] | None = None,
     preexec: Callable[[], None] | None = None,
     register: Callable[[int], None] | None = None,
+    sandbox: tuple[Spec, Status] | None = None,
 ) -> Run:
     """Run the agent to the end, or until `timeout`, or until `interrupt()` names a reason.
 
     `register`: the runner's supervisor, told the agent's pid the moment it started (see
-    `child_preexec`); else `preexec` runs in the child before exec."""
+    `child_preexec`); else `preexec` runs in the child before exec. `sandbox`: the turn runs
+    in it (`loop.processes.sandbox.wrap`): its argv and environment wrapped after they are
+    made."""
     start = time.monotonic()
     log: BinaryIO | None = None
     base = dict(os.environ if env is None else env)
@@ -208,6 +212,12 @@ def run(
     try:
         log = open_append(log_path)  # its folder made and checked; a planted symlink fails the start
         argv, uses_stdin = argv_for(command, prompt, log_path.with_suffix(".prompt.md"))
+        absent: list[Path] = []
+        if sandbox is not None:
+            spec, status = sandbox
+            own = DEFAULT_AGENT_ENV if command == DEFAULT_AGENT else {}
+            argv, env = wrap(argv, spec, env, status, {**own, **RUNNER_ENV})
+            absent = unmade(spec, env) if status.on else []
         proc = subprocess.Popen(
             argv,
             cwd=cwd,
@@ -252,7 +262,14 @@ def run(
     proc.wait()
     kill_group(proc.pid)  # whatever the agent left running in its group goes with it
     streams.drain(READ_AFTER_END_S)
-    return Run(proc.returncode, round(time.monotonic() - start, 3), streams.tail(), timed_out, interrupted)
+    tail = streams.tail()
+    if absent and sandbox is not None:
+        taken = take_back(sandbox[0], absent)
+        if taken:
+            tail += ("\n" + "\n".join(taken) + "\n").encode()
+            with contextlib.suppress(OSError), open_append(log_path) as again:
+                again.write(redact("\n".join(taken) + "\n").encode())
+    return Run(proc.returncode, round(time.monotonic() - start, 3), tail, timed_out, interrupted)
 
 
 READ_AFTER_END_S = 5.0

@@ -58,7 +58,7 @@ class Supervisor:
         reparented to it after that is an orphan of those children."""
         read_end, write_end = os.pipe()  # both close-on-exec: no agent inherits the writer
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "loop.processes.supervisor", self.run_id],
+            [sys.executable, "-I", "-m", "loop.processes.supervisor", self.run_id],
             stdin=read_end,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

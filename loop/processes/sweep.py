@@ -225,9 +225,13 @@ def gone(pid: int) -> bool:
         if os.waitpid(pid, os.WNOHANG)[0] == pid:
             return True
     try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        zombie = psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     except psutil.Error:
         return True
+    if zombie:  # it died between the two looks: reaped now when it is ours (an orphan the runner
+        with contextlib.suppress(ChildProcessError, OSError):  # adopted), not left to outlive it
+            os.waitpid(pid, os.WNOHANG)
+    return zombie
 
 
 def kill(

@@ -27,6 +27,7 @@ from typing import BinaryIO
 from loop.core.model import RUNNER_ENV
 from loop.core.redact import LineRedactor, redact
 from loop.processes import agent
+from loop.processes.sandbox import Spec, Status, take_back, unmade, wrap
 from loop.processes.supervisor import Supervisor
 from loop.store.safeopen import make_parents, open_append, open_regular, write_bytes
 
@@ -173,6 +174,9 @@ class Proc:
     size: int = 0
     token: str = ""
     """The marker in its environment: what it leaves behind carries it."""
+    box: Spec | None = None
+    """Its sandbox, when it ran in one; `absent`: what it must not have made there."""
+    absent: list[Path] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -207,7 +211,10 @@ class Pool:
         cwd: Path,
         log: Path,
         env: dict[str, str] | None = None,
+        sandbox: tuple[Spec, Status] | None = None,
     ) -> None:
+        """Start a process for worker `name` (`role`: its turn, or its audit), its output to
+        `log`; in `sandbox` when one is given (`loop.processes.sandbox`: `cwd` writable)."""
         make_parents(log)  # inside .claude/, never through a symlink
         stdin: int | object = subprocess.DEVNULL
         prompt_in = None
@@ -220,7 +227,11 @@ class Pool:
             self.supervisor = Supervisor()
         marked, token = self.supervisor.tag(os.environ if env is None else env)
         env = {**marked, **RUNNER_ENV}  # installed hooks stay out
+        absent: list[Path] = []
         try:
+            if sandbox is not None:
+                argv, env = wrap(argv, sandbox[0], env, sandbox[1], RUNNER_ENV)
+                absent = unmade(sandbox[0], env) if sandbox[1].on else []
             out = open_append(log)
         except OSError as exc:
             if prompt_in is not None:
@@ -250,7 +261,10 @@ class Pool:
                 prompt_in.close()
         stream = Stream(read_end, out)
         self.pump.add(stream)
-        self.procs[name] = Proc(name, role, popen, log, time.monotonic(), stream, token=token)
+        box = sandbox[0] if sandbox is not None and absent else None
+        self.procs[name] = Proc(
+            name, role, popen, log, time.monotonic(), stream, token=token, box=box, absent=absent
+        )
 
     def _cannot_start(self, name: str, role: str, argv: list[str], exc: OSError, token: str) -> None:
         if self.supervisor is not None:
@@ -277,9 +291,12 @@ class Pool:
             del self.procs[name]
             self._release(proc)  # and what left its group (`setsid`, a daemon)
             self._drain(proc)
-            ended.append(
-                Ended(name, proc.role, code, round(now - proc.started, 3), proc.stream.raw_tail(), timed_out)
-            )
+            tail = proc.stream.raw_tail()
+            if proc.box is not None and proc.absent:
+                taken = take_back(proc.box, proc.absent)
+                if taken:
+                    tail += ("\n" + "\n".join(taken) + "\n").encode()
+            ended.append(Ended(name, proc.role, code, round(now - proc.started, 3), tail, timed_out))
         return ended
 
     def _drain(self, proc: Proc) -> None:

@@ -17,6 +17,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from loop.repo.gitargv import NO_DIFF_PROGRAMS, git_argv
+from loop.repo.gitargv import git_program as git_program
+
 LOOP_FILES = (
     ":(exclude).claude/orchestrator-loop*",
     ":(exclude).claude/loopdeck",
@@ -29,48 +32,22 @@ GIT_TIMEOUT_S = 120.0
 LOOK_ENV = {"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
 """A look takes no lock: `git status` would otherwise refresh the index under `index.lock`, and
 an agent's own `git add` or `commit` at that moment would fail on it."""
-COMMIT_FLAGS = ("-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false")
-"""loopdeck's commits run none of the repository's hooks (its code) and ask for no key."""
-
-_programs: dict[str, str] = {}
-PROGRAMS_KEPT = 8
-
-
-def git_program() -> str:
-    """The `git` an exec of a bare `git` would run, found on PATH once per PATH: the runner
-    looks with git every iteration and the monitor at every change of the tree, and an exec of
-    a bare name tries each folder of PATH in turn (eight failed execs a look on a PATH led by
-    version managers' shims). A PATH with a relative folder before the one that has git leaves
-    the search to the exec, which takes that folder from where git runs; so does a git gone
-    since it was found."""
-    path = os.environ.get("PATH", os.defpath)
-    found = _programs.get(path)
-    if found is not None and os.access(found, os.X_OK):
-        return found
-    found = "git"
-    for folder in path.split(os.pathsep):
-        if not os.path.isabs(folder):
-            break
-        candidate = os.path.join(folder, "git")
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            found = candidate
-            break
-    if found != "git":
-        if len(_programs) >= PROGRAMS_KEPT:
-            _programs.clear()
-        _programs[path] = found
-    return found
+COMMIT_FLAGS = ("-c", "commit.gpgsign=false")
+"""loopdeck's commits ask for no key (the prefix of `git_argv` already runs no hook)."""
 
 
 class GitError(Exception):
     """git could not answer (not a repository, a broken one, git missing): its first line."""
 
 
-def _run(cwd: Path, *args: str, check: bool = True, env: dict[str, str] | None = None) -> str:
-    """`git ARGS` in `cwd`: its output (surrogate-escaped), GitError when it fails and `check`."""
+def _run(
+    cwd: Path, *args: str, check: bool = True, env: dict[str, str] | None = None, literal: bool = False
+) -> str:
+    """`git ARGS` in `cwd`: its output (surrogate-escaped), GitError when it fails and `check`;
+    `literal`: its paths are file names, never pathspec magic."""
     try:
         done = subprocess.run(
-            [git_program(), *args],
+            git_argv(*args, literal=literal),
             cwd=cwd,
             capture_output=True,
             timeout=GIT_TIMEOUT_S,
@@ -147,8 +124,7 @@ class Fingerprint:
         if self.top is None:
             self.done = True
             return
-        argv = [
-            git_program(),
+        argv = git_argv(
             "status",
             "--porcelain=v2",
             "--branch",
@@ -156,7 +132,7 @@ class Fingerprint:
             "--untracked-files=all",
             "--",
             ".",
-        ]
+        )
         try:
             self.proc = subprocess.Popen(
                 [*argv, *LOOP_FILES],
@@ -316,20 +292,10 @@ def commit(root: Path, message: str) -> str | None:
     paths = _work_paths(top)
     if not paths:
         return None
-    _run(top, "add", "-A", "--", *paths)
+    _run(top, "add", "-A", "--", *paths, literal=True)
     ident = _identity(top)
     done = subprocess.run(
-        [
-            git_program(),
-            *COMMIT_FLAGS,
-            *ident,
-            "commit",
-            "--quiet",
-            "--no-verify",
-            "--no-edit",
-            "-m",
-            message,
-        ],
+        git_argv(*COMMIT_FLAGS, *ident, "commit", "--quiet", "--no-verify", "--no-edit", "-m", message),
         cwd=top,
         capture_output=True,
         timeout=GIT_TIMEOUT_S,
@@ -338,7 +304,7 @@ def commit(root: Path, message: str) -> str | None:
     )
     if done.returncode != 0:
         staged = subprocess.run(
-            [git_program(), "diff", "--cached", "--quiet"],
+            git_argv("diff", *NO_DIFF_PROGRAMS, "--cached", "--quiet"),
             cwd=top,
             capture_output=True,
             stdin=subprocess.DEVNULL,
@@ -375,7 +341,19 @@ def stash(root: Path, message: str) -> str | None:
     if not paths or not _has_head(top):
         return None
     ident = _identity(top)
-    _run(top, *COMMIT_FLAGS, *ident, "stash", "push", "--include-untracked", "-m", message, "--", *paths)
+    _run(
+        top,
+        *COMMIT_FLAGS,
+        *ident,
+        "stash",
+        "push",
+        "--include-untracked",
+        "-m",
+        message,
+        "--",
+        *paths,
+        literal=True,
+    )
     return _run(top, "rev-parse", "stash@{0}").strip()
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loop.core.errors import LoopdeckError
+from loop.repo.gitargv import NO_DIFF_PROGRAMS, git_argv
 
 GIT_TIMEOUT_S = 120.0
 BRANCH_PREFIX = "loopdeck"
@@ -40,7 +41,7 @@ class GitFailed(LoopdeckError):
 
 
 def _git(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", *args]
+    argv = git_argv(*args)
     try:
         done = subprocess.run(
             argv, cwd=root, capture_output=True, text=True, timeout=GIT_TIMEOUT_S, stdin=subprocess.DEVNULL
@@ -165,7 +166,7 @@ def commit_all(wt: Worktree, message: str) -> str | None:
     root = wt.path
     _git(root, "add", "-A")  # loopdeck's own files live in the workspace, not in a task's worktree
     merging = _merging(root)
-    staged = _git(root, "diff", "--cached", "--quiet", check=False).returncode != 0
+    staged = _git(root, "diff", *NO_DIFF_PROGRAMS, "--cached", "--quiet", check=False).returncode != 0
     if not staged and not merging:
         return None
     _git(root, *_identity(root), "commit", "--quiet", "--no-verify", "--allow-empty", "-m", message)
@@ -196,10 +197,12 @@ def unresolved(root: Path) -> list[str]:
     """Files with merge conflicts not resolved: unmerged in the index and still holding the
     conflict's markers (a file fixed but not staged yet is resolved: the next commit stages
     it), or holding markers in a merge under way."""
-    listed = _git(root, "diff", "--name-only", "--diff-filter=U", check=False).stdout.split("\n")
+    listed = _git(
+        root, "diff", *NO_DIFF_PROGRAMS, "--name-only", "--diff-filter=U", check=False
+    ).stdout.split("\n")
     files = sorted({f for f in listed if f and _marked(root / f)})
     if _merging(root):
-        marked = _git(root, "diff", "--check", check=False).stdout
+        marked = _git(root, "diff", *NO_DIFF_PROGRAMS, "--check", check=False).stdout
         files += sorted({line.split(":", 1)[0] for line in marked.splitlines() if "conflict marker" in line})
     return sorted(set(files))
 
@@ -208,7 +211,13 @@ def changed_files(wt: Worktree, against: str | None = None) -> list[str]:
     """What the task's branch changed (its diff, as the audit judges it): since it left
     `against` (the loop's branch, whose later work a rework may have merged in), else since it
     was created."""
-    out = _git(wt.path, "diff", "--name-only", f"{against}...HEAD" if against else f"{wt.base}..HEAD").stdout
+    out = _git(
+        wt.path,
+        "diff",
+        *NO_DIFF_PROGRAMS,
+        "--name-only",
+        f"{against}...HEAD" if against else f"{wt.base}..HEAD",
+    ).stdout
     return sorted(f for f in out.splitlines() if f)
 
 
@@ -235,7 +244,7 @@ def merge(root: Path, branch: str, message: str) -> Merge:
     if done.returncode == 0:
         return Merge(True)
     conflicts = tuple(unresolved(root))
-    hunks = _git(root, "diff", check=False).stdout[:HUNK_CHARS]
+    hunks = _git(root, "diff", *NO_DIFF_PROGRAMS, check=False).stdout[:HUNK_CHARS]
     _git(root, "merge", "--abort", check=False)
     if not conflicts:
         raise GitFailed(f"git merge {branch}: {(done.stderr or done.stdout).strip()[-500:]}")
@@ -250,7 +259,7 @@ def rebase(wt: Worktree, onto: str) -> Merge:
     if done.returncode == 0:
         return Merge(True)
     conflicts = tuple(unresolved(wt.path))
-    hunks = _git(wt.path, "diff", check=False).stdout[:HUNK_CHARS]
+    hunks = _git(wt.path, "diff", *NO_DIFF_PROGRAMS, check=False).stdout[:HUNK_CHARS]
     _git(wt.path, "rebase", "--abort", check=False)
     if not conflicts:
         raise GitFailed(f"git rebase {onto}: {(done.stderr or done.stdout).strip()[-500:]}")

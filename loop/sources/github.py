@@ -39,11 +39,18 @@ class GithubConfig:
             owner, number = text.rsplit("/", 1)
         else:
             owner, number = "@me", text
-        if not number.isdigit() or not owner:
+        if not number.isdigit() or not _owner_ok(owner):
             raise ValueError(
                 f"GitHub project {self.project!r}: expected NUMBER or OWNER/NUMBER (e.g. octo-org/5)"
             )
         return owner, number
+
+
+def _owner_ok(owner: str) -> bool:
+    """A GitHub user or organisation (`@me` too), never an option of `gh`."""
+    return owner == "@me" or (
+        0 < len(owner) <= 100 and owner[0].isalnum() and all(c.isalnum() or c in "-_." for c in owner)
+    )
 
 
 def fetch(config: GithubConfig) -> dict[str, Any]:

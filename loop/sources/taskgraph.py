@@ -38,16 +38,46 @@ def _strs(value: Any) -> tuple[str, ...]:
     return tuple(str(v) for v in value if isinstance(v, str | int) and not isinstance(v, bool))
 
 
+TARGETS = "a path relative to the workspace, inside it (no leading `:`, no `/`, no `..`)"
+
+
+def target_problem(entry: str) -> str | None:
+    """Why `entry` of `target_files` is not a file of the workspace, or None. A task's files are
+    committed by name (`git add -- FILES`): `:/` or `:(glob)**` would be git's pathspec magic
+    for every file of the repository, and `/…` or `../…` a file outside the workspace."""
+    if not entry.strip():
+        return "an empty path"
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in entry):
+        return "a control character"
+    if entry.startswith(":"):
+        return "git pathspec magic (a leading `:`)"
+    if entry.startswith(("/", "~")) or os.path.isabs(entry):
+        return "an absolute path"
+    if os.path.normpath(entry).split(os.sep)[0] == "..":
+        return "a path out of the workspace (`..`)"
+    return None
+
+
+def _files(value: Any, task_id: str) -> tuple[str, ...]:
+    files = _strs(value)
+    for entry in files:
+        problem = target_problem(entry)
+        if problem is not None:
+            raise GraphError(f"task {task_id}: target_files entry {entry!r} is {problem}; expected {TARGETS}")
+    return files
+
+
 def _task(obj: dict[str, Any], fallback_id: str) -> Task | None:
     status = obj.get("status", "pending")
     if status == "deleted":
         return None
     raw = obj.get("metadata")
     metadata: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    files = _strs(metadata.get("target_files")) or _strs(obj.get("target_files"))
+    task_id = str(obj.get("id", fallback_id))
+    files = _files(metadata.get("target_files"), task_id) or _files(obj.get("target_files"), task_id)
     owner = obj.get("owner")
     return Task(
-        id=str(obj.get("id", fallback_id)),
+        id=task_id,
         subject=str(obj.get("subject") or obj.get("title") or fallback_id),
         description=str(obj.get("description") or ""),
         status=str(status) if isinstance(status, str) else "pending",

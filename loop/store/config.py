@@ -63,6 +63,13 @@ KEYS: dict[str, tuple[Callable[[Any], bool], str, str]] = {
     "same_error_after": (_whole(1, 10_000), "a whole number >= 1", "--same-error-after"),
     "iteration_timeout": (_positive, "seconds, more than 0", "--iteration-timeout"),
     "retries": (_whole(0, 100), "a whole number from 0 to 100", "--retries"),
+    "sandbox": (lambda v: v in ("auto", "on", "off"), "auto, on or off", "--sandbox"),
+    "sandbox_net": (lambda v: isinstance(v, bool), "true or false", "--sandbox-net"),
+    "sandbox_env": (
+        lambda v: _texts(v) and all(n.replace("_", "a").isalnum() for n in v),
+        "a list of variable names",
+        "--sandbox-env",
+    ),
 }
 """Every key a configuration file may hold: its check, what it expects, and the option it
 stands for (the command line's name for the same value)."""
@@ -120,13 +127,15 @@ class Config:
         return {k: v for k, v in self.project.values.items() if k in wanted}
 
 
-def user_path(env: Mapping[str, str] | None = None) -> Path:
+def user_path(env: Mapping[str, str] | None = None, root: Path | None = None) -> Path:
     """The user's file: `$XDG_CONFIG_HOME/loopdeck/config.toml` when that is an absolute path
-    (as the XDG specification says), else `~/.config/loopdeck/config.toml`."""
-    env = os.environ if env is None else env
-    base = env.get("XDG_CONFIG_HOME", "")
-    folder = Path(base) if base and os.path.isabs(base) else Path(env.get("HOME") or Path.home()) / ".config"
-    return folder / "loopdeck" / "config.toml"
+    (as the XDG specification says) outside the repository of `root` (or of the current folder)
+    and of `$CLAUDE_PROJECT_DIR`, else `~/.config/loopdeck/config.toml`: a repository's
+    `.claude/settings.json` can set the variable, never choose the person's file
+    (`loop.store.xdg`)."""
+    from loop.store import xdg
+
+    return xdg.base("XDG_CONFIG_HOME", ".config", env, root) / "loopdeck" / "config.toml"
 
 
 def _read(path: Path) -> str | None:
@@ -183,8 +192,8 @@ def checked(path: Path, table: Mapping[str, Any], where: str = "") -> dict[str, 
     return out
 
 
-def read_user(env: Mapping[str, str] | None = None) -> ConfigFile:
-    path = user_path(env)
+def read_user(env: Mapping[str, str] | None = None, root: Path | None = None) -> ConfigFile:
+    path = user_path(env, root)
     text = _read(path)
     if text is None:
         return ConfigFile(path, "user")
@@ -215,12 +224,17 @@ def load(root: Path, env: Mapping[str, str] | None = None) -> Config:
     """Both files for the workspace at `root`. A user file inside the workspace is not the
     person's own (a repository can set `XDG_CONFIG_HOME` for the hooks Claude Code runs): it
     is not used."""
-    path = user_path(env)
-    if _inside(path, root) and path.exists():
+    path = user_path(env, root)
+    raw = (os.environ if env is None else env).get("XDG_CONFIG_HOME", "")
+    named = Path(raw) / "loopdeck" / "config.toml" if raw and os.path.isabs(raw) else path
+    if named != path and named.exists():  # `XDG_CONFIG_HOME` points into the repository
+        why = f"it is inside the repository of {root}: a repository's file is not your own"
+        user = ConfigFile(named, "user", exists=True, ignored=why)
+    elif _inside(path, root) and path.exists():
         why = f"it is inside the workspace {root}: a repository's file is not your own"
         user = ConfigFile(path, "user", exists=True, ignored=why)
     else:
-        user = read_user(env)
+        user = read_user(env, root)
     return Config(user, read_project(root))
 
 

@@ -29,13 +29,12 @@ def alive(pid: int | None) -> bool | None:
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish"})
 
 
-def session_pid(parent: int | None = None) -> int:
+def session_pid() -> int:
     """The Claude Code session running this hook: the parent, or the parent's parent when the
     parent is the shell Claude Code ran the hook command with (it exits with the hook, so its
     pid says nothing about the session). Reads /proc where there is one (the hook stays lean:
-    no psutil on its path); elsewhere the parent. `parent`: the hook's parent when the hook
-    runs on behalf of another process (the hook server's client), else this process's."""
-    parent = os.getppid() if parent is None else parent
+    no psutil on its path); elsewhere the parent."""
+    parent = os.getppid()
     try:
         with open(f"/proc/{parent}/stat", "rb") as f:
             stat = f.read()

@@ -37,7 +37,7 @@ from loop.agents.turn import judge, usage_of
 from loop.core.errors import LoopdeckError
 from loop.core.redact import redact
 from loop.core.timeutil import utcnow
-from loop.processes import agent
+from loop.processes import agent, sandbox
 from loop.processes.workers import Pool
 from loop.repo import worktrees
 from loop.temporal import remote as git
@@ -84,6 +84,11 @@ class Settings:
     secrets: tuple[str, ...] = ()
     on_turn: Callable[[], None] | None = None
     """Called after each turn (`--max-turns`)."""
+    sandbox: str | None = None
+    """`auto`, `on` or `off` for the agents' turns (`loop.processes.sandbox`); None:
+    `LOOPDECK_SANDBOX`, else `auto`."""
+    sandbox_net: bool = True
+    sandbox_env: tuple[str, ...] = ()
 
 
 class Activities:
@@ -93,6 +98,16 @@ class Activities:
         self.settings = settings
         self.cache = git.Cache(settings.work_dir)
         self.machine = settings.machine or socket.gethostname()
+        self.box = sandbox.detect(sandbox.choose(settings.sandbox))
+        """The sandbox every turn's agent runs in: `--sandbox on` without one refuses to start."""
+
+    def boxed(self, path: Path, repo: Path) -> tuple[sandbox.Spec, sandbox.Status] | None:
+        """The sandbox of what runs in the worktree `path` (an agent turn, an audit, a check):
+        the worktree writable, the cache's repository its git (config and hooks read-only)."""
+        if not self.box.on:
+            return None
+        settings = self.settings  # turns run side by side in the cache's repository: `beside`
+        return sandbox.Spec(path, repo, settings.sandbox_net, settings.sandbox_env, beside=True), self.box
 
     def scrub(self, text: str) -> str:
         """Redacted, and every secret value of this machine's environment taken out."""
@@ -119,6 +134,11 @@ class Activities:
         too. Whoever can start a workflow on the namespace must not widen what a worker machine
         runs (a `sh:` command would get its whole environment)."""
         return [command for command in asked if command in self.settings.allow]
+
+    def own_allowlist(self) -> dict[str, Any]:
+        """What this worker runs at all: `verify.WORKER_ALLOW` and its own person's allowances,
+        never the single-machine default (make, npm, pytest run the repository's code)."""
+        return verify.on_worker(self.settings.allow)
 
     def refused(self, exc: Exception, command: str, asked: list[str]) -> str:
         """Why a verification or audit command did not run, and, for one the loop allowed but
@@ -198,9 +218,11 @@ class Activities:
         )
         logs = self.settings.work_dir / "logs" / worktrees.safe_name(inp.workflow_id)
         log = logs / f"{worktrees.safe_name(inp.worker)}.{inp.turn:02d}.{attempt}.log"
-        argv, uses_stdin = agent.argv_for(choice.command, inp.prompt, log.with_suffix(".prompt.md"))
+        box = self.boxed(path, repo)
+        command = agents.in_sandbox(choice, box is not None)
+        argv, uses_stdin = agent.argv_for(command, inp.prompt, log.with_suffix(".prompt.md"))
         pool = Pool()
-        pool.start(inp.worker, "worker", argv, inp.prompt if uses_stdin else None, path, log, env)
+        pool.start(inp.worker, "worker", argv, inp.prompt if uses_stdin else None, path, log, env, box)
         ended = None
         seen = 0.0
         try:
@@ -283,7 +305,7 @@ class Activities:
         path = self.cache.worktree(repo, f"audit-{inp.worker}-{sha[:12]}", sha)
         try:
             try:
-                check = verify.check(inp.command, self.allowed(inp.allow), cwd=path)
+                check = verify.check(inp.command, self.allowed(inp.allow), cwd=path, **self.own_allowlist())
             except verify.CommandRefused as exc:
                 return AuditOutput(False, self.scrub(self.refused(exc, inp.command, inp.allow)))
             env = {
@@ -293,7 +315,7 @@ class Activities:
                 "LOOPDECK_FILES": "\n".join(inp.files),
                 "LOOPDECK_CHANGED": "\n".join(inp.changed),
             }
-            outcome = verify.run(check, path, env=env, interrupted=_cancelled)
+            outcome = verify.run(check, path, env=env, interrupted=_cancelled, sandbox=self.boxed(path, repo))
             return AuditOutput(outcome.passed, self.scrub(outcome.tail)[-TEXT_CHARS:])
         finally:
             self.cache.drop(repo, path)
@@ -329,13 +351,15 @@ class Activities:
                 return MergeOutput(False, conflicts=list(outcome.conflicts), hunks=self.scrub(outcome.hunks))
             for command in inp.verify:
                 try:
-                    check = verify.check(command, self.allowed(inp.verify_allow), cwd=path)
+                    check = verify.check(
+                        command, self.allowed(inp.verify_allow), cwd=path, **self.own_allowlist()
+                    )
                 except verify.CommandRefused as exc:
                     worktrees.abandon(path)
                     return MergeOutput(
                         False, problem=self.scrub(self.refused(exc, command, inp.verify_allow))
                     )
-                result = verify.run(check, path, interrupted=_cancelled)
+                result = verify.run(check, path, interrupted=_cancelled, sandbox=self.boxed(path, repo))
                 if not result.passed:
                     worktrees.abandon(path)
                     tail = self.scrub(result.tail)[-TEXT_CHARS:]

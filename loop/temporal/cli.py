@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from loop.core.errors import LoopdeckError
+from loop.repo.gitargv import git_argv
 from loop.store.paths import Workspace
 from loop.temporal import client as tc
 from loop.temporal import remote as git
@@ -145,7 +146,7 @@ def log(args: argparse.Namespace, ws: Workspace | None) -> int:
 
 def _git_out(root: Path, *args: str) -> str:
     done = subprocess.run(
-        ["git", *args], cwd=root, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL
+        git_argv(*args), cwd=root, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL
     )
     if done.returncode != 0:
         raise LoopdeckError(
@@ -194,6 +195,9 @@ def run(args: argparse.Namespace, ws: Workspace, limits: dict[str, int] | None =
     if branch is None:
         raise LoopdeckError(f"{root} is on a detached HEAD: check out the branch the tasks should merge into")
     remote = args.remote or _git_out(root, "remote", "get-url", "origin")
+    problem = git.remote_problem(remote)
+    if problem is not None:
+        raise LoopdeckError(f"{problem} (--remote URL, or the remote origin of {root})")
     if git.has_credentials(remote):
         raise LoopdeckError(
             "the remote's URL holds a password or token, which would travel to every worker in the "
@@ -210,7 +214,7 @@ def run(args: argparse.Namespace, ws: Workspace, limits: dict[str, int] | None =
     if graph.is_relative_to(root.resolve()):
         candidate = str(graph.relative_to(root.resolve()))
         tracked = subprocess.run(
-            ["git", "ls-files", "--error-unmatch", "--", candidate],
+            git_argv("ls-files", "--error-unmatch", "--", candidate, literal=True),
             cwd=root,
             capture_output=True,
             check=False,
@@ -245,7 +249,11 @@ def run(args: argparse.Namespace, ws: Workspace, limits: dict[str, int] | None =
         started_at = iso_s(utcnow())
         wf_id = workflow_id(root, remote, rel or str(graph), started_at)
         publish(root, remote, branch)
-    prompt = " ".join(args.prompt).strip() or "Work through the task graph"
+    from loop.core.redact import redact
+
+    # The workflow's input is kept in the server's history and reaches every worker: a token
+    # pasted into the prompt belongs in the agents' environment, not there.
+    prompt = redact(" ".join(args.prompt).strip() or "Work through the task graph")
     state = LoopState.new(
         prompt,
         max_iterations=args.max_iterations if args.max_iterations is not None else 100,
@@ -309,7 +317,7 @@ def publish(root: Path, remote: str, branch: str) -> None:
     """The loop's branch on the remote is where every worker starts from: pushed there first
     (a fast-forward; a remote that has moved on must be pulled first)."""
     pushed = subprocess.run(
-        ["git", "push", "--quiet", remote, f"HEAD:refs/heads/{branch}"],
+        git_argv("push", "--quiet", "--", remote, f"HEAD:refs/heads/{branch}"),
         cwd=root,
         capture_output=True,
         text=True,
@@ -370,7 +378,12 @@ def worker(args: argparse.Namespace) -> int:
         raise LoopdeckError("--max-turns takes 1 or more")
     if not args.heartbeat > 0:
         raise LoopdeckError(f"--heartbeat takes a number of seconds above 0, not {args.heartbeat}")
+    from loop.processes import sandbox
+    from loop.store import config
+
     chosen = tuple(agents.resolve(a, None).command for a in args.agent or ())
+    saved = config.read_user().values
+    mode, net, names = sandbox.settings(args.sandbox, args.sandbox_net, args.sandbox_env, saved)
     options = tworker.WorkerOptions(
         target=target_of(args),
         work_dir=Path(args.work_dir).expanduser().resolve() if args.work_dir else tworker.default_work_dir(),
@@ -379,6 +392,9 @@ def worker(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         max_turns=args.max_turns,
         heartbeat_s=args.heartbeat,
+        sandbox=mode,
+        sandbox_net=net,
+        sandbox_env=names,
     )
     return tworker.run(options)
 

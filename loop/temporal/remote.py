@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from loop.core.errors import LoopdeckError
+from loop.repo.gitargv import git_argv
 from loop.repo.worktrees import safe_name
 
 GIT_TIMEOUT_S = 300.0
@@ -44,7 +45,7 @@ class GitProblem(LoopdeckError):
 def git(
     cwd: Path, *args: str, check: bool = True, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", *args]
+    argv = git_argv(*args)
     try:
         done = subprocess.run(
             argv,
@@ -60,6 +61,33 @@ def git(
     if check and done.returncode != 0:
         raise GitProblem(f"git {' '.join(args[:2])}: {(done.stderr or done.stdout).strip()[-500:]}")
     return done
+
+
+_URL = re.compile(r"(?:https|ssh|git|file)://(?:[^-/@][^/@]*@)?[^-/@][^/@]*(?:/.*)?|file:///.*")
+"""Schemes in lower case only: git takes `FILE://` for a helper program `git-remote-FILE`."""
+_SCP = re.compile(r"(?:[A-Za-z0-9_.+][A-Za-z0-9_.+-]*@)?[A-Za-z0-9_.][A-Za-z0-9_.-]*:(?!//).*")
+REMOTES = "an https://, ssh://, git:// or file:// URL, user@host:path, or an absolute path"
+
+
+def remote_problem(remote: str) -> str | None:
+    """Why `remote` is not a git remote a worker may fetch from and push to, or None. It comes
+    from whoever started the workflow: git must read it as a place, never as an option
+    (`--upload-pack=…` runs a command) nor as a transport that runs one (`ext::`)."""
+    if not remote or remote.startswith("-"):
+        return f"the remote {remote!r} is not a place: {REMOTES}"
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in remote):
+        return f"the remote {remote!r} has a control character in it: {REMOTES}"
+    if remote.startswith("/") or _URL.fullmatch(remote) or (_SCP.fullmatch(remote) and "::" not in remote):
+        return None
+    return f"the remote {remote!r} is not one git reaches without running a program: {REMOTES}"
+
+
+def check_remote(remote: str) -> str:
+    """`remote`, or GitProblem saying why it is refused."""
+    problem = remote_problem(remote)
+    if problem is not None:
+        raise GitProblem(problem)
+    return remote
 
 
 def has_credentials(url: str) -> bool:
@@ -81,6 +109,7 @@ class Cache:
         self.root = root
 
     def repo(self, remote: str) -> Path:
+        check_remote(remote)
         digest = hashlib.sha256(remote.encode()).hexdigest()[:16]
         path = self.root / "repos" / f"{digest}.git"
         with self.locked(path):
@@ -103,7 +132,15 @@ class Cache:
 
     def fetch(self, repo: Path, remote: str) -> None:
         with self.locked(repo):
-            git(repo, "fetch", "--quiet", "--prune", remote, "+refs/heads/*:refs/remotes/origin/*")
+            git(
+                repo,
+                "fetch",
+                "--quiet",
+                "--prune",
+                "--",
+                check_remote(remote),
+                "+refs/heads/*:refs/remotes/origin/*",
+            )
 
     def worktree(self, repo: Path, name: str, sha: str) -> Path:
         """A fresh worktree of `sha` (detached), for one turn, audit or merge."""
@@ -143,7 +180,8 @@ def push(cwd: Path, remote: str, sha: str, branch: str, expect: str | None) -> b
         "push",
         "--porcelain",
         f"--force-with-lease={ref}:{expect or ''}",
-        remote,
+        "--",
+        check_remote(remote),
         f"{sha}:{ref}",
         check=False,
     )

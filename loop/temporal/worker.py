@@ -33,15 +33,23 @@ class WorkerOptions:
     work_dir: Path
     agents: tuple[str, ...] = ()
     allow: tuple[str, ...] = ()
+    """`--verify-allow`: what this worker runs beyond `verify.WORKER_ALLOW` (no Makefile, npm
+    script or pytest runs unless named here: a loop comes from whoever can start a workflow)."""
     concurrency: int = 1
     max_turns: int | None = None
     heartbeat_s: float = 2.0
     identity: str = ""
+    sandbox: str | None = None
+    """Where this worker's turns run (`--sandbox`; None: LOOPDECK_SANDBOX, else auto): the same
+    sandbox as a runner's turns."""
+    sandbox_net: bool = True
+    sandbox_env: tuple[str, ...] = ()
 
 
 def default_work_dir() -> Path:
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "loopdeck" / "temporal"
+    from loop.store.xdg import base
+
+    return base("XDG_CACHE_HOME", ".cache") / "loopdeck" / "temporal"  # a relative value is ignored
 
 
 def run(options: WorkerOptions, said: list[str] | None = None) -> int:
@@ -73,6 +81,9 @@ async def _run(options: WorkerOptions, said: list[str], stop: asyncio.Event | No
             machine=identity,
             secrets=tuple(secrets_of(os.environ)),
             on_turn=turned,
+            sandbox=options.sandbox,
+            sandbox_net=options.sandbox_net,
+            sandbox_env=options.sandbox_env,
         )
     )
     queue = options.target.task_queue

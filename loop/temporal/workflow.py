@@ -534,6 +534,9 @@ def _command(signal: CommandSignal) -> Command:
         reason=signal.reason,
         value=signal.value,
         target=signal.target,
+        # A signal reaches the workflow only through the Temporal server, whose access is the
+        # boundary here; `loopdeck` sends none of the person-only ones inside an agent's session.
+        person=True,
     )
 
 

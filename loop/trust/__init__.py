@@ -37,7 +37,8 @@ if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
 HOME_ENV = "LOOPDECK_TRUST_HOME"
 """A folder for the records instead of the home folder's (tests, sandboxes). Honoured only when
 it is an absolute path to an existing folder of this user that nobody else can write, outside
-the workspace: a repository cannot make one before anything of it has run."""
+the workspace's git repository (and `$CLAUDE_PROJECT_DIR`'s): a repository's settings can set
+the variable, but cannot point it at a folder of its own holding a forged record or key."""
 MAX_RECORD_BYTES = 4 * 1024 * 1024
 """A record is a few KB; one larger than this is not one of ours."""
 CONFIG_SUFFIX = ".config.json"
@@ -68,7 +69,7 @@ def pinned(state: LoopState) -> dict[str, Any]:
     graph = board.get("graph")
     return {
         "loop": state.started_at,
-        "prompt": state.prompt,
+        "prompt": _redacted(state.prompt),
         "agent": agent if isinstance(agent, str) and agent else None,
         "fallback_agent": fallback if isinstance(fallback, str) and fallback else None,
         "verify": [str(c) for c in state.verify],
@@ -81,6 +82,14 @@ def pinned(state: LoopState) -> dict[str, Any]:
         if state.check_github and state.github_project_id
         else None,
     }
+
+
+def _redacted(prompt: str) -> str:
+    """The prompt as the record keeps it: redacted, so a token pasted into it is never written
+    to the trust folder, and a state that keeps the prompt redacted still matches its record."""
+    from loop.core.redact import redact
+
+    return redact(prompt)
 
 
 def _board(state: LoopState) -> dict[str, Any]:
@@ -111,7 +120,11 @@ def _own_folder(path: str, workspace: Path | None) -> bool:
         real, root = os.path.realpath(path), os.path.realpath(workspace)
         if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
             return False
-    return True
+    from loop.store import xdg
+
+    # Not inside the workspace's repository either, nor `$CLAUDE_PROJECT_DIR`'s: a committed
+    # `.claude/settings.json` (of any folder of it) can set the variable for the hooks.
+    return xdg.usable(path, workspace)
 
 
 def home(workspace: Path | None = None) -> Path:
@@ -212,12 +225,17 @@ def unconfirmed(ws: Workspace, state: LoopState, given: Iterable[str] = ()) -> l
     for name, value in now.items():
         if name in skip or before.get(name) == value:
             continue
+        was = before.get(name)
         if isinstance(value, list):
-            was = before.get(name)
             old = was if isinstance(was, list) else []
             lines += [line for v in value if v not in old for line in _show(name, [v])]
+            # A check taken away is as unconfirmed as one added: an emptied `verify:` list
+            # would let a loop complete with its verification red.
+            lines += [f"removed: {line}" for v in old if v not in value for line in _show(name, [v])]
+        elif value is None or value == "":
+            lines += [f"removed: {line}" for line in _show(name, was)]
         else:
-            lines += _show(name, value)  # a value taken away (None) runs nothing new
+            lines += _show(name, value)
     return lines
 
 

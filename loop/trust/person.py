@@ -11,9 +11,16 @@ confirm its own commands. So the confirming verbs refuse inside an agent's sessi
 * the same in the environment of every ancestor process, and the ancestors' program names:
   `env -u CLAUDECODE loopdeck trust` still runs below the agent's shell.
 
+A detached process (`nohup env -u CLAUDECODE loopdeck trust --yes &`, reparented to init) has no
+ancestor left to tell, but keeps the rest of its environment: loopdeck's run marker
+(`LOOPDECK_RUN`, `loop.processes.sweep`) and the runner's `LOOPDECK_DRIVER`, which every process
+an agent of a loopdeck run starts inherits, are checked too, here and in every ancestor.
+
 This stops an agent that follows instructions. An agent with a shell runs as the person does
-and could go further (a detached process, a terminal of its own): it is a guard, not a sandbox;
-the README says so.
+and could go further (unset every variable, a terminal of its own): it is a guard. What holds
+then is the sandbox each agent turn runs in: the trust folder (the records and the key that signs
+a person's control lines, `loop.trust.key`) is not in it, so a record an agent writes, or a key
+it makes, is not the person's and vanishes with the turn.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ AGENT_MARKERS: dict[str, str] = {
     "OPENCODE": "OpenCode's session",
     "LOOPDECK_DRIVER": "an agent loopdeck started",
     "LOOPDECK_WORKER": "a parallel worker loopdeck started",
+    "LOOPDECK_RUN": "a process a loopdeck run started",
+    "LOOPDECK_TASK": "a parallel worker loopdeck started",
 }
 """Variables an agent's commands carry, and whose session they say this is."""
 

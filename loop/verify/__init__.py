@@ -45,13 +45,25 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from loop.core.errors import LoopdeckError
 from loop.core.redact import redact
 from loop.processes.agent import child_preexec, kill_group
+from loop.processes.sandbox import Spec, Status, wrap
 from loop.verify import options as verify_options
 
-__all__ = ["DEFAULT_ALLOW", "Check", "CommandRefused", "Outcome", "check", "redact", "run"]
+__all__ = [
+    "DEFAULT_ALLOW",
+    "WORKER_ALLOW",
+    "Check",
+    "CommandRefused",
+    "Outcome",
+    "check",
+    "on_worker",
+    "redact",
+    "run",
+]
 
 DEFAULT_ALLOW = (
     "pytest",
@@ -104,6 +116,21 @@ DEFAULT_ALLOW = (
     "true",
 )
 """Test, build and lint commands; a workspace adds its own in the state's `verify_allow`."""
+
+WORKER_ALLOW = ("ruff", "black --check", "cargo fmt --check", "git diff --check", "true")
+"""What a Temporal worker runs for any loop without its own person allowing more: programs that
+run none of the repository's code (no Makefile, no package.json script, no conftest.py, no
+build script, no linter plugin). The loop comes from whoever can start a workflow on the
+namespace; `loopdeck worker --verify-allow CMD` adds to this, per worker."""
+
+WORKER_HINT = "loopdeck worker --verify-allow"
+
+
+def on_worker(own: Iterable[str]) -> dict[str, Any]:
+    """`check`'s allowlist on a Temporal worker: `WORKER_ALLOW` and the commands the worker's
+    own person allowed (`own`), never `DEFAULT_ALLOW` nor what the loop asks for."""
+    return {"base": (*WORKER_ALLOW, *own), "hint": WORKER_HINT}
+
 
 SHELL_PREFIX = "sh:"
 """An allow entry `sh: <exact command>` lets that one command run through `/bin/sh -c`."""
@@ -274,11 +301,11 @@ def _exactly_allowed(argv: Sequence[str], allow: Iterable[str], cwd: Path | None
     return False
 
 
-def _person_can_allow(text: str) -> str:
+def _person_can_allow(text: str, hint: str = "loopdeck run --verify-allow") -> str:
     """The one thing a person can do about a refusal, said so that an agent reading it as a
     failure prompt is not told to do it."""
     entry = shlex.quote(text)
-    return f"a person can allow this exact command with `loopdeck run --verify-allow {entry}` in a terminal"
+    return f"a person can allow this exact command with `{hint} {entry}` in a terminal"
 
 
 @dataclass(frozen=True)
@@ -288,13 +315,23 @@ class Check:
     """None: the person allowed this exact command to run as `sh -c` (`sh: <command>`)."""
 
 
-def check(command: str, extra_allow: Iterable[str] = (), *, cwd: Path | None = None) -> Check:
+def check(
+    command: str,
+    extra_allow: Iterable[str] = (),
+    *,
+    cwd: Path | None = None,
+    base: Iterable[str] | None = None,
+    hint: str = "loopdeck run --verify-allow",
+) -> Check:
     """Refuse a verification command that is dangerous, needs a shell nobody allowed, is not
     allowlisted, or uses an option that runs code or leaves the workspace (unless `extra_allow`
     names this exact command), with the reason. `cwd` (the workspace; the current directory
-    when None) resolves `./script` and bounds paths."""
+    when None) resolves `./script` and bounds paths. `base`: the allowlist before
+    `extra_allow` (default `DEFAULT_ALLOW`; a Temporal worker's: `on_worker`), `hint` the
+    command a person allows more with."""
     extra = [str(a) for a in extra_allow]
-    allow = (*DEFAULT_ALLOW, *extra)
+    first = DEFAULT_ALLOW if base is None else tuple(str(a) for a in base)
+    allow = (*first, *extra)
     text = command.strip()
     if not text:
         raise CommandRefused("verification command is empty")
@@ -309,7 +346,7 @@ def check(command: str, extra_allow: Iterable[str] = (), *, cwd: Path | None = N
         raise CommandRefused(
             f"verification command {command!r} refused: it contains {syntax}, which needs a shell; "
             "loopdeck runs commands without one. A person can let this exact command run through "
-            f"/bin/sh with `loopdeck run --verify-allow {entry}` in a terminal"
+            f"/bin/sh with `{hint} {entry}` in a terminal"
         )
     try:
         argv = shlex.split(text)
@@ -320,18 +357,22 @@ def check(command: str, extra_allow: Iterable[str] = (), *, cwd: Path | None = N
         raise CommandRefused(f"verification command {command!r} refused: it {reason}")
     matched = _allowed(argv, allow, cwd)
     if matched is None:
+        known = (
+            "test, build and lint commands such as pytest, npm test, cargo test, make, ruff, mypy"
+            if base is None
+            else "this worker runs only " + ", ".join(dict.fromkeys(first))
+        )
         raise CommandRefused(
             f"verification command {command!r} refused: {' '.join(argv[:2])!r} is not in the "
-            "allowlist (test, build and lint commands such as pytest, npm test, cargo test, "
-            "make, ruff, mypy; a program is matched by where it is, not by its name); "
-            + _person_can_allow(text)
+            f"allowlist ({known}; a program is matched by where it is, not by its name); "
+            + _person_can_allow(text, hint)
         )
     if not _exactly_allowed(argv, extra, cwd):
         risky = verify_options.refusal(argv, matched, str(cwd) if cwd is not None else None)
         if risky:
             raise CommandRefused(
                 f"verification command {command!r} refused: it {risky}. The allowlist keeps the "
-                "commands a person types inside the workspace; " + _person_can_allow(text)
+                "commands a person types inside the workspace; " + _person_can_allow(text, hint)
             )
     return Check(text, tuple(argv))
 
@@ -366,10 +407,13 @@ def run(
     preexec: Callable[[], None] | None = None,
     register: Callable[[int], None] | None = None,
     env: Mapping[str, str] | None = None,
+    sandbox: tuple[Spec, Status] | None = None,
 ) -> Outcome:
     """Run one checked command in its own process group, which dies with the runner (as the
     agent does) and is killed whole on a timeout or when `interrupted()` turns true. `env`:
-    its environment (default this process's; the runner marks it, see `loop.processes.sweep`)."""
+    its environment (default this process's; the runner marks it, see `loop.processes.sweep`).
+    `sandbox`: it runs in the agent's sandbox, since it runs code the agent may have written
+    (a `conftest.py`, a Makefile) and must not reach what the agent cannot."""
     start = time.monotonic()
     if item.argv is None:
         argv: list[str] = ["/bin/sh", "-c", item.command]
@@ -379,6 +423,9 @@ def run(
         executable = resolve(argv[0], cwd)
         if executable is None:
             return Outcome(item.command, 127, 0.0, f"cannot start: {argv[0]!r} not found on PATH")
+    if sandbox is not None and sandbox[1].on:
+        argv, boxed_env = wrap([executable or argv[0], *argv[1:]], sandbox[0], env or os.environ, sandbox[1])
+        env, executable = boxed_env, None
     try:
         proc = subprocess.Popen(
             argv,

@@ -339,7 +339,15 @@ def judge_kind(opt: Opt, use: Use, ctx: Context) -> str | None:
             if not inside(value, ctx.root):
                 what = opt.why or ("reads a file" if opt.kind == "path" else "writes")
                 return f"{what} outside the workspace ({shown})"
+            if opt.kind == "write" and in_git_dir(value, ctx.root):
+                return f"writes into the .git folder ({shown}); the rest of the workspace is fine"
     return None
+
+
+def in_git_dir(value: str, root: str) -> bool:
+    """Does the path `value` fall in a `.git` folder of the workspace (its hooks, its config)?"""
+    target = os.path.realpath(os.path.join(root, value))
+    return ".git" in os.path.relpath(target, root).split(os.sep)
 
 
 def scan(spec: Spec, args: Sequence[str], ctx: Context) -> str | None:

@@ -59,6 +59,11 @@ def refusal(argv: Sequence[str], matched: Sequence[str], cwd: str | None) -> str
     if not argv:
         return None
     name, args = program(argv)
+    for word in argv[1:]:
+        if word.startswith("@") and len(word) > 1:
+            # ruff, tsc, javac, gcc and argparse programs read more arguments from `@FILE`,
+            # where no rule here sees them
+            return f"names an argument file ({word}), which {name} reads more options from; give them instead"
     root = workspace_root(cwd)
     if os.path.basename(argv[0]) == "npx" and not os.path.exists(
         os.path.join(root, "node_modules", ".bin", name)

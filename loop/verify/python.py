@@ -65,7 +65,8 @@ PYTEST = Spec(
         path   required --confcutdir | loads conftest.py files up to a directory
         path   required --rsyncdir --cov-config
         path   next     --cov
-        write  required --rootdir --basetemp --junitxml --junit-xml --log-file --resultlog
+        config required --basetemp | chooses the folder pytest empties first (only its default is allowed)
+        write  required --rootdir --junitxml --junit-xml --log-file --resultlog
         write  required --result-log --report-log --html --json-report-file --alluredir
         write  required --benchmark-json --cov-report
         write  next     --debug

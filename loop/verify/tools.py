@@ -47,16 +47,14 @@ def _make_operand(use: Use, ctx: Context) -> str | None:
     assignment = _ASSIGNMENT.fullmatch(word)
     if assignment is None:
         return None if inside(word, ctx.root) else f"names a target outside the workspace ({word})"
-    name, op, value = assignment.group(1).strip(), assignment.group(2), assignment.group(3)
+    name, op = assignment.group(1).strip(), assignment.group(2)
     if op == "!=":
         return f"assigns a make variable the output of a shell command ({word})"
     if name in _MAKE_CONTROL:
         return f"overrides make's {name} ({word})"
-    if shell_active(value):
-        return f"passes shell syntax to the makefile's recipes ({word})"
-    if stray_path(value, ctx.root) is not None:
-        return f"points make at a path outside the workspace ({word})"
-    return None
+    # Any other: a recipe runs `$(PYTEST) …`, so `PYTEST=perl -e …` or `PYTEST=true #` is a
+    # command of the command line's choosing, whatever its characters.
+    return f"sets the make variable {name or '?'} on the command line ({word}); make takes only targets here"
 
 
 MAKE = Spec(
@@ -71,7 +69,8 @@ MAKE = Spec(
         config required --sync-mutex --temp-stdin | passes make one of its internal options
         value  required -o --old-file --assume-old -W --what-if --new-file --assume-new
         value  optional -j --jobs -l --load-average --max-load -O --output-sync --debug --shuffle
-        flag   none -b -m -B --always-make -d -e --environment-overrides -h --help -i -k -L -n -p
+        config none -e --environment-overrides | lets the environment override the makefile's variables
+        flag   none -b -m -B --always-make -d -h --help -i -k -L -n -p
         flag   none --ignore-errors --keep-going --check-symlink-times --just-print --dry-run --recon
         flag   none --print-data-base -q --question -r --no-builtin-rules -R --no-builtin-variables
         flag   none -s --silent --quiet --no-silent -S --no-keep-going --stop -t --touch --trace
@@ -133,31 +132,26 @@ def _go_table(text: str, judges: dict[str, Judge] | None = None) -> dict[str, Op
     return {**found, **{f"-test.{name[1:]}": opt for name, opt in found.items()}}
 
 
-def _ldflags(use: Use, ctx: Context) -> str | None:
-    if any("extld" in v for v in use.values):
-        return f"links with a program of its choosing ({use.shown})"
-    return None
-
-
 GO = Spec(
     "go",
     _go_table(
         """
         code   required -exec | runs the tests through a program of its choosing
         code   required -toolexec -vettool | runs a tool of its choosing
+        code   required -gcflags -ldflags -asmflags -gccgoflags | passes the compiler flags of its choosing
+        config required -modfile -overlay | replaces the module's go.mod or source files with others
         path   required -C | changes to a directory
-        path   required -modfile -overlay -pgo
+        path   required -pgo
         write  required -o -pkgdir -coverprofile -cpuprofile -memprofile -blockprofile
         write  required -mutexprofile -trace -outputdir
         end    none     -args
-        value  required -ldflags -run -skip -bench -benchtime -count -cpu -parallel -timeout
-        value  required -covermode -coverpkg -p -tags -mod -gcflags -asmflags -gccgoflags
+        value  required -run -skip -bench -benchtime -count -cpu -parallel -timeout
+        value  required -covermode -coverpkg -p -tags -mod
         value  required -buildmode -compiler -installsuffix -vet -shuffle -fuzz -fuzztime -list
         value  required -fuzzminimizetime -blockprofilerate -memprofilerate -mutexprofilefraction
         flag   none     -v -a -n -x -race -msan -asan -cover -work -trimpath -linkshared -short
         flag   none     -modcacherw -failfast -json -benchmem -c -i -fullpath -buildvcs
         """,
-        {"-ldflags": _ldflags},
     ),
     operand=path_operand("names a package"),
     after_dashes=passed_operand,  # to the test binary
@@ -197,6 +191,40 @@ JUST = Spec(
     operand=script_operand,  # just pastes recipe arguments into the recipe's shell lines
 )
 
+
+def _gradle_project_prop(use: Use, ctx: Context) -> str | None:
+    """`-PNAME=VALUE`: a property the build reads, but not Gradle's own settings (`org.gradle.*`,
+    `systemProp.*`: JVM arguments, a daemon's options)."""
+    for value in use.values:
+        key = value.partition("=")[0].strip().lower()
+        if key.startswith(("org.gradle.", "systemprop.")):
+            return (
+                f"sets one of Gradle's own settings on the command line ({use.shown}); "
+                "only build properties are allowed"
+            )
+    return stray_value("names a path")(use, ctx)
+
+
+_MVN_PROPERTIES = frozenset(
+    {"test", "it.test", "skiptests", "skipits", "maven.test.skip", "groups", "excludedgroups"}
+    | {"surefire.failifnospecifiedtests", "failifnotests", "maven.test.failure.ignore"}
+)
+"""The `-D` properties a Maven test run may get: which tests, skipped or not. Any other can be
+a plugin's setting that runs a program (`exec.executable`) or starts a JVM with options of the
+command line's choosing (`argLine=-XX:OnOutOfMemoryError=…`)."""
+
+
+def _mvn_define(use: Use, ctx: Context) -> str | None:
+    for value in use.values:
+        key, _, setting = value.partition("=")
+        if key.strip().lower() not in _MVN_PROPERTIES or setting.startswith("-") or shell_active(setting):
+            return (
+                f"sets a Maven property on the command line ({use.shown}); only test selection is "
+                "allowed (-Dtest=…, -DskipTests, -Dgroups=…)"
+            )
+    return stray_value("names a path")(use, ctx)
+
+
 GRADLE = Spec(
     "gradle",
     table(
@@ -207,12 +235,13 @@ GRADLE = Spec(
         path   required --include-build | includes a build
         write  required --project-cache-dir
         net    none     --scan | publishes a build scan
-        value  required -D --system-prop -P --project-prop
+        config required -D --system-prop | sets JVM properties (org.gradle.jvmargs…) on the command line
+        value  required -P --project-prop
         value  required -x --exclude-task --console --warning-mode --max-workers --priority
         value  required -F --dependency-verification --tests --configuration-cache-problems
         value  required --update-locks
         """,
-        {"-D": stray_value("names a path"), "-P": stray_value("names a path")},
+        {"-P": _gradle_project_prop},
     ),
     operand=free_operand,  # task names, defined by the workspace's build
 )
@@ -241,7 +270,7 @@ MVN = Spec(
         value  required -T --threads --color -emp --encrypt-master-password -ep --encrypt-password
         flag   none     -am -amd -fae -ff -fn -ntp -nsu -npr -npu -cpu -llr -up -itr
         """,
-        {"-D": stray_value("names a path")},
+        {"-D": _mvn_define},
     ),
     operand=_mvn_goal,
 )

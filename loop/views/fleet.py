@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from loop import formats
+from loop.repo.gitargv import git_argv
 from loop.store.paths import STATE_NAME, Workspace
 
 SKIP = frozenset({".git", "node_modules", ".venv", "venv", ".venv-ci", "__pycache__", ".tox", ".claude"})
@@ -70,7 +71,7 @@ def _ignored(folder: Path, names: list[str], cache: dict[Path, frozenset[str]]) 
     if names and _in_git(folder):
         try:
             ran = subprocess.run(
-                ["git", "-C", str(folder), "check-ignore", "-z", "--stdin"],
+                git_argv("-C", str(folder), "check-ignore", "-z", "--stdin"),
                 input="\0".join(f"{name}/" for name in names).encode(),
                 capture_output=True,
                 timeout=10,

@@ -51,6 +51,9 @@ class LoopView:
     notify: tuple[str, ...] = ()
     agents: dict[str, str] | None = None
     """The runner's agent command and its fallback's (`agent`, `fallback_agent`), as recorded."""
+    sandbox: str | None = None
+    """The sandbox the runner's agent turns run in (`bwrap (bubblewrap 0.8.0), network on`, or
+    `off: …` and why), as the last runner recorded it; None before any runner ran."""
 
     @classmethod
     def of(cls, workspace: Workspace, state: LoopState) -> LoopView:
@@ -63,6 +66,7 @@ class LoopView:
             pid=state.pid,
             alive=alive(state.pid),
             agents=_agents(state),
+            sandbox=_sandbox(state),
         )
 
     @classmethod
@@ -77,6 +81,7 @@ class LoopView:
         pid: int | None,
         alive: bool | None,
         agents: dict[str, str] | None,
+        sandbox: str | None = None,
     ) -> LoopView:
         """The view of a state, wherever it lives (a file here, a workflow on a server): what
         the state says, and what its reader knows of its driver."""
@@ -103,6 +108,7 @@ class LoopView:
             limits=dict(state.limits) or None,
             notify=tuple(state.notify),
             agents=agents,
+            sandbox=sandbox,
         )
 
     @property
@@ -210,6 +216,12 @@ def _agents(state: LoopState) -> dict[str, str] | None:
     return found or None
 
 
+def _sandbox(state: LoopState) -> str | None:
+    runner = state.extra.get("runner")
+    found = runner.get("sandbox") if isinstance(runner, dict) else None
+    return found if isinstance(found, str) and found else None
+
+
 def _loop_json(view: LoopView) -> dict[str, Any]:
     keys = (
         "kind",
@@ -236,6 +248,7 @@ def _loop_json(view: LoopView) -> dict[str, Any]:
     if view.agents:
         obj["agents"] = dict(view.agents)  # the runner's agent (and fallback) commands
     obj["notify"] = list(view.notify)
+    obj["sandbox"] = view.sandbox
     if obj["completion_promise"] in ("", "null"):
         obj["completion_promise"] = None  # JSON says "none" as null, not as a placeholder string
     return obj

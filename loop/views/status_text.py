@@ -41,6 +41,8 @@ def render(ws: Workspace) -> tuple[int, list[str], list[str]]:
         ("loop", f"{loop.kind}  {loop.state_file}"),
         ("status", f"{loop.status} (driver: {driver})"),
         *([("waiting for", _waiting(loop.waiting_for))] if loop.waiting_for else []),
+        *_answer_with(loop.waiting_for, snap.pending),
+        *_queued(snap.pending, loop),
         *([("confirmed", _unconfirmed(ws))] if not snap.confirmed else []),
         *(
             [("cost", cost_line(loop.usage, loop.limits))]
@@ -49,6 +51,7 @@ def render(ws: Workspace) -> tuple[int, list[str], list[str]]:
         ),
         *([("limits", _limits(loop.limits))] if loop.limits else []),
         *([("agent", _agents(loop.agents))] if loop.agents else []),
+        *([("sandbox", loop.sandbox)] if loop.sandbox else []),
         *_turns(snap.events),
         *([("notify", ", ".join(loop.notify))] if loop.notify else []),
         ("iteration", f"{loop.iteration}{limit}"),
@@ -70,6 +73,40 @@ def render(ws: Workspace) -> tuple[int, list[str], list[str]]:
     if loop.status in ("stopped", "failed"):
         lines += _last_summary(ws, loop.started_at)
     return 0, lines, []
+
+
+def _answer_with(waiting: dict[str, Any] | None, pending: Sequence[Any]) -> list[tuple[str, str]]:
+    """How a person answers the agent's question (until an answer is queued)."""
+    if (waiting or {}).get("kind") != "question" or any(c.kind == "answer" for c in pending):
+        return []
+    return [("answer with", 'loopdeck answer "…" (it goes into the agent\'s next prompt)')]
+
+
+QUOTED = 60
+"""How much of a queued answer or note `status` quotes."""
+
+
+def _queued(pending: Sequence[Any], loop: Any) -> list[tuple[str, str]]:
+    """The commands sent and not applied yet, and when they apply: a person who answered a
+    loop nobody drives sees the answer waits, and what delivers it."""
+    if not pending:
+        return []
+    if loop.driver == "runner" and loop.alive is True:
+        when = "the runner applies it within a second"
+    elif loop.driver == "runner":
+        when = "applies when a runner drives the loop again (`loopdeck resume` restarts it)"
+    else:
+        when = "applies at the agent's next Stop"
+    rows = []
+    for i, command in enumerate(pending):
+        what = command.kind
+        text = " ".join(str(command.reason or "").split())
+        if command.kind in ("answer", "say") and text:
+            what += f' "{text[:QUOTED]}{"…" if len(text) > QUOTED else ""}"'
+        if command.target:
+            what += f" for {command.target}"
+        rows.append(("queued" if i == 0 else "", f"{what} (sent {command.ts}); {when}"))
+    return rows
 
 
 def _agents(recorded: dict[str, str]) -> str:

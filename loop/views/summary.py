@@ -25,6 +25,23 @@ class Tally:
     """One record per completed iteration: its agent, tokens and cost (`runner.spent_data`)."""
 
 
+@dataclass(frozen=True)
+class Whole:
+    """The whole loop, for a run that took over a loop started earlier (resumed after a crash,
+    or continued): the summary tells this run and all of it, never this run as if it were all."""
+
+    duration_s: float | None
+    """Since the loop started (None: its start is unknown)."""
+    commits: list[str]
+    """Every commit the loop made, in every run, oldest first."""
+
+
+def clock(seconds: float) -> str:
+    """`1m 29s`."""
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}m {secs}s"
+
+
 def money(cost_usd: float, estimated: bool = False) -> str:
     """`$1.23`, or `≈$0.12 (estimated)` for loopdeck's estimate (a CLI that reports tokens only).
     Under a cent shows four decimals: a short turn's cost is not "$0.00"."""
@@ -96,7 +113,7 @@ NEXT_STEPS = {
     "limit": "raise the limit (`loopdeck set-max-iterations N`), then `loopdeck resume`; or finish by hand",
     "escalated": "read the journal (`loopdeck log`), fix what blocks the agent, then `loopdeck resume`",
     "failed": "read the journal (`loopdeck log`) and the iteration logs, then `loopdeck start --force`",
-    "question": "answer it (`loopdeck answer TEXT`), then `loopdeck resume`",
+    "question": 'answer it (`loopdeck answer "…"`), then `loopdeck resume`',
 }
 """What to do after each ending: every step names a verb that works on the loop as it was left."""
 
@@ -136,19 +153,24 @@ def summary_lines(
     folder: Path | None,
     state: LoopState | None,
     recorded: dict[str, Any] | None = None,
+    whole: Whole | None = None,
 ) -> list[str]:
     """The summary a person reads at the end of a run. Task figures come from `counts`, the
     sources as the run ended, or else from the tasks the loop's own `recorded` summary names
-    (a parallel loop's graph); without either, the summary says they are unknown, never zero."""
+    (a parallel loop's graph); without either, the summary says they are unknown, never zero.
+    `whole`: the loop as a whole, when this run took it over (its duration and commits are
+    then told for this run and in all)."""
     seconds = time.monotonic() - tally.started
-    minutes, secs = divmod(int(seconds), 60)
     next_step = NEXT_STEPS.get(how, "read the journal (`loopdeck log`)")
+    duration = clock(seconds)
+    if whole is not None and whole.duration_s is not None:
+        duration = f"{duration} this run, {clock(max(whole.duration_s, seconds))} in all"
     lines = [
         "",
         "== loopdeck summary ==",
         f"Ended:       {how} ({reason})",
         f"Iterations:  {tally.iterations} this run" + (f", {state.iteration} in all" if state else ""),
-        f"Duration:    {minutes}m {secs}s",
+        f"Duration:    {duration}",
     ]
     names = task_names(counts)
     tasks = recorded.get("tasks") if recorded else None
@@ -174,7 +196,10 @@ def summary_lines(
         lines.append(f"Failed:      {len(tally.agent_failures)} agent run(s): {tally.agent_failures[-1]}")
     if tally.verify_failures:
         lines.append(f"Verification failed {tally.verify_failures} time(s) along the way")
-    if tally.commits:
+    if whole is not None and whole.commits:
+        every, mine = whole.commits, len(tally.commits)
+        lines.append(f"Commits:     {mine} this run, {len(every)} in all ({every[-1][:8]} last)")
+    elif tally.commits:
         lines.append(f"Commits:     {len(tally.commits)} ({tally.commits[-1][:8]} last)")
     if state is not None and (state.usage or state.limits.get("max_cost_micro_usd")):
         lines.append(f"Cost:        {cost_line(state.usage, state.limits)}")

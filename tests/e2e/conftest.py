@@ -7,19 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, stop_hook_servers
 from tests.e2e.agent_scenarios import cli_project as _cli_project
 from tests.e2e.agents_harness import CLIProject
-
-
-@pytest.fixture(scope="session", autouse=True)
-def no_hook_server_left() -> Iterator[None]:
-    """The real CLIs run loopdeck's hooks as a person's sessions do, the hook server included
-    (their environment is their own: the server is not turned off); the servers they started
-    leave with the suite, not 10 minutes after it. A Stop a server's child is answering
-    finishes all the same, and a later one starts a server afresh."""
-    yield
-    stop_hook_servers(REPO / "loop" / "launcher.py")
 
 
 @pytest.fixture

@@ -132,6 +132,10 @@ def describe(snapshot: Snapshot) -> tuple[str, str]:
         state, word = "paused", WORDS[_queued(snapshot)]  # never RUNNING over a queued pause
     elif loop.status in ("running", "initializing"):
         state, word = "running", "RUNNING"
+    elif loop.status == "paused" and (loop.waiting_for or {}).get("kind") == "question":
+        # the agent's question: the bar says how to answer it, also once its prompt was put off
+        answered = any(c.kind == "answer" for c in snapshot.pending)
+        state, word = "paused", "QUESTION" if answered else 'QUESTION · loopdeck answer "…"'
     elif loop.status in ("paused", "stopping"):
         state, word = "paused", loop.status.upper()
     elif loop.status == "failed":
@@ -144,4 +148,6 @@ def describe(snapshot: Snapshot) -> tuple[str, str]:
     if loop.pid is not None:
         driver += " running" if loop.alive else " not running"
     mode = f" · verification {loop.verification_loop}/{loop.verify_loops}" if loop.verification_mode else ""
+    if loop.sandbox is not None:  # the runner's turns: confined, or said plainly that they are not
+        driver += " · sandboxed" if not loop.sandbox.startswith("off") else " · NO SANDBOX"
     return state, f"{word} · iteration {of}{mode} · {driver} · {_name(snapshot)}"

@@ -192,7 +192,16 @@ class WorkersPanel(Vertical):
             remote(kind, reason=reason, target=name)
             return
         try:
-            control.queue(self.workspace, kind, source="tui", target=name, reason=reason)
+            from loop.trust import key as trust_key
+
+            control.queue(
+                self.workspace,
+                kind,
+                source="tui",
+                target=name,
+                reason=reason,
+                key=trust_key.for_person(self.workspace.root),  # signed: a person's command
+            )
         except (LoopdeckError, OSError) as exc:
             self.notify(f"{kind} not sent: {exc}", severity="error")
             return

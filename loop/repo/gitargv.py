@@ -1,0 +1,75 @@
+"""Every git loopdeck runs starts here: `git_argv(*args)`.
+
+The repository is the agent's to write, `.git/config` and `.git/hooks/` included (and on a
+Temporal worker, whoever started the workflow chose the remote). git runs programs that
+configuration names: an fsmonitor on every `git status`, hooks on commit, merge and checkout, an
+external diff, an ssh or proxy command. The prefix turns those off, so a git that loopdeck runs
+runs no program of the repository:
+
+- `core.fsmonitor=false`, `core.hooksPath=/dev/null` (no hook is found there),
+  `core.sshCommand=ssh`, `core.gitProxy=`, `core.askPass=`, `protocol.ext.allow=never` (a
+  remote `ext::` runs a command), no signing and no signature checks (`gpg.program`);
+- `--no-ext-diff --no-textconv` (`NO_DIFF_PROGRAMS`) on every diff and log that shows changes;
+- `--literal-pathspecs` where paths come from a task or a file name: `:/` and `:(glob)` are
+  then file names, not pathspec magic.
+
+What the prefix cannot turn off: clean/smudge filters and merge drivers named by
+`.gitattributes` and the repository's config under names of its own choosing.
+"""
+
+from __future__ import annotations
+
+import os
+
+SAFE_CONFIG = (
+    *("-c", "core.fsmonitor=false"),
+    *("-c", "core.hooksPath=/dev/null"),
+    *("-c", "core.sshCommand=ssh"),
+    *("-c", "core.gitProxy="),
+    *("-c", "core.askPass="),
+    *("-c", "core.pager=cat"),
+    *("-c", "protocol.ext.allow=never"),
+    *("-c", "commit.gpgSign=false"),
+    *("-c", "tag.gpgSign=false"),
+    *("-c", "merge.verifySignatures=false"),
+    *("-c", "log.showSignature=false"),
+)
+"""Configuration given on the command line wins over the repository's: these name no program."""
+
+NO_DIFF_PROGRAMS = ("--no-ext-diff", "--no-textconv")
+"""For `git diff`, `log -p` and `show`: no `diff.external`, no textconv program."""
+
+_programs: dict[str, str] = {}
+PROGRAMS_KEPT = 8
+
+
+def git_program() -> str:
+    """The `git` an exec of a bare `git` would run, found on PATH once per PATH: the runner
+    looks with git every iteration and the monitor at every change of the tree, and an exec of
+    a bare name tries each folder of PATH in turn (eight failed execs a look on a PATH led by
+    version managers' shims). A PATH with a relative folder before the one that has git leaves
+    the search to the exec, which takes that folder from where git runs; so does a git gone
+    since it was found."""
+    path = os.environ.get("PATH", os.defpath)
+    found = _programs.get(path)
+    if found is not None and os.access(found, os.X_OK):
+        return found
+    found = "git"
+    for folder in path.split(os.pathsep):
+        if not os.path.isabs(folder):
+            break
+        candidate = os.path.join(folder, "git")
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            found = candidate
+            break
+    if found != "git":
+        if len(_programs) >= PROGRAMS_KEPT:
+            _programs.clear()
+        _programs[path] = found
+    return found
+
+
+def git_argv(*args: str, literal: bool = False) -> list[str]:
+    """`git` with the prefix that runs no program of the repository, then `args`; `literal`:
+    pathspecs are plain paths (`--literal-pathspecs`)."""
+    return [git_program(), *SAFE_CONFIG, *(("--literal-pathspecs",) if literal else ()), *args]
