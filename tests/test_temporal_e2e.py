@@ -271,3 +271,59 @@ def test_a_new_run_after_an_ended_loop_is_a_new_loop_from_the_branch_as_it_is_he
         assert {"src/part1.py", "src/part2.py"} <= set(merged)  # its agent ran: the work is there
     finally:
         workers.stop()
+
+
+def test_a_loop_run_in_the_foreground_is_read_and_paused_from_its_workspace(
+    server: Server, tmp_path: Path
+) -> None:
+    """Regression: with `run --engine temporal` in the foreground, `status --json` in its
+    workspace showed `driver: null` and `pause` there said it "applies at the agent's next Stop",
+    never reaching the workflow: a loop the workspace ran earlier (a hook loop's state file) hid
+    the record of the Temporal loop started after it."""
+    import os
+    import subprocess
+
+    from tests.conftest import REPO
+    from tests.temporal_support import loopdeck
+
+    proj = project(tmp_path, tasks=2, agent_args="--sleep 1 1")
+    earlier = verb("start", "An earlier loop", "--no-github", "--no-tasks", cwd=proj.ws)
+    assert earlier.returncode == 0, earlier.stderr
+    workers = Workers(server, proj, queue="here")
+    args = ["run", "Build it", "--workers", "1", "--engine", "temporal", "--address", server.address]
+    args += ["--task-queue", "here", "--graph", "tasks", "--agent", proj.agent, "--idle", "0.5"]
+    record = proj.ws / ".claude" / "loopdeck" / "temporal.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    run = subprocess.Popen(
+        [*loopdeck(), *args],
+        cwd=proj.ws,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    try:
+        workers.start("w1")
+        wf = until(
+            "the loop's record", lambda: record.is_file() and json.loads(record.read_text())["workflow_id"]
+        )
+        shown = verb("status", "--json", cwd=proj.ws)
+        assert shown.returncode == 0, shown.stderr
+        status = json.loads(shown.stdout)
+        assert status["loop"]["driver"] == "temporal" and status["temporal"]["workflow_id"] == wf
+        paused = verb("pause", "--reason", "a look", "--wait", "20", cwd=proj.ws)
+        assert paused.returncode == 0, paused.stderr
+        assert f"pause sent to {wf}" in paused.stdout and "pause applied" in paused.stdout, paused.stdout
+        assert "next Stop" not in paused.stdout
+        assert query(server.address, wf)["state"]["values"]["status"] == "paused"
+        now = json.loads(verb("status", "--json", cwd=proj.ws).stdout)
+        assert now["loop"]["status"] == "paused" and now["loop"]["waiting_for"]["kind"] == "pause"
+        resumed = verb("resume", "--wait", "20", cwd=proj.ws)
+        assert resumed.returncode == 0 and "resume applied" in resumed.stdout, resumed.stdout + resumed.stderr
+        out, _ = run.communicate(timeout=120)
+        assert run.returncode == 0 and "loop completed" in out, out
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        workers.stop()

@@ -14,7 +14,7 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +25,7 @@ from loop.store.paths import Workspace, find_workspace
 from loop.store.safeopen import open_append
 
 if TYPE_CHECKING:
+    from tui.app import LoopdeckApp
     from tui.monitor import MonitorApp
     from tui.temporal import TemporalApp
 
@@ -131,7 +132,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     import subprocess
-    import tempfile
 
     from loop.demo import workspace
 
@@ -141,7 +141,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if not args.headless and not has_terminal():
         print("loopdeck demo: no terminal for the monitor: the loop's log instead (as --headless)")
         args.headless = True
-    root = Path(tempfile.mkdtemp(prefix="loopdeck-demo-")) / "project"
+    for old in workspace.remove_previous():  # only folders an earlier demo made and marked
+        print(f"loopdeck demo: removed the previous demo's workspace {old}", flush=True)
+    root = workspace.make_folder() / "project"
     workspace.create(root, tasks=8)
     if workers is not None:
         return _demo_workers(args, root)
@@ -172,17 +174,32 @@ def cmd_demo(args: argparse.Namespace) -> int:
         "40",
         "--commit",
     ]
-    print(f"loopdeck demo: a throwaway git workspace in {root}", flush=True)
+    print(f"loopdeck demo: a throwaway git workspace in {root}; the next demo removes it", flush=True)
     if args.headless:
         return subprocess.call([*argv, "--headless"], cwd=root)
     return _monitor(root, argv)
 
 
-def _monitor(root: Path, argv: list[str]) -> int:
-    """The runner in the background, the monitor in front; quitting ends the runner."""
-    import subprocess
+DEMO_QUIT = "q ends the demo and stops its loop (on your own loops, quitting the monitor leaves them running)"
+"""Said before the demo's monitor opens, and in it: unlike the monitor on a person's own loop,
+quitting the demo stops the demo's loop (nothing is left running after a demo)."""
 
+
+def demo_app(ws: Workspace, on_quit: Callable[[], None]) -> LoopdeckApp:
+    """The monitor on the demo's loop: it says at once that `q` ends the demo, loop and all."""
     from tui.app import LoopdeckApp
+
+    class DemoApp(LoopdeckApp):
+        def on_mount(self) -> None:  # Textual runs the monitor's own `on_mount` after this one
+            self.notify(DEMO_QUIT, title="loopdeck demo", timeout=12)
+
+    return DemoApp(ws, on_quit=on_quit)
+
+
+def _monitor(root: Path, argv: list[str]) -> int:
+    """The runner in the background, the monitor in front; quitting ends the runner (the demo
+    says so before it starts, and in the monitor)."""
+    import subprocess
 
     log = root / ".claude" / "loopdeck" / "runner.log"
     with open_append(log) as out:
@@ -207,13 +224,16 @@ def _monitor(root: Path, argv: list[str]) -> int:
             except subprocess.TimeoutExpired:
                 runner.kill()
 
+    print(f"loopdeck demo: {DEMO_QUIT}", flush=True)
     try:
-        app = LoopdeckApp(ws, on_quit=end_runner)
+        app = demo_app(ws, end_runner)
         app.settles = True
         app.run()
     finally:
         end_runner()
-    print(f"loopdeck demo: ended; the workspace stays in {root} (the runner's log: {log})")
+    print(
+        f"loopdeck demo: ended; the workspace stays in {root} until the next demo (the runner's log: {log})"
+    )
     return 0
 
 
@@ -241,7 +261,11 @@ def _demo_workers(args: argparse.Namespace, root: Path) -> int:
         *["--workers", str(args.workers), "--graph", str(folder), "--agent", agent_cmd],
         *["--audit", audit, "--verify-allow", audit, "--commit"],
     ]
-    print(f"loopdeck demo: a throwaway git workspace in {root}, its task graph in {folder}", flush=True)
+    print(
+        f"loopdeck demo: a throwaway git workspace in {root}, its task graph in {folder}; "
+        "the next demo removes it",
+        flush=True,
+    )
     if args.headless:
         return subprocess.call([*argv, "--headless"], cwd=root)
     return _monitor(root, argv)

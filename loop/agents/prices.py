@@ -1,17 +1,21 @@
-"""List prices of the models whose CLIs report tokens but no cost (Codex CLI, Gemini CLI).
+"""What a turn cost, estimated, for the CLIs that report tokens but no cost (Codex CLI, Gemini CLI).
 
 Claude Code (`total_cost_usd`) and OpenCode (`step_finish.part.cost`) say what a turn cost;
-Codex and Gemini say only how many tokens it used. For those, loopdeck *estimates* the cost
-from this table, and says so ("≈$0.12 (estimated)"): USD per million tokens, input, input read
-from the provider's cache, and output (reasoning or "thinking" tokens are billed as output).
+Codex and Gemini say only how many tokens it used. For those, loopdeck *estimates* the cost and
+says so ("≈$0.12 (estimated)"). The prices come from `genai-prices`, a price list maintained
+apart from loopdeck (its data ships in the package: nothing is fetched), so a model released
+after this release of loopdeck is priced once that package is updated. A hand-written table went
+stale within months.
 
-Where the numbers come from: the providers' published API list prices, as of mid-2025
-(https://openai.com/api/pricing/, https://ai.google.dev/gemini-api/docs/pricing). They are an
-estimate, not a bill: subscriptions (ChatGPT plans, Gemini Code Assist) are not billed per
-token at all, Gemini 2.5 Pro costs more for prompts over 200k tokens, and prices change. A
-model that is not in the table gets tokens only, never a made-up cost. To correct or add
-prices, write `~/.config/loopdeck/prices.json` (`$XDG_CONFIG_HOME` honoured):
-`{"my-model": {"input": 1.25, "cached_input": 0.125, "output": 10.0}}`, USD per million tokens.
+An estimate, not a bill: subscriptions (ChatGPT plans, Gemini Code Assist) are not billed per
+token at all, and a turn's tokens are priced at the model's base rate (a CLI reports a turn's
+sum, not each request's size, so long-prompt tiers are not applied). A model nobody priced gets
+tokens only, never a made-up cost. A person's own prices win: `~/.config/loopdeck/prices.json`
+(`$XDG_CONFIG_HOME` honoured), `{"my-model": {"input": 1.25, "cached_input": 0.125, "output":
+10.0}}`, USD per million tokens.
+
+`genai_prices` takes about a quarter of a second to import: it is imported only when a cost is
+estimated (an agent turn ended), never on the Stop hook's path.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 
@@ -33,26 +38,11 @@ class Price:
     """Input read from the cache; the input price when the provider has no discount."""
 
 
-PRICES: dict[str, Price] = {
-    # OpenAI (Codex CLI), https://openai.com/api/pricing/
-    "gpt-5": Price(1.25, 10.00, 0.125),
-    "gpt-5-codex": Price(1.25, 10.00, 0.125),
-    "gpt-5-mini": Price(0.25, 2.00, 0.025),
-    "gpt-5-nano": Price(0.05, 0.40, 0.005),
-    "gpt-4.1": Price(2.00, 8.00, 0.50),
-    "gpt-4.1-mini": Price(0.40, 1.60, 0.10),
-    "o3": Price(2.00, 8.00, 0.50),
-    "o4-mini": Price(1.10, 4.40, 0.275),
-    "codex-mini-latest": Price(1.50, 6.00, 0.375),
-    # Google (Gemini CLI), https://ai.google.dev/gemini-api/docs/pricing (prompts up to 200k tokens)
-    "gemini-2.5-pro": Price(1.25, 10.00, 0.31),
-    "gemini-2.5-flash": Price(0.30, 2.50, 0.075),
-    "gemini-2.5-flash-lite": Price(0.10, 0.40, 0.025),
-    "gemini-2.0-flash": Price(0.10, 0.40, 0.025),
-}
-"""Model name → price. Keep it small and dated: see the module's docstring."""
-
 _DATED = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|latest|preview(?:-\d{2}-\d{4})?)$")
+
+_SAMPLE = 100_000
+"""Tokens of each kind the library prices at once to find a per-token rate: below every
+long-prompt tier (Gemini's start at 200k), so the rate is the model's base rate."""
 
 
 def _user_prices() -> dict[str, Price]:
@@ -78,25 +68,68 @@ def _user_prices() -> dict[str, Price]:
     return found
 
 
-def price_of(model: str | None, table: Mapping[str, Price] | None = None) -> Price | None:
-    """The model's price: by its exact name (lower case, without a `provider/` prefix), else
-    without a date or `-latest`/`-preview` suffix; None for a model nobody priced."""
-    if not model:
-        return None
-    prices = {**PRICES, **_user_prices()} if table is None else dict(table)
+def _names(model: str) -> tuple[str, ...]:
+    """The names a model is looked up by: lower case, without a `provider/` prefix, then
+    without a date or `-latest`/`-preview` suffix."""
     name = model.strip().lower().rsplit("/", 1)[-1]
-    for candidate in (name, _DATED.sub("", name)):
-        if candidate in prices:
-            return prices[candidate]
+    stripped = _DATED.sub("", name)
+    return (name,) if stripped == name else (name, stripped)
+
+
+def _provider(name: str) -> str | None:
+    """The provider a CLI's model name belongs to (the library's id), so a name several
+    providers resell is priced at its maker's list price."""
+    if name.startswith("gemini"):
+        return "google"
+    if name.startswith(("gpt-", "codex", "o1", "o3", "o4")):
+        return "openai"
     return None
 
 
-def estimate(
-    model: str | None, tokens: Mapping[str, int], table: Mapping[str, Price] | None = None
-) -> float | None:
-    """The estimated cost in USD of `tokens` (loopdeck's token keys) on `model`; None when the
-    model has no price."""
-    price = price_of(model, table)
+@lru_cache(maxsize=64)
+def _library_price(name: str) -> Price | None:
+    """The model's base rates from `genai-prices`, per million tokens; None when it does not
+    know the model (or is not installed)."""
+    try:
+        from genai_prices import Usage, calc_price
+    except ImportError:  # pragma: no cover - a dependency; an estimate is never worth a failure
+        return None
+
+    def rate(**tokens: int) -> float:
+        usage = Usage(**tokens)
+        return float(calc_price(usage, name, provider_id=_provider(name)).total_price)
+
+    try:
+        fresh = rate(input_tokens=_SAMPLE)
+        cached = rate(input_tokens=_SAMPLE, cache_read_tokens=_SAMPLE)
+        output = rate(output_tokens=_SAMPLE)
+    except (LookupError, ValueError):
+        return None
+    scale = 1_000_000 / _SAMPLE
+    return Price(fresh * scale, output * scale, cached * scale)
+
+
+def price_of(model: str | None) -> Price | None:
+    """The model's price: the person's own first, then the library's; by its exact name, else
+    without a date or `-latest`/`-preview` suffix. None for a model nobody priced."""
+    if not model:
+        return None
+    names = _names(model)
+    own = _user_prices()
+    for name in names:
+        if name in own:
+            return own[name]
+    for name in names:
+        found = _library_price(name)
+        if found is not None:
+            return found
+    return None
+
+
+def estimate(model: str | None, tokens: Mapping[str, int]) -> float | None:
+    """The estimated cost in USD of `tokens` (loopdeck's token keys: input without the cache's
+    part) on `model`; None when the model has no price."""
+    price = price_of(model)
     if price is None:
         return None
     cached = price.cached_input if price.cached_input is not None else price.input

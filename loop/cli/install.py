@@ -39,6 +39,7 @@ from typing import Any
 
 from loop.core.errors import FileProblem
 from loop.core.timeutil import utcnow
+from loop.store import gitexclude
 from loop.store.frontmatter import atomic_write
 from loop.store.paths import Workspace
 from loop.store.safeopen import UnsafePath, check_parent, make_parents, read_regular, write_bytes
@@ -787,6 +788,7 @@ def install(
         write_bytes(target, text.encode("utf-8"))  # a planted symlink is refused, not followed
         report.written.append(target)
     _ignore_private(ws)
+    gitexclude.ensure(ws.root, install=local)  # settings.local.json's home paths stay uncommitted
     precompile()
     return report
 

@@ -7,6 +7,7 @@ machine without the `temporal` extra gets one line saying how to install it)."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from loop.cli.options import add_sandbox_options
@@ -150,10 +151,39 @@ def extend(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def wanted(args: argparse.Namespace, ws: Workspace | None) -> bool:
     """Is this steering or reading verb for a loop on Temporal (`--temporal`, or the
-    workspace's record of its loop there, with no loop of its own)?"""
+    workspace's record of its loop there)? The record wins over a loop of the workspace's own
+    started before it (a hook or runner loop left from earlier): the later loop is the one a
+    person means."""
     if getattr(args, "temporal", None):
         return True
     if ws is None:
         return False
     record = ws.private_dir / "temporal.json"
-    return record.is_file() and not ws.state.exists()
+    if not record.is_file():
+        return False
+    if not ws.state.exists():
+        return True
+    return _record_is_newer(record, ws)
+
+
+def _record_is_newer(record: Path, ws: Workspace) -> bool:
+    """Did the recorded Temporal loop start after the workspace's own loop (whose state file
+    is there too)? An unreadable state is no loop to steer: the record wins."""
+    import json
+
+    from loop.core.timeutil import parse_iso
+    from loop.store.safeopen import read_regular
+    from loop.store.state import StateStore
+
+    try:
+        recorded = parse_iso(str(json.loads(read_regular(record, 64 * 1024)).get("started_at", "")))
+    except (OSError, ValueError, AttributeError):
+        return False
+    try:
+        state = StateStore(ws).read()
+    except (OSError, LoopdeckError):
+        return True
+    if state is None:
+        return True
+    own = parse_iso(state.started_at or "")
+    return recorded is not None and (own is None or recorded >= own)

@@ -235,6 +235,8 @@ def decide(
         state.extra["ralph_warned"] = True
         events.append(("warning", {"message": RALPH_WARNING}))
 
+    if stop.turn is not None:
+        _notes_heard(state, stop.turn)
     forced: Command | None = None
     for command in commands:
         if _refused(result, command):
@@ -1204,7 +1206,7 @@ def _block(
         message += f" | ESCALATION: past {state.max_iterations} iterations"
     answer = state.extra.pop("answer", None)
     asked = state.extra.pop("answered", None)
-    notes = state.extra.pop("notes", None)
+    notes = _notes_for(state, stop)
     if notes:
         said = "\n".join(f"- {note}" for note in notes)
         prompt = cap(f"A PERSON WATCHING THE LOOP SAYS:\n{said}\n\n{prompt}")
@@ -1242,6 +1244,31 @@ def _block(
         )
     )
     return result
+
+
+def _notes_for(state: LoopState, stop: StopInput) -> list[str]:
+    """The person's notes for this prompt. The hook's block reaches the session at once, so
+    its notes are spent; a runner turn can be cut short (a skip a second later), so the runner
+    keeps them, and how many were sent, until a turn that got them runs to its end."""
+    if stop.driver == "hook":
+        return list(state.extra.pop("notes", None) or [])
+    notes = list(state.extra.get("notes") or [])
+    if notes:
+        state.extra["notes_sent"] = len(notes)
+    return notes
+
+
+def _notes_heard(state: LoopState, turn: Turn) -> None:
+    """A runner turn ended: the notes its prompt carried are spent if the agent worked the turn
+    through; after a turn cut short, failed or held by a usage limit they go out again."""
+    if turn.interrupted is not None or turn.failure is not None or turn.limited is not None:
+        return
+    sent = int(state.extra.pop("notes_sent", 0) or 0)
+    rest = list(state.extra.get("notes") or [])[sent:]
+    if rest:
+        state.extra["notes"] = rest
+    else:
+        state.extra.pop("notes", None)
 
 
 def _current_task(sources: Aggregate) -> str | None:

@@ -212,10 +212,6 @@ def stop_waiting(ws: Workspace, now: float | None = None) -> bool:
         return False
     if (now if now is not None else time.time()) >= until or pid <= 0:
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    from loop.store.proc import alive
+
+    return bool(alive(pid))

@@ -293,6 +293,7 @@ class ParallelRunner:
                 return self.base.finish("completed", "completed", archived=True)
             state = current
             if state.status == "stopped":
+                self.settle_ended(merge=False)
                 self.pool.stop_all()
                 return self.base.finish("stopped", "stopped by user")
             if (
@@ -300,6 +301,7 @@ class ParallelRunner:
                 and self.options.headless
                 and state.waiting_kind in ("escalation", "question")
             ):
+                self.settle_ended()
                 self.apply(workflow.headless_end)
                 return self.base.finish("escalated", f"{state.waiting_reason}: needs a person")
             for ended in self.pool.poll(self.options.iteration_timeout):
@@ -327,10 +329,28 @@ class ParallelRunner:
                     )
                 if self.options.headless and step is not None and self.only_questions(step):
                     question = next(w.question for w in step.board.workers if w.status == scheduler.QUESTION)
+                    self.settle_ended()
                     self.apply(workflow.headless_end)
                     return self.base.finish("question", f"a worker asks: {question}")
                 continue
             time.sleep(self.options.poll)
+
+    def settle_ended(self, merge: bool = True) -> None:
+        """Before the run ends, every worker whose turn has ended is heard: its cost counted,
+        its verdict kept, and (with `merge`) the approved branches merged. A worker finishing
+        a moment before another crossed the cost limit was dropped, its task pending again.
+        Turns still running are not waited for: they end with the run."""
+        while True:
+            ended = self.pool.poll(self.options.iteration_timeout)
+            if not ended:
+                break
+            for one in ended:
+                self.on_ended(one)
+        state = self.store.read() if merge else None
+        queued = len(scheduler.board_of(state).queue) if state is not None else 0
+        for _ in range(queued):  # each branch tried once: a merge that fails is not retried here
+            if not self.merge_next():
+                break
 
     def choose_isolation(self, state: LoopState) -> None:
         """Worktrees in a git repository (unless `--isolation locks`), file locks elsewhere; the
@@ -678,6 +698,7 @@ class ParallelRunner:
         paused = signum == signal.SIGINT
         name = signal.Signals(signum).name
 
+        self.settle_ended(merge=False)
         self.apply(lambda s: workflow.interrupt(s, paused, f"{name} to the runner", self.now()))
         self.pool.stop_all()
         self.base.finish("interrupted" if paused else "stopped", f"{name} received")

@@ -42,7 +42,7 @@ from loop.sources.aggregate import SourceConfig, check_all
 from loop.store import control
 from loop.store.journal import Event, Journal, render_line
 from loop.store.paths import Workspace
-from loop.store.state import StateStore
+from loop.store.state import StateError, StateStore
 from loop.trust import key as trust_key
 from loop.views.summary import Tally, Whole, progress_line, summary_lines
 
@@ -461,7 +461,17 @@ class Runner:
         verified: bool = False,
         turn: Turn | None = None,
     ) -> Result:
-        """Ask the engine what the turn that just ended means, and write its answer down."""
+        """Ask the engine what the turn that just ended means, and write its answer down. A state
+        file found corrupt is recovered first (`recover`), and the turn decided on what it holds."""
+        try:
+            return self._decide(last_text, failure, verified, turn)
+        except StateError as exc:
+            self.recover(exc)  # CorruptState when it cannot be
+            return self._decide(last_text, failure, verified, turn)
+
+    def _decide(
+        self, last_text: str | None, failure: str | None, verified: bool, turn: Turn | None
+    ) -> Result:
         with self.store.locked():
             state = self.store.read()
             if state is None:
@@ -480,12 +490,12 @@ class Runner:
             )
             now = self.now()
             sources = self.count(state) if engine.needs_sources(state, stop, commands) else None
-            if turn is not None:  # after a turn: the tasks done so far, counted once for both
-                self.progress(state, sources)
             if engine.needs_look(state, turn, commands, sources):  # read last: git ran meanwhile
                 assert turn is not None
                 stop = replace(stop, turn=replace(turn, changed=self.workspace_changed()))
             result = engine.decide(state, stop, commands, sources, now)
+            if turn is not None:  # after a turn: the tasks done so far (counted once for both), what is next
+                self.progress(state, sources, result if result.blocked else None)
             if result.state is not None:
                 result.state.pid = os.getpid()
             writer.carry_out(self.ws, self.store, self.journal, state, result, now, end, bad, self.echo)
@@ -496,6 +506,57 @@ class Runner:
 
     def count(self, state: LoopState) -> Aggregate:
         return check_all(SourceConfig.from_state(self.ws, state))
+
+    # --- a state file found corrupt mid-run ------------------------------------------------------
+
+    def recover(self, exc: StateError) -> None:
+        """The state file no longer reads (a person's edit, a disk problem, the agent): put this
+        loop's backup back (the corrupt file kept as `….corrupt-<time>`), journal it and tell
+        the person, and the loop goes on. Without a backup of this loop, nothing is overwritten:
+        the loop escalates (CorruptState) and `loopdeck resume` offers to rebuild it."""
+        try:
+            self.store.read()
+        except StateError as found:
+            problem = str(found)
+        else:
+            raise exc  # the file reads: a problem of another kind, not ours to mend here
+        n = self.final.iteration if self.final is not None else None
+        why = "there is no backup of this loop to restore"
+        if self.ws.backup.exists() and writer.backup_of_this_loop(self.ws):
+            try:
+                restored = writer.restore_backup(self.ws, self.now())
+            except (StateError, OSError) as failed:
+                why = f"its backup could not be restored ({failed})"
+            else:
+                kept = _newest_corrupt(self.ws)
+                where = f"kept as {kept}" if kept else "kept beside it"
+                message = (
+                    f"the state file was corrupt ({problem}); it is {where}; the backup of this loop "
+                    f"is restored (iteration {restored.iteration}) and the loop goes on"
+                )
+                self.event("warning", restored.iteration, {"message": message, "corrupt": problem})
+                self.final = restored
+                self.alert(restored, message, restored.iteration)
+                return
+        elif self.ws.backup.exists():
+            why = "the backup is of an earlier loop, not this one"
+        reason = (
+            f"the state file is corrupt ({problem}) and {why}: it is left as it is; "
+            "`loopdeck resume` rebuilds the state from the journal"
+        )
+        self.event("escalation", n, {"reason": reason, "kind": "corrupt-state"})
+        self.alert(self.final, reason, n)
+        raise CorruptState(reason)
+
+    def alert(self, state: LoopState | None, text: str, n: int | None) -> None:
+        """Tell the person as an escalation is told: the targets they confirmed for this loop."""
+        if state is None or not state.notify:
+            return
+        from loop.drivers import notify
+
+        with contextlib.suppress(Exception):  # a notification is a courtesy: the journal has it
+            due = notify.messages([("escalation", {"reason": text})], self.ws.root.name, n or 0)
+            notify.send_detached(self.ws.root, trust.confirmed_targets(self.ws, state), due)
 
     def workspace_changed(self) -> bool:
         """Did the turn that just ended change the workspace? Its mark against its start's."""
@@ -827,7 +888,21 @@ class Runner:
     def _on_signal(self, signum: int, frame: object) -> None:
         self.signal = signum
 
+    def read_state(self) -> LoopState | None:
+        """The state as it is on disk; one found corrupt is recovered first (`recover`)."""
+        try:
+            return self.store.read()
+        except StateError as exc:
+            self.recover(exc)
+            return self.store.read()
+
     def _run(self, create: Callable[[], LoopState] | None) -> int:
+        try:
+            return self._drive(create)
+        except CorruptState as exc:
+            return self.finish("escalated", str(exc))
+
+    def _drive(self, create: Callable[[], LoopState] | None) -> int:
         state = self.prepare(create)
         if state.waiting_for is not None and self.options.headless and not self.queued():
             return self.finish(*_ending(state, still=True))
@@ -844,7 +919,7 @@ class Runner:
                 continue
             if result.effects.archive is not None:
                 return self.finish("completed", str(result.effects.archive.get("reason")), archived=True)
-            current = result.state if result.state is not None else self.store.read()
+            current = result.state if result.state is not None else self.read_state()
             if current is None:  # archived by someone else (a forced completion seen elsewhere)
                 return self.finish("completed", "completed", archived=True)
             self.forget_start()
@@ -895,8 +970,12 @@ class Runner:
 
     # --- output --------------------------------------------------------------------------------
 
-    def progress(self, state: LoopState, counts: Aggregate | None = None) -> None:
-        """`▰▰▱▱ 12/40 tasks`: the sources as the decision counts them (or counted now)."""
+    def progress(
+        self, state: LoopState, counts: Aggregate | None = None, after: Result | None = None
+    ) -> None:
+        """`Progress: [1 of 3] ▰▰▰▱▱▱▱▱▱▱ 33% · next: "Write the parser" · stage: working · 2m 10s
+        elapsed`: the sources as the decision counts them (or counted now); the turn the
+        decision runs next (`after`, when it runs one): its task and stage; the loop's time."""
         try:
             counts = counts or self.count(state)
         except Exception:  # progress is a courtesy
@@ -904,14 +983,35 @@ class Runner:
         done = sum(r.done for r in counts.sources if r.available)
         total = done + counts.pending_total
         if total:
-            self.out(progress_line(done, total))
+            self.out(" · ".join([progress_line(done, total), *self.progress_more(state, after)]))
+
+    def progress_more(self, state: LoopState, after: Result | None) -> list[str]:
+        """The next turn's task and stage (as the decision's state says), and the time since the
+        loop started (this run's when that is not known)."""
+        from loop.core.timeutil import human_duration, parse_iso
+
+        parts = []
+        nxt = after.state if after is not None else None
+        if nxt is not None:
+            if nxt.current_task and not nxt.verification_mode:
+                parts.append(f'next: "{nxt.current_task}"')
+            parts.append(f"stage: {stage_of(nxt)}")
+        started = parse_iso(state.started_at)
+        seconds = (self.now() - started).total_seconds() if started else None
+        if seconds is None or seconds < 0:
+            seconds = time.monotonic() - self.tally.started
+        parts.append(f"{human_duration(seconds)} elapsed")
+        return parts
 
     def finish(self, how: str, reason: str, archived: bool = False) -> int:
         """Print and archive the summary; the exit status for `how`.
 
         The task figures are counted from the sources now, also for an archived loop (its
         state as the last decision left it): a forced completion with tasks open says so."""
-        state = self.final if archived else self.store.read()
+        state = self.final if archived else None
+        if not archived:
+            with contextlib.suppress(StateError):  # a corrupt one is told, never archived
+                state = self.store.read()
         counts: Aggregate | None = None
         with contextlib.suppress(Exception):
             counts = self.count(state) if state is not None else None
@@ -978,6 +1078,19 @@ class Runner:
         return Whole(float(seconds) if isinstance(seconds, int | float) else None, self.loop_commits())
 
 
+class CorruptState(LoopdeckError):
+    """The state file is corrupt mid-run and no backup of this loop could be put back."""
+
+
+def _newest_corrupt(ws: Workspace) -> Path | None:
+    """The corrupt state file a restore just moved aside (`….corrupt-<time>`), if found."""
+    try:
+        found = list(ws.claude_dir.glob(ws.state.name + ".corrupt-*"))
+        return max(found, key=lambda p: p.stat().st_mtime_ns) if found else None
+    except OSError:
+        return None
+
+
 LOOP_COMMITS = frozenset({"loop-started", "commit", "task-merged"})
 """The journal's events a loop's commits are counted from (since its `loop-started`)."""
 
@@ -1024,6 +1137,17 @@ def spent_data(name: str, judged: Judgement, usage: dict[str, int] | None) -> di
         if usage.get("estimated_cost_micro_usd"):
             data["estimated"] = True
     return data
+
+
+def stage_of(state: LoopState) -> str:
+    """What the loop's next turn is, as its state says: `working` on the tasks, `verification
+    loop N of M` once they are done (`verifying` when it has no verification loops)."""
+    if not state.verification_mode:
+        return "working"
+    if state.verify_loops <= 0:
+        return "verifying"
+    number = min(state.verify_loops, max(1, state.verify_loops - state.verification_remaining))
+    return f"verification loop {number} of {state.verify_loops}"
 
 
 def _ending(state: LoopState, still: bool = False) -> tuple[str, str]:

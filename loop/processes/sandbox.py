@@ -28,6 +28,7 @@ from pathlib import Path
 
 from loop.core.errors import LoopdeckError
 from loop.core.model import RUNNER_ENV
+from loop.store.gitexclude import repository
 
 MODES = ("auto", "on", "off")
 ENV_MODE = "LOOPDECK_SANDBOX"
@@ -214,30 +215,9 @@ AGENT_VARIABLES = (
 
 def git_dirs(root: Path) -> tuple[Path, Path] | None:
     """The git folder of the repository `root` is in, and its common folder (the main
-    repository's, for a worktree), read from `.git` and `commondir` as git does: no git process."""
-    for folder in (root, *root.parents):
-        dotgit = folder / ".git"
-        if dotgit.is_dir():
-            gitdir = dotgit
-        elif dotgit.is_file():
-            try:
-                line = dotgit.read_text(encoding="utf-8", errors="replace").strip()
-            except OSError:
-                return None
-            if not line.startswith("gitdir:"):
-                return None
-            gitdir = (folder / line.removeprefix("gitdir:").strip()).resolve()
-        else:
-            continue
-        common = gitdir
-        try:
-            pointer = (gitdir / "commondir").read_text(encoding="utf-8", errors="replace").strip()
-        except OSError:
-            pointer = ""
-        if pointer:
-            common = (gitdir / pointer).resolve()
-        return gitdir, common
-    return None
+    repository's, for a worktree)."""
+    found = repository(root)
+    return None if found is None else (found[1], found[2])
 
 
 def protected(spec: Spec) -> list[Path]:
@@ -493,6 +473,8 @@ def _hidden_path_dirs(env: Mapping[str, str], program: str = "") -> list[str]:
     if os.path.isabs(program):
         folders.append(os.path.dirname(program))
     folders.append(os.path.dirname(sys.executable))
+    # loopdeck itself: the hooks an agent CLI runs inside (a clone in a temporary folder)
+    folders.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     found = []
     for folder in folders:
         if os.path.isabs(folder) and _under(Path(folder), Path("/tmp")) and os.path.isdir(folder):

@@ -25,6 +25,7 @@ from loop.core.errors import FileProblem, LockTimeout, os_problem
 from loop.core.model import ACTIVE_STATUSES, DRIVERS, KNOWN_KEYS, NULL, STATUSES, WAITING_KINDS, LoopState
 from loop.core.redact import redact
 from loop.core.timeutil import utcnow
+from loop.store import gitexclude
 from loop.store.frontmatter import _YAML, _YAML_WORDS, atomic_write, fast_front_matter, scalar, yaml_module
 from loop.store.lock import FileLock, LockTimeoutError
 from loop.store.paths import Workspace
@@ -546,6 +547,7 @@ class StateStore:
     def locked(self) -> Iterator[None]:
         if self._lock is None:
             make_parents(self.workspace.lock)  # not inside a symlinked .claude
+            gitexclude.ensure(self.workspace.root)  # loopdeck's files stay out of `git status`
             self._lock = FileLock(self.workspace.lock, timeout=self.lock_timeout, on_break=self._lock_broken)
         try:
             self._lock.acquire()
