@@ -340,7 +340,7 @@ def test_bindings_help_and_palette_come_from_the_registry() -> None:
 
     ids = {b.id for b in MainScreen.BINDINGS if not isinstance(b, tuple) and b.id}
     assert ids == {k.id for k in actions.KEYS if k.scope in MAIN_SCOPES}
-    text = actions.help_markdown({})
+    text = actions.help_plain({})
     for key in actions.KEYS:
         assert key.help in text
 
@@ -357,7 +357,7 @@ async def test_a_keymap_file_rebinds_a_key(tmp_path: Path, monkeypatch: pytest.M
         await pilot.press("z")
         await pilot.press("question_mark")
         assert isinstance(monitor.screen, TextScreen)
-        assert "| `z` | pause the loop" in monitor.screen.body
+        assert "z · pause the loop" in monitor.screen.body
     assert [c["kind"] for c in commands(ws)] == ["pause"]
 
 

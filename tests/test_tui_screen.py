@@ -33,6 +33,7 @@ from tui.widgets.journal import JournalPanel
 from tui.widgets.output import OutputPanel
 from tui.widgets.sources import table_text
 from tui.widgets.verification import command_label
+from tui.widgets.workers import WorkersPanel
 
 SMALL = (80, 24)
 
@@ -67,7 +68,7 @@ async def test_at_80x24_titles_and_reasons_are_whole_and_the_journal_hangs_besid
     async with monitor.run_test(size=SMALL):
         await screenshots.settle(monitor)
         sources = str(monitor.query_one("#sources").render())
-        assert "[~] 5: Expose the list endpoint" in sources
+        assert "[~] Expose the list endpoint" in sources  # no line number to read as a task id
         assert "off: turned off (--no-github)" in sources and "off: turned off (--no-tasks)" in sources
         joined = " ".join(sources.split())
         assert "no transcript known yet (the hook records it at the first Stop)" in joined
@@ -97,7 +98,9 @@ async def test_at_80x24_a_workers_loop_keeps_its_table_and_both_logs(tmp_path: P
         assert "worker-5" in screen_text(monitor)
         # The keys of the selected worker are on offer: its table has the focus.
         assert monitor.focused is table
-        assert "k" in footer(monitor) and "w" in footer(monitor)  # grouped: "kw worker"
+        # its keys on the panel's edge, as bound (the footer's room is the loop's keys')
+        assert "k skip its task · w stop worker" in str(monitor.query_one(WorkersPanel).border_subtitle)
+        assert "t" in footer(monitor) and "k" not in footer(monitor)
         quit_key = next(k for k in monitor.screen.query("FooterKey") if getattr(k, "key", "") == "q")
         assert quit_key.region.right <= SMALL[0]
 
@@ -419,9 +422,9 @@ def test_every_key_of_every_screen_and_widget_is_in_the_registry() -> None:
     assert used_scopes == set(actions.SCOPES)
     for key in actions.KEYS:  # one id, one default key, wherever it appears
         assert actions.DEFAULTS[key.id] == key.key, key
-    help_text = actions.help_markdown({})
+    help_text = actions.help_plain({})
     for key_id in actions.IDS:
-        assert f"`{key_id}`" in help_text
+        assert f" · {key_id}" in help_text
 
 
 def test_the_readme_names_every_id_a_keymap_may_rebind() -> None:
@@ -503,7 +506,7 @@ async def test_a_keymap_rebinds_the_keys_of_every_screen(
             await until(pilot, lambda: isinstance(monitor.screen, MainScreen))
         await pilot.press(keymap["app.help"])
         assert isinstance(monitor.screen, TextScreen)
-        assert f"`{keymap['worker.skip']}`" in monitor.screen.body  # the help shows keys as bound
+        assert f"{keymap['worker.skip']} · skip the worker's task" in monitor.screen.body  # keys as bound
 
 
 async def test_a_keymap_rebinds_the_fleet_and_the_neighbour_keys(
@@ -554,5 +557,5 @@ async def test_the_help_lists_every_screens_keys(tmp_path: Path) -> None:
         body = monitor.screen.body
         for heading in actions.SCOPES.values():
             assert heading in body
-        for needle in ("`k` | skip the worker's task", "`n` | next loop in this folder", "`f` | the fleet"):
+        for needle in ("k · skip the worker's task", "n · next loop in this folder", "f · the fleet"):
             assert needle in body

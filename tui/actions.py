@@ -21,6 +21,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.console import RenderableType
 from textual.binding import Binding, BindingType
 
 
@@ -136,7 +137,6 @@ KEYS: tuple[Key, ...] = (
         "Tell the agent something",
         "a note for its next prompt, delivered once",
         "app",
-        show=False,
     ),
     Key(
         "state.restore",
@@ -210,7 +210,7 @@ KEYS: tuple[Key, ...] = (
         "Skip the worker's task",
         "the selected worker's task is skipped",
         "workers",
-        group="worker",
+        show=False,
     ),
     Key(
         "worker.stop",
@@ -220,7 +220,7 @@ KEYS: tuple[Key, ...] = (
         "Stop the worker",
         "the selected worker stops; its task goes back to pending",
         "workers",
-        group="worker",
+        show=False,
     ),
     Key(
         "worker.answer",
@@ -230,7 +230,7 @@ KEYS: tuple[Key, ...] = (
         "Answer the worker",
         "the selected worker asked a question",
         "workers",
-        group="worker",
+        show=False,
     ),
     # --- a search box (SearchInput) ----------------------------------------------------------------------
     Key(
@@ -479,26 +479,49 @@ def key_names(keys: str) -> str:
     return ", ".join(words.get(k.strip(), k.strip()) for k in keys.split(","))
 
 
-def help_markdown(keys: dict[str, str]) -> str:
-    """The help screen's text: every key of every screen, as bound now (after any keymap), with
-    the id that rebinds it."""
-    sections = []
+HELP_INTRO = "Every key of every screen, as bound now; ctrl+p lists the ones that apply, by name."
+HELP_OUTRO = (
+    "Keys send commands to the loop's control queue; the driver applies them: the runner within a "
+    "second, a hook-driven loop at the end of the agent's turn. Until then the command shows as "
+    "pending in the top bar, and keys that would contradict it are off. Quitting never stops the "
+    "loop.\n\n"
+    "Any key can be rebound in ~/.config/loopdeck/keymap.toml (or $LOOPDECK_KEYMAP), by its id: "
+    '[keys] then "loop.pause" = "P". One id is one key on every screen.'
+)
+
+
+def help_table(keys: dict[str, str]) -> RenderableType:
+    """The help screen's body: every key of every screen, one row each (its key, what it does,
+    the id that rebinds it), a heading per screen. Dense on purpose: 80x24 shows a dozen keys
+    at a time, where a Markdown table of bordered cells showed two."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    parts: list[RenderableType] = [Text(HELP_INTRO)]
     for scope, heading in SCOPES.items():
-        rows = "\n".join(
-            f"| `{key_names(keys.get(k.id, k.key))}` | {k.title.lower()}: {k.help} | `{k.id}` |"
+        table = Table(box=None, show_header=False, padding=(0, 1), pad_edge=False, expand=True)
+        table.add_column("key", no_wrap=True, style="bold", width=8)
+        table.add_column("does", ratio=1)
+        table.add_column("id", no_wrap=True, style="dim")
+        for k in in_scope(scope):
+            table.add_row(key_names(keys.get(k.id, k.key)), f"{k.title.lower()}: {k.help}", k.id)
+        parts += [Text(""), Text(heading, style="bold underline"), table]
+    parts += [Text(""), Text(HELP_OUTRO)]
+    return Group(*parts)
+
+
+def help_plain(keys: dict[str, str]) -> str:
+    """`help_table` as plain lines (`p · pause the loop: … · loop.pause`): what the help screen
+    holds, for a search or a test."""
+    rows = [HELP_INTRO]
+    for scope, heading in SCOPES.items():
+        rows.append(heading)
+        rows += [
+            f"{key_names(keys.get(k.id, k.key))} · {k.title.lower()}: {k.help} · {k.id}"
             for k in in_scope(scope)
-        )
-        sections.append(f"## {heading}\n\n| key | does | id |\n| --- | --- | --- |\n{rows}\n")
-    return (
-        "Every key of every screen, as bound now; `ctrl+p` lists the ones that apply, by name.\n\n"
-        + "\n".join(sections)
-        + "\nKeys send commands to the loop's control queue; the driver applies them: the runner\n"
-        "within a second, a hook-driven loop at the end of the agent's turn. Until then the command\n"
-        "shows as pending in the top bar, and keys that would contradict it are off. Quitting never\n"
-        "stops the loop.\n\n"
-        "Any key can be rebound in `~/.config/loopdeck/keymap.toml` (or `$LOOPDECK_KEYMAP`), by\n"
-        'its id: `[keys]` then `"loop.pause" = "P"`. One id is one key on every screen.\n'
-    )
+        ]
+    return "\n".join([*rows, HELP_OUTRO])
 
 
 def keymap_path() -> Path:

@@ -19,6 +19,7 @@ from textual import on, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.message import Message
+from textual.notifications import Notify
 from textual.reactive import var
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
@@ -51,6 +52,8 @@ from tui.watch import (
 )
 
 GIT_EVERY_S = 2.0
+SHORT_ROWS = 30
+"""The height below which the screen is short (`VERTICAL_BREAKPOINTS`)."""
 WATCH_STEP_MS = 20
 """How often the file watcher's thread wakes to hand over what it saw: a change reaches the
 screen 20 to 40 ms later; a shorter step costs an idle monitor half a per cent of a core."""
@@ -80,6 +83,9 @@ class LoopdeckApp(App[None]):
     full screen, then goes back to the screen behind; the footer says when it does."""
     NOTIFICATION_TIMEOUT = 3
     """Notices are short, and shown top right over the least needed panels (`app.tcss`)."""
+    MAX_NOTICES = 3
+    """Notices on screen at once (two on a short terminal): a newer one takes the oldest's place,
+    so a burst of them never stacks down over the panels and the logs."""
 
     snapshot: var[Snapshot | None] = var(None, init=False)
     """The workspace as last read. The app sets it when a read arrives; the main screen's
@@ -180,6 +186,18 @@ class LoopdeckApp(App[None]):
                 self.watch_tree()
             else:  # no watcher tells when the tree moves: a loop file's change hints at a commit
                 self.set_interval(GIT_EVERY_S, self.git_tick)
+
+    def on_notify(self, event: Notify) -> None:
+        """A new notice: the oldest ones go while more than `MAX_NOTICES` would be up (two on a
+        short terminal). Textual keeps no bound of its own: the collection and `_unnotify` are
+        its private parts (Textual 8.2); this handler may run before or after Textual's own."""
+        limit = self.MAX_NOTICES if self.size.height >= SHORT_ROWS else self.MAX_NOTICES - 1
+        shown = [n for n in self._notifications if n is not event.notification]
+        extra = len(shown) + 1 - limit
+        for old in shown[: max(0, extra)]:
+            self._unnotify(old, refresh=False)
+        if extra > 0:
+            self._refresh_notifications()
 
     def watch_terminal(self) -> None:
         """Quit when the terminal is gone, SIGHUP or none (`tui.hangup`)."""
@@ -541,7 +559,8 @@ class LoopdeckApp(App[None]):
         self.load_snapshot()
 
     def action_help(self) -> None:
-        self.push_screen(TextScreen("Help", actions.help_markdown(self.bound_keys()), markdown=True))
+        keys = self.bound_keys()
+        self.push_screen(TextScreen("Help", actions.help_plain(keys), renderable=actions.help_table(keys)))
 
     def bound_keys(self) -> dict[str, str]:
         """Binding id → keys, as bound now: the registry's, overridden by the keymap file."""

@@ -192,6 +192,24 @@ def _iteration_log(ws: Workspace, n: int) -> None:
     (logs / f"{n:04d}.log").write_text("".join(json.dumps(line) + "\n" for line in OUTPUT))
 
 
+def _worker_log(ws: Workspace, name: str, turn: int, file: str) -> None:
+    """A worker's turn as the parallel driver logs it (claude's stream-json)."""
+    lines = [
+        OUTPUT[0],
+        {
+            "type": "assistant",
+            "message": {"content": [{"type": "text", "text": f"{name}: my task edits {file}."}]},
+        },
+        {
+            "type": "assistant",
+            "message": {"content": [{"type": "tool_use", "name": "Edit", "input": {"file_path": file}}]},
+        },
+    ]
+    folder = ws.private_dir / "workers"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.{turn:02d}.log").write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
 def running(root: Path) -> Workspace:
     ws = _repo(root)
     _state(
@@ -372,6 +390,8 @@ def workers(root: Path) -> Workspace:
         verify=["python check.py"],
     )
     scheduler.keep(state, board)
+    for name, turn, task in (("worker-3", 2, "CHANGELOG.md"), ("worker-5", 1, "src/api.py")):
+        _worker_log(ws, name, turn, task)
     writer.carry_out(ws, StateStore(ws), Journal(ws.journal), state, Result("allow", state), NOW)
     from loop import trust
 
@@ -637,6 +657,10 @@ PICTURES: dict[str, tuple[str, tuple[str, ...], tuple[int, int]]] = {
 size (the scenarios are shot at `SIZE`; an 80x24 terminal is the smallest the monitor fits)."""
 
 
+PROJECT = "todo-api"
+"""The folder every scenario is made in: the top bar names it, as it names a person's project."""
+
+
 def main() -> None:
     import tempfile
 
@@ -648,7 +672,8 @@ def main() -> None:
         os.environ["LOOPDECK_TRUST_HOME"] = str(records)
         for name in [*SCENARIOS, *PICTURES]:
             scenario = PICTURES.get(name, (name, (), SIZE))[0]
-            path = asyncio.run(_shoot(name, Path(tmp) / name / scenario, out))  # the folder: the scenario's
+            folder = "projects" if scenario == "fleet" else PROJECT  # the folder the top bar names
+            path = asyncio.run(_shoot(name, Path(tmp) / name / folder, out))
             print(f"wrote {path}")
 
 

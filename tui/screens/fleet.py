@@ -45,6 +45,20 @@ COLUMNS = (
     ("Cost", 7),
 )
 """(label, width): fixed widths, so a row arriving never shifts the columns."""
+WIDE = sum(width + 2 for _, width in COLUMNS)
+"""The cells the wide table takes (each column has a cell of padding either side)."""
+NARROW_COLUMNS = (
+    ("Folder\nloop", 0),
+    ("Status", 10),
+    ("Iter.", 5),
+    ("Pending", 7),
+    ("Waiting\nfor", 10),
+    ("Last\nevent", 10),
+    ("Cost", 6),
+)
+"""Below `WIDE` cells (80 columns): two lines a row, every column kept: the loop's kind under
+its folder, "read-only" under its status, two-line headers; the folder's column takes what the
+others leave (0 here)."""
 
 
 class FleetTable(DataTable[str]):
@@ -110,10 +124,38 @@ class FleetScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-bar", markup=False)
         table = FleetTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
-        for label, width in COLUMNS:
-            table.add_column(label, width=width, key=label)
+        self.set_columns(table, narrow=False)
         yield table
         yield Footer()
+
+    narrow: bool | None = None
+    """Whether the table has its two-line columns (None before it has any)."""
+
+    def set_columns(
+        self, table: DataTable[str], narrow: bool, width: int = 80, scrolls: bool = False
+    ) -> None:
+        """The wide table's columns, or the narrow one's: the folder's column fitted to `width`,
+        less a scrollbar's two cells when the rows will not all fit (`scrolls`)."""
+        self.narrow = narrow
+        table.clear(columns=True)
+        if not narrow:
+            table.header_height = 1
+            for label, size in COLUMNS:
+                table.add_column(label, width=size, key=label.split("\n")[0])
+            return
+        table.header_height = 2
+        others = sum(size + 2 for _, size in NARROW_COLUMNS[1:])
+        for label, size in NARROW_COLUMNS:
+            key = "Folder" if size == 0 else label.replace("\n", " ")
+            table.add_column(label, width=size or max(8, width - others - (4 if scrolls else 2)), key=key)
+
+    def on_resize(self) -> None:
+        table = self.query_one(DataTable)
+        narrow = self.size.width < WIDE
+        if narrow != self.narrow or narrow:
+            self.set_columns(table, narrow, self.size.width)
+            if self.reads:
+                self.redraw()
 
     def on_mount(self) -> None:
         self.query_one(Static).update("loopdeck fleet · reading…")
@@ -192,10 +234,22 @@ class FleetScreen(ModalScreen[None]):
         key = None
         if table.row_count and table.cursor_row < table.row_count:
             key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        table.clear()
+        if self.narrow:  # the folder's column as wide as the rows leave it
+            scrolls = 2 * len(rows) + table.header_height > table.size.height
+            self.set_columns(table, True, self.size.width, scrolls)
+        else:
+            table.clear()
         base = self.base()
         for row in rows:
-            table.add_row(*self.cells(row, base, now), key=f"{row.folder}\0{row.kind}")
+            cells = self.cells(row, base, now)
+            if self.narrow:  # the kind under the folder, "read-only" under the status
+                status, _, ro = cells[2].partition(" (")
+                cells = (
+                    f"{cells[0]}\n{cells[1]}",
+                    status + ("\n" + ro.rstrip(")") if ro else ""),
+                    *cells[3:],
+                )
+            table.add_row(*cells, key=f"{row.folder}\0{row.kind}", height=2 if self.narrow else 1)
         if key is not None:
             keys = [f"{r.folder}\0{r.kind}" for r in rows]
             if key in keys:

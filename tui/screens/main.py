@@ -158,6 +158,10 @@ class MainScreen(Screen[None]):
             self.query_one(JournalPanel).start_search()
         self.refresh_bindings()
 
+    @on(WorkersPanel.Selected)
+    def follow_worker(self, event: WorkersPanel.Selected) -> None:
+        self.query_one(OutputPanel).worker = event.name
+
     @on(DataTable.RowSelected, "#verification-table")
     def show_verification_output(self, event: DataTable.RowSelected) -> None:
         panel = self.query_one(VerificationPanel)

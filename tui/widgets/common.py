@@ -103,13 +103,20 @@ def wrap_words(text: str, first: int, rest: int) -> list[str]:
 
 
 def _fit(word: str, room: int) -> int:
-    """How many characters of `word` fill at most `room` cells (at least one)."""
-    used = 0
+    """How many characters of `word` fill at most `room` cells (at least one): up to its last
+    `/` that fits, when there is one past the first third (a path or a branch broken between
+    its parts, never a lone `)` on a line of its own)."""
+    used, cut = 0, len(word)
     for index, char in enumerate(word):
         used += cell_len(char)
         if used > room:
-            return max(1, index)
-    return len(word)
+            cut = max(1, index)
+            break
+    if cut < len(word):
+        slash = word.rfind("/", 0, cut)
+        if slash + 1 > cut // 3:
+            return slash + 1
+    return cut
 
 
 def hanging(text: str, width: int, indent: int = 2) -> list[str]:

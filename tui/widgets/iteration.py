@@ -203,7 +203,7 @@ def iteration_view(
         "Iteration",
         bar,
         "\n".join(lines),
-        tuple(durations) or (0.0,),
+        tuple(durations),
         f"{loop.iteration}/{limit}",
         idle=False,
     )
@@ -216,6 +216,7 @@ class IterationPanel(Vertical):
     IterationPanel Sparkline { height: 2; margin-top: 1; }
     IterationPanel #iteration-facts { height: auto; }
     IterationPanel.-idle #iteration-bar, IterationPanel.-idle Sparkline { display: none; }
+    IterationPanel.-untimed Sparkline { display: none; }
     """
 
     snapshot: var[Snapshot | None] = var(None, init=False)
@@ -256,6 +257,7 @@ class IterationPanel(Vertical):
             return
         set_border(self, title=view.title, subtitle=view.subtitle)
         self.set_class(view.idle, "-idle")
+        self.set_class(not view.durations, "-untimed")  # no chart before a first timing
         if old is None or old.bar != view.bar:
             self.query_one("#iteration-bar", Static).update(view.bar, layout=False)
         if old is None or old.facts != view.facts:

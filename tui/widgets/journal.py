@@ -18,14 +18,14 @@ from textual.reactive import var
 from loop.core.timeutil import log_stamp
 from loop.store.journal import Event, message
 from loop.views.snapshot import JOURNAL_TAIL, Snapshot
-from tui.widgets.common import set_border
+from tui.widgets.common import set_border, wrap_words
 from tui.widgets.search import SearchInput
 from tui.widgets.tail_log import TailLog
 
-HANGING_MIN = 24
-"""Columns a message needs beside the time and kind before it is wrapped under itself; a
-narrower journal drops the kind column (the message and its colour say what happened) and
-wraps the message under itself beside the time."""
+HANGING_MIN = 32
+"""Columns a message needs beside the time and kind; a narrower journal drops the kind column
+(the message and its colour say what happened) and wraps the message under itself beside the
+time. 32: a worker's branch in its message (`(loopdeck/20260109T095712/2)`) keeps a line."""
 KIND_WIDTH = 20
 
 KIND_CLASS = {
@@ -147,10 +147,10 @@ class JournalPanel(Vertical):
         """An event's line with its message wrapped under itself, clear of the time (and kind)
         columns; plain when even that leaves the message too little room."""
         room = width - len(head)
-        if room < HANGING_MIN // 2 or len(head) + cell_len(body) <= width:
+        if room < 12 or len(head) + cell_len(body) <= width:
             return Text(head + body, style=style)
-        lines = Text(body).wrap(self.app.console, room)
-        return Text(head + ("\n" + " " * len(head)).join(line.plain.rstrip() for line in lines), style=style)
+        lines = wrap_words(body, room, room)  # a branch or a path breaks after a `/`
+        return Text(head + ("\n" + " " * len(head)).join(lines), style=style)
 
     def redraw(self) -> None:
         """Everything again: a new journal, or a new search."""

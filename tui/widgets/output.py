@@ -86,11 +86,14 @@ class Followed:
     """The CLI writing it (`codex`, …), as the runner journaled the iteration; None: found out."""
 
 
-def followed(workspace: Workspace, snapshot: Snapshot | None) -> Followed | None:
-    """The file showing the current iteration's output, if there is one."""
+def followed(workspace: Workspace, snapshot: Snapshot | None, worker: str | None = None) -> Followed | None:
+    """The file showing the current iteration's output, if there is one: for a loop of workers,
+    the turn of `worker` (the one selected in the workers panel; else the first running)."""
     loop = snapshot.loop if snapshot else None
     if loop is None or snapshot is None:
         return None
+    if snapshot.parallel is not None:
+        return worker_turn(workspace, snapshot.parallel, worker)
     if loop.driver == "runner":
         logs = workspace.iteration_logs_folder(loop.started_at)  # this loop's own, never an earlier one's
         newest = _current_log(logs, loop.iteration, snapshot)
@@ -117,6 +120,20 @@ def followed(workspace: Workspace, snapshot: Snapshot | None) -> Followed | None
     if state is not None and state.transcript_path:
         return Followed(str(state.transcript_path), "transcript", "claude")
     return None
+
+
+def worker_turn(workspace: Workspace, section: dict[str, Any], name: str | None) -> Followed | None:
+    """A worker's current turn, as the parallel driver logs it (`workers/<name>.<turn>.log`)."""
+    workers = [w for w in section.get("workers") or [] if isinstance(w, dict)]
+    chosen = next((w for w in workers if w.get("name") == name), None) or next(
+        (w for w in workers if w.get("status") == "running"), workers[0] if workers else None
+    )
+    if chosen is None:
+        return None
+    worker, turns = str(chosen.get("name")), chosen.get("turns", 1)
+    turn = turns if isinstance(turns, int) else 1
+    path = os.path.join(workspace.private_dir, "workers", f"{worker}.{turn:02d}.log")
+    return Followed(path, f"{worker} turn {turn} ·")
 
 
 def _current_log(logs: str, iteration: int, snapshot: Snapshot) -> str | None:
@@ -216,6 +233,8 @@ class OutputPanel(Vertical):
 
     snapshot: var[Snapshot | None] = var(None, init=False)
     """The workspace as last read (bound to the app's): which loop, which iteration."""
+    worker: var[str | None] = var(None, init=False)
+    """In a loop of workers, the one selected in the workers panel: its turn is shown."""
     target: var[Followed | None] = var(None)
     """The file followed; a change starts the panel afresh."""
     query_text: var[str] = var("", init=False)
@@ -302,8 +321,13 @@ class OutputPanel(Vertical):
             return
         attempt = next((e.data.get("attempt") for e in reversed(snapshot.events) if e.kind == "retry"), None)
         switched = sum(1 for e in snapshot.events if e.kind == "agent-switched")  # another agent: another log
+        turns = None
+        if snapshot.parallel is not None:  # a worker's turn: another worker or turn, another log
+            turns = tuple((w.get("name"), w.get("turns")) for w in snapshot.parallel.get("workers") or [])
         key = (
             snapshot.workspace,
+            self.worker,
+            turns,
             loop.driver,
             loop.session_id,
             loop.iteration,
@@ -326,11 +350,16 @@ class OutputPanel(Vertical):
             self.switch_due = False
             self.looked = key
             self.switched_at = time.monotonic()
-            target = followed(Workspace(Path(snapshot.workspace)), snapshot)
+            target = followed(Workspace(Path(snapshot.workspace)), snapshot, self.worker)
             if target != self.target:
                 self.target = target  # `watch_target` reads its first lines
                 return
         self.catch_up()
+
+    def watch_worker(self) -> None:
+        """Another worker selected: its turn at once (a person's choice waits for nothing)."""
+        self.switched_at = 0.0
+        self.watch_snapshot(self.snapshot)
 
     def _switch_late(self) -> None:
         if self.switch_due:
@@ -368,6 +397,8 @@ class OutputPanel(Vertical):
             set_border(self, subtitle="")
             log.write(Text("waiting for the agent's output", style="dim"))
             return
+        if not os.path.exists(target.path):
+            log.write(Text("no output from this turn yet", style="dim"))
         set_border(self, subtitle=f"{target.kind} {os.path.basename(target.path)}")
 
     def silent(self, target: Followed) -> None:

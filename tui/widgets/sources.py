@@ -52,9 +52,9 @@ class Row:
     counts: tuple[Cell, ...]
     """The source's name and its three counts; () for an item."""
     detail: Cell
-    """Where it reads from, why it is off, or the item's `[~] 5: title`."""
+    """Where it reads from, why it is off, or the item's `[~] title`."""
     hang: int = 0
-    """An item's mark and line number (`[~] 5: `): its title wraps under itself past them."""
+    """An item's mark (`[~] `): its title wraps under itself past it."""
     spans: bool = False
     """The counts say nothing (an off source): a detail that does not fit after them starts
     right after the name."""
@@ -101,7 +101,7 @@ def sources_view(snapshot: Snapshot, items: int) -> SourcesView:
         rows.append(Row(counts, (relative(report.detail or "", snapshot.workspace), "off")))
         for item in report.pending_items()[:items]:
             mark = "~" if item.status == "in_progress" else " "
-            head = f"[{mark}] " + (f"{item.line}: " if item.line else "")
+            head = f"[{mark}] "  # a line number here read like a task's id
             rows.append(Row((), (head + " ".join(item.title.split()), "item"), hang=cell_len(head)))
     return SourcesView(tuple(rows))
 
@@ -272,8 +272,8 @@ def table_text(rows: tuple[Row, ...], width: int, styles: dict[str, Style]) -> T
             line.rstrip()
             lines.append(line)
             continue
-        if row.spans and beside + cell_len(text) > width and widths[0] + 1 + cell_len(text) <= width:
-            line = line[: widths[0] + 1]  # the counts give their room to the reason
+        if row.spans:  # an off source's counts say nothing: its reason takes their place
+            line = line[: widths[0] + 1]
         if cell_len(line.plain) + cell_len(text) <= width or width - cell_len(line.plain) >= BESIDE_MIN:
             lines += _wrapped(line, text, look, width, cell_len(line.plain))
         else:

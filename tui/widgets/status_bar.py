@@ -145,8 +145,8 @@ def describe(snapshot: Snapshot) -> tuple[str, str]:
     else:
         state, word = "paused", loop.status.upper()
     driver = loop.driver or "no driver yet"
-    if loop.pid is not None:
-        driver += " running" if loop.alive else " not running"
+    if loop.pid is not None and not loop.alive:  # alive goes without saying beside RUNNING
+        driver += " not running"
     mode = f" · verification {loop.verification_loop}/{loop.verify_loops}" if loop.verification_mode else ""
     if loop.sandbox is not None:  # the runner's turns: confined, or said plainly that they are not
         driver += " · sandboxed" if not loop.sandbox.startswith("off") else " · NO SANDBOX"

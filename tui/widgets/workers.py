@@ -15,6 +15,7 @@ from typing import Any
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.message import Message
 from textual.reactive import var
 from textual.widgets import DataTable, Static
 
@@ -144,7 +145,33 @@ class WorkersPanel(Vertical):
         elif 0 <= cursor < len(view.rows):
             table.move_cursor(row=cursor)
         self.query_one("#workers-locks", Static).update(view.locks)
-        set_border(self, subtitle=view.subtitle)
+        set_border(self, subtitle=f"{self.keys_text()} · {view.subtitle}")
+
+    def keys_text(self) -> str:
+        """`k skip task · w stop worker`: the selected worker's keys, as bound now, on the
+        panel's edge (the footer's room on 80 columns is the loop's keys')."""
+        keymap = getattr(self.app, "keymap", {})
+        answer = self._selected_worker().get("status") == "question"
+        parts = []
+        for key in actions.in_scope("workers"):
+            if key.id == "worker.answer" and not answer:
+                continue
+            bound = actions.key_names(keymap.get(key.id, key.key)).split(",")[0]
+            parts.append(f"{bound} {key.label.lower()}")
+        return " · ".join(parts)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        """Another worker selected: its keys on the edge, its turn in the output panel."""
+        if self.view is not None:
+            set_border(self, subtitle=f"{self.keys_text()} · {self.view.subtitle}")
+        self.post_message(self.Selected(self.selected()))
+
+    class Selected(Message):
+        """The worker under the cursor (None: none): the output panel follows its turn."""
+
+        def __init__(self, name: str | None) -> None:
+            super().__init__()
+            self.name = name
 
     def selected(self) -> str | None:
         table = self.query_one(DataTable)
