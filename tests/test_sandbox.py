@@ -679,3 +679,77 @@ def test_a_worker_beside_others_cannot_touch_the_repositorys_git_nor_the_agent_c
     # made where nothing could be mounted over it: taken back after the turn, kept aside
     assert said["claude-settings"] == "written" and not (home / ".claude" / "settings.json").exists()
     assert b"the sandbox refused creating" in ran.tail and b"settings.json" in ran.tail
+
+
+REFUSED_WORKER = r"""
+import os, sys
+from pathlib import Path
+prompt = sys.stdin.read()
+seen = Path(".demo-prompts")  # the worktree's own: a worker may write its worktree
+first = not seen.exists()
+seen.mkdir(exist_ok=True)
+(seen / f"{len(os.listdir(seen))}.txt").write_text(prompt)
+if first:
+    try:
+        with open(".git", "a") as f:  # the worktree's pointer to its git folder: to another's
+            f.write("gitdir: /elsewhere\n")
+    except OSError as exc:
+        print(f"git: {exc}", flush=True)
+    sys.exit(1)  # a failed turn: the worker is sent back to it
+from loop.demo.worker import main
+sys.stdin = __import__("io").StringIO(prompt)
+sys.exit(main([]))
+"""
+
+
+def test_a_worker_is_told_in_one_line_what_the_sandbox_refused_its_last_turn(tmp_path: Path) -> None:
+    """Parallel workers as the runner's agent: the refusal journaled with the worker's name, and
+    its next prompt says it in one line."""
+    from loop.demo import graph as demo_graph
+    from loop.demo import workspace as demo_workspace
+
+    real_bwrap()
+    root = demo_workspace.create(tmp_path / "repo", tasks=1)
+    (root / "worker.py").write_text(REFUSED_WORKER)
+    git(root, "add", "worker.py")
+    git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "the worker")
+    folder = demo_graph.create(root / "graph", (("1", "Model", (), ("m.py",)),))
+    git(root, "add", "graph")
+    git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "the graph")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    env |= {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
+    args = [
+        "run",
+        "Build it",
+        "--workers",
+        "2",
+        "--graph",
+        str(folder),
+        "--agent",
+        f"{sys.executable} worker.py",
+    ]
+    args += [
+        "--headless",
+        "--sandbox",
+        "on",
+        "--sandbox-env",
+        "PYTHONPATH",
+    ]
+    done = subprocess.run(
+        [*loopdeck_cmd(), "-C", str(root), *args], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    journal = [
+        json.loads(line)
+        for line in (root / ".claude" / "orchestrator-loop.events.jsonl").read_text().splitlines()
+    ]
+    refused = [e["data"] for e in journal if e["kind"] == "sandbox-refused"]
+    assert refused and refused[0]["worker"] and "Read-only file system" in refused[0]["lines"][0]
+    prompts = sorted((root / ".demo-prompts").glob("*.txt"))  # merged with the task's work
+    assert len(prompts) >= 2, prompts
+    assert prompts[1].read_text().count("The sandbox refused: ") == 1

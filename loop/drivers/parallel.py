@@ -105,6 +105,8 @@ class ParallelRunner:
         """Worker → its last turn's final words, for its audit."""
         self.prompts: dict[str, str] = {}
         """Worker → the prompt of its running turn (its signal is read apart from it)."""
+        self.refusals: dict[str, str] = {}
+        """Worker → the line saying what the sandbox refused its last turn, for its next prompt."""
         self.isolation = LOCKS
         self.loop_branch: str | None = None
         self.loop_name = ""
@@ -188,6 +190,9 @@ class ParallelRunner:
                 name, where = worker.name, wt
                 self.apply_if(lambda s: _with_branch(s, name, where))
         prompt = scheduler.worker_prompt(self.goal, task, worker)
+        refused = self.refusals.pop(worker.name, None)
+        if refused:
+            prompt = f"{refused}\n\n{prompt}"  # one line, as the runner's agent is told
         log = self.ws.private_dir / "workers" / f"{worker.name}.{worker.turns:02d}.log"
         self.base.tally.iterations += 1
         backend = self.base.backends[0]  # the agent the workers run; its adapter reads their turns
@@ -515,7 +520,9 @@ class ParallelRunner:
         text = judged.text or ""
         facts = judged.turn()
         where = Path(worker.worktree) if worker.worktree else self.ws.root  # journaled for the person
-        self.base.refused(ended.tail, None, backend.choice.adapter, where, worker=worker.name)
+        refused = self.base.refused(ended.tail, None, backend.choice.adapter, where, worker=worker.name)
+        if refused:
+            self.refusals[worker.name] = refused
         self.outputs[worker.name] = text
         asked = judged.question
         self.base.tally.turns.append(
