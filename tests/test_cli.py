@@ -54,6 +54,7 @@ def test_start_then_status_json(cli, ws: Workspace) -> None:
         "verification_remaining": 0,
         "completion_promise": "DONE",
         "started_at": state.started_at,
+        "loop_id": state.loop_id,
         "session_id": None,
         "driver": None,
         "pid": None,

@@ -71,7 +71,7 @@ def test_the_output_panel_finds_a_new_iterations_log_without_interning_its_name(
     ws = make(tmp_path, "running")
     state = StateStore(ws).read()
     assert state is not None
-    logs = ws.iteration_logs(state.started_at)
+    logs = ws.iteration_logs(state.started_at, state.loop_id)
     log = logs / "0012.log"
     log.write_text("twelve\n")
     snapshot = read(ws)

@@ -43,7 +43,7 @@ def test_two_loops_never_share_an_iteration_log(demo: Workspace) -> None:
     run(demo, "Loop B", "--max-iterations", "1")  # stops at its limit, waiting for a person
     state = StateStore(demo).read()
     assert state is not None and state.prompt == "Loop B" and state.iteration == 1
-    own = demo.iteration_logs(state.started_at)
+    own = demo.iteration_logs(state.started_at, state.loop_id)
     assert sorted(p.name for p in own.glob("*.log")) == ["0001.log"]
     assert "one more" in (own / "0001.log").read_text()
     assert "one more" not in (archive_a / "iterations" / "0001.log").read_text()
@@ -59,7 +59,7 @@ def test_a_replaced_loop_takes_its_logs_to_its_archive(
     run(demo, "Loop A", "--max-iterations", "1")
     state = StateStore(demo).read()
     assert state is not None
-    own = demo.iteration_logs(state.started_at)
+    own = demo.iteration_logs(state.started_at, state.loop_id)
     assert (own / "0001.log").exists()
     from datetime import datetime, timedelta
 

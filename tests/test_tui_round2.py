@@ -100,7 +100,7 @@ def test_the_iterations_log_is_found_without_listing_every_log(
     ws = make(tmp_path, "running")
     state = StateStore(ws).read()
     assert state is not None
-    logs = ws.iteration_logs(state.started_at)
+    logs = ws.iteration_logs(state.started_at, state.loop_id)
     for n in range(1, 12):
         (logs / f"{n:04d}.log").write_text("old\n")
     listed: list[str] = []

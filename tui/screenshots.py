@@ -74,9 +74,12 @@ def _state(ws: Workspace, done: int = 0, *, confirmed: bool = True, **values: ob
         verify=["pytest -q"],
         max_iterations=50,
     )
+    store, journal = StateStore(ws), Journal(ws.journal)
+    earlier = store.read() if store.exists() else None
+    if earlier is not None:  # a later moment of the same loop: its id too
+        state.loop_id = earlier.loop_id
     for key, value in values.items():
         setattr(state, key, value)
-    store, journal = StateStore(ws), Journal(ws.journal)
     if store.exists():  # a later moment of the same loop
         writer.carry_out(ws, store, journal, state, Result("allow", state), NOW)
     else:
@@ -187,7 +190,8 @@ def _iteration_log(ws: Workspace, n: int) -> None:
     import json
 
     state = StateStore(ws).read()
-    logs = ws.iteration_logs(state.started_at if state else "")  # the loop's own folder
+    # the loop's own folder
+    logs = ws.iteration_logs(state.started_at, state.loop_id) if state else ws.iteration_logs("")
     logs.mkdir(parents=True, exist_ok=True)
     (logs / f"{n:04d}.log").write_text("".join(json.dumps(line) + "\n" for line in OUTPUT))
 

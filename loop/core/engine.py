@@ -49,6 +49,7 @@ from loop.core.model import (
     Turn,
     combine,
     replace,
+    same_loop,
 )
 from loop.core.prompts import (
     answered_prompt,
@@ -789,23 +790,23 @@ def interrupt(state: LoopState, pause: bool, reason: str, now: datetime) -> Resu
 
 
 def restore(
-    backup: LoopState, queued: list[Command], applied: set[str], current: str | None = None
+    backup: LoopState, queued: list[Command], applied: set[str], current: tuple[str, str] | None = None
 ) -> Result:
     """Put a backup back without applying any command twice: the backup's queue offset may be
     older than the commands already applied (their ids are in the journal), so the offset moves
     past every applied one.
 
     A restore only ever brings back the same loop: `current` is which loop the folder holds
-    (its `started_at`, None when nothing says). The backup of a loop that ended before it (a
-    completed one archived, one `start --force` replaced) is refused: nothing is written, and
-    the reason is the Result's message."""
-    if current is not None and backup.started_at != current:
+    (its `started_at` and `loop_id`, None when nothing says). The backup of a loop that ended
+    before it (a completed one archived, one `start --force` replaced, even in the same second)
+    is refused: nothing is written, and the reason is the Result's message."""
+    if current is not None and not same_loop(backup.started_at, backup.loop_id, *current):
         return Result(
             "allow",
             None,
             system_message=(
                 f"the backup is of an earlier loop (started {backup.started_at or 'at an unknown time'}), "
-                f"not of the loop in this folder (started {current}); restoring it would bring that "
+                f"not of the loop in this folder (started {current[0]}); restoring it would bring that "
                 "loop back: rebuild this one from the journal instead (loopdeck resume --from journal)"
             ),
         )
@@ -931,7 +932,13 @@ def rebuild(
     starts = [i for i, e in enumerate(events) if e.kind == "loop-started"]
     mine = events[starts[-1] :] if starts else events
     started = mine[0].data if starts else {}
-    if base is not None and started.get("started_at") and base.started_at != started["started_at"]:
+    if (
+        base is not None
+        and started.get("started_at")
+        and not same_loop(
+            base.started_at, base.loop_id, str(started["started_at"]), str(started.get("loop_id") or "")
+        )
+    ):
         base = None  # the backup of an earlier loop: nothing of it is this loop's
     state = base.copy() if base is not None else LoopState()
     if base is not None:
@@ -943,6 +950,7 @@ def rebuild(
     if starts:
         first = mine[0]
         state.started_at = str(started.get("started_at") or first.ts)
+        state.loop_id = str(started.get("loop_id") or state.loop_id)
         if isinstance(started.get("max_iterations"), int):
             state.max_iterations = int(started["max_iterations"])
         if not state.body.strip() and started.get("prompt"):

@@ -8,6 +8,7 @@ hook, which loads it on every agent turn, pays for nothing it does not use.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
@@ -173,8 +174,10 @@ __all__ = [
     "Turn",
     "combine",
     "field",
+    "new_loop_id",
     "record",
     "replace",
+    "same_loop",
 ]
 
 # --- the state -------------------------------------------------------------------------------
@@ -214,6 +217,10 @@ class LoopState:
     check_github: bool = True
     github_project_id: str = ""
     started_at: str = ""
+    loop_id: str = ""
+    """Which loop this is: random, made with the loop. Two loops may start in the same second,
+    so a backup, an archive and the iteration logs are told apart by it; "" in states written
+    before loops had one (then `started_at` tells them apart)."""
     verification_mode: bool = False
     verification_remaining: int = 0
     status: str = "running"
@@ -263,6 +270,7 @@ class LoopState:
     @classmethod
     def new(cls, prompt: str, **values: Any) -> LoopState:
         values.setdefault("started_at", datetime.now(UTC).replace(microsecond=0).isoformat())
+        values.setdefault("loop_id", new_loop_id())
         return cls(body=f"\n{prompt.strip()}\n", **values)
 
     @property
@@ -314,6 +322,19 @@ class LoopState:
         return int(self.limits.get(name, DEFAULT_LIMITS.get(name, 0)))
 
 
+def new_loop_id() -> str:
+    """A new loop's id: 12 random hex digits, so that no two loops share one."""
+    return os.urandom(6).hex()
+
+
+def same_loop(started_at: str, loop_id: str, other_started_at: str, other_loop_id: str) -> bool:
+    """Are these one loop? The same id when both have one; else (a state written before loops
+    had ids) the same start time."""
+    if loop_id and other_loop_id:
+        return loop_id == other_loop_id
+    return started_at == other_started_at
+
+
 KNOWN_KEYS = (
     "iteration",
     "max_iterations",
@@ -325,6 +346,7 @@ KNOWN_KEYS = (
     "started_at",
     "verification_mode",
     "verification_remaining",
+    "loop_id",
     "status",
     "driver",
     "pid",

@@ -315,7 +315,7 @@ def next_steps(ws: Workspace, state: LoopState) -> list[str]:
             ]
         lines = [
             f"runner restarted in the background (pid {restart.pid}); its output is in "
-            f"{log}, the agent's in {ws.iteration_logs(state.started_at)}",
+            f"{log}, the agent's in {ws.iteration_logs(state.started_at, state.loop_id)}",
         ]
         if headless:
             lines.append(

@@ -615,7 +615,7 @@ class Runner:
             n,
             {"max_iterations": state.max_iterations, "task": state.current_task, "agent": backend.name},
         )
-        logs = self.ws.iteration_logs(state.started_at)
+        logs = self.ws.iteration_logs(state.started_at, state.loop_id)
         attempts = 1 + max(0, self.options.retries)
         attempt, runs = 1, 0
         run: agent.Run | None = None
@@ -689,11 +689,11 @@ class Runner:
         if run.interrupted or judged is None:
             self.event("agent-interrupted", n, {"reason": run.interrupted})
             return Turn(interrupted=run.interrupted), None, None, False
+        refused = self.refused(run.tail, n, backend.choice.adapter, self.ws.root)  # a failed turn's too
         if not judged.ok:
             failed = self.tally.agent_failures[-1] if self.tally.agent_failures else str(judged.failure)
             error = error_signature(str(judged.failure))  # without "iteration N: ": comparable
-            return Turn(failure=failed, error=error, usage=usage), None, None, False
-        refused = self.refused(run.tail, n, backend.choice.adapter, self.ws.root)
+            return Turn(failure=failed, error=error, usage=usage, refused=refused), None, None, False
         failure = self.run_checks(n) if self.checks else None
         unresolved: tuple[str, ...] = ()
         if failure is None and self.options.commit:

@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 from loop.core import engine
-from loop.core.model import LoopState, Result
+from loop.core.model import LoopState, Result, same_loop
 from loop.drivers import notify
 from loop.store import control
 from loop.store.archive import archive, move_logs
@@ -128,7 +128,7 @@ PROMPT_KEPT = 16_000
 
 def started_data(state: LoopState, **more: Any) -> dict[str, Any]:
     """What the journal's `loop-started` keeps of a new loop: which loop it is (`started_at`,
-    what a restore and a rebuild check the backup against) and what a state rebuilt from the
+    `loop_id`, what a restore and a rebuild check the backup against) and what a state rebuilt from the
     journal needs (the prompt, the task file, the checks, the limits)."""
     data: dict[str, Any] = {
         "max_iterations": state.max_iterations,
@@ -140,6 +140,8 @@ def started_data(state: LoopState, **more: Any) -> dict[str, Any]:
         "check_github": state.check_github,
         "verify": list(state.verify),
     }
+    if state.loop_id:
+        data["loop_id"] = state.loop_id
     if state.github_project_id:
         data["github_project"] = state.github_project_id
     if state.limits:
@@ -147,10 +149,10 @@ def started_data(state: LoopState, **more: Any) -> dict[str, Any]:
     return {**data, **more}
 
 
-def current_loop(ws: Workspace, journal: Journal) -> str | None:
-    """Which loop the folder holds now (its `started_at`), even when its state file is corrupt:
-    the file's own `started_at` line if it can be read, else the journal's last `loop-started`;
-    None when neither says."""
+def current_loop(ws: Workspace, journal: Journal) -> tuple[str, str] | None:
+    """Which loop the folder holds now (its `started_at` and `loop_id`, "" when it has none),
+    even when its state file is corrupt: the file's own `started_at` and `loop_id` lines if
+    they can be read, else the journal's last `loop-started`; None when neither says."""
     import re
 
     try:
@@ -159,10 +161,14 @@ def current_loop(ws: Workspace, journal: Journal) -> str | None:
         data = b""
     found = re.search(rb"^started_at:[ \t]*[\"']?([0-9T:+.Z-]{10,40})[\"']?[ \t]*\r?$", data, re.MULTILINE)
     if found:
-        return found.group(1).decode("ascii")
+        ident = re.search(rb"^loop_id:[ \t]*[\"']?([0-9A-Za-z]{1,64})[\"']?[ \t]*\r?$", data, re.MULTILINE)
+        return found.group(1).decode("ascii"), ident.group(1).decode("ascii") if ident else ""
     last = journal.tail(1, where=lambda e: e.kind == "loop-started", budget=64 * 1024 * 1024).events
     started = last[0].data.get("started_at") if last else None
-    return str(started) if isinstance(started, str) and started else None
+    if not (isinstance(started, str) and started):
+        return None
+    ident = last[0].data.get("loop_id")
+    return started, ident if isinstance(ident, str) else ""
 
 
 def backup_of_this_loop(ws: Workspace) -> bool:
@@ -174,7 +180,7 @@ def backup_of_this_loop(ws: Workspace) -> bool:
     if backup is None:
         return False
     current = current_loop(ws, Journal(ws.journal))
-    return current is None or backup.started_at == current
+    return current is None or same_loop(backup.started_at, backup.loop_id, *current)
 
 
 def start(
@@ -209,7 +215,7 @@ def start(
                 "pass --force to archive it and start a new one"
             )
         folder = archive(ws, old, "replaced by a new loop" if old.active else old.status)
-        if old.started_at != state.started_at:
+        if not same_loop(old.started_at, old.loop_id, state.started_at, state.loop_id):
             move_logs(ws, old, folder)
         journal.append("warning", old.iteration, {"message": f"previous loop archived in {folder}"})
     store.write(state, replace_corrupt=replace_corrupt)
@@ -245,7 +251,12 @@ def rebuild_from_journal(ws: Workspace, now: datetime) -> tuple[LoopState, list[
             base = store.read_backup()
         except StateError:
             base = None
-        if base is not None and base.started_at != (current_loop(ws, journal) or base.started_at):
+        current = current_loop(ws, journal)
+        if (
+            base is not None
+            and current is not None
+            and not same_loop(base.started_at, base.loop_id, *current)
+        ):
             base = None  # the backup of a loop before this one: nothing of it is this loop's
         events = journal.read_from(0, limit_bytes=64 * 1024 * 1024).events
         queued, _bad, _end = control.read_since(ws.control, 0)

@@ -1,4 +1,4 @@
-"""Finished or replaced loops go to `.claude/loops/<started_at>/`, never to the bin.
+"""Finished or replaced loops go to `.claude/loops/<started_at>-<loop id>/`, never to the bin.
 
 A person coming back in the morning wants to know what the loop did, even if a new loop has
 started since: the archive keeps the final state and a summary.
@@ -11,7 +11,7 @@ import os
 import re
 from pathlib import Path
 
-from loop.core.model import LoopState
+from loop.core.model import LoopState, same_loop
 from loop.core.redact import redact, redact_obj, target_shown
 from loop.core.timeutil import iso_ms, utcnow
 from loop.store.paths import Workspace, loop_folder_name
@@ -23,15 +23,15 @@ if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
     from typing import Any
 
 
-def folder_name(started_at: str) -> str:
-    return loop_folder_name(started_at)
+def folder_name(started_at: str, loop_id: str = "") -> str:
+    return loop_folder_name(started_at, loop_id)
 
 
 def move_logs(workspace: Workspace, state: LoopState, folder: Path) -> Path | None:
     """Move the loop's iteration logs into its archive `folder` (as `iterations/`), at its
     ending: the archive then holds what the agent said, and the next loop starts with none.
     The folder where they were, if any."""
-    logs = workspace.iteration_logs(state.started_at)
+    logs = workspace.iteration_logs(state.started_at, state.loop_id)
     if not logs.is_dir() or logs.is_symlink():
         return None
     target = folder / "iterations"
@@ -58,12 +58,7 @@ def archive(
     ending. Both are redacted, the commands, paths and notification targets the live state
     keeps as given too (a target as its scheme and host): an archive outlives the loop, nothing
     runs from it, and it gets shared when people ask for help."""
-    base = workspace.archive_dir / folder_name(state.started_at)
-    folder = base
-    n = 1
-    while folder.exists() and not (reuse and _same_loop(folder, state)):
-        n += 1
-        folder = base.with_name(f"{base.name}.{n}")
+    folder = _folder_for(workspace.archive_dir, state, reuse)
     make_parents(folder)  # inside .claude/, not through a symlinked loops/
     folder.mkdir(exist_ok=True)
     shown = state.copy()
@@ -74,6 +69,7 @@ def archive(
         "outcome": outcome,
         "archived_at": iso_ms(utcnow()),
         "started_at": state.started_at,
+        **({"loop_id": state.loop_id} if state.loop_id else {}),
         "status": state.status,
         "iteration": state.iteration,
         "max_iterations": state.max_iterations,
@@ -85,6 +81,33 @@ def archive(
     return folder
 
 
+def _folder_for(archive_dir: Path, state: LoopState, reuse: bool) -> Path:
+    """The folder an ending of `state` goes to: `<started_at>-<id>`, then `.N` when it is the
+    Nth archive of a loop started in that second (another loop's, or this one's earlier
+    ending), so that the names alone order them; with `reuse`, this loop's earlier folder."""
+    second = folder_name(state.started_at)
+    base = folder_name(state.started_at, state.loop_id)
+    try:
+        with os.scandir(archive_dir) as entries:
+            siblings = sorted(
+                entry.name
+                for entry in entries
+                if entry.name == second or entry.name.startswith((second + "-", second + "."))
+            )
+    except (FileNotFoundError, NotADirectoryError):
+        siblings = []
+    if reuse:
+        for name in siblings:
+            if (name == base or name.startswith(base + ".")) and _same_loop(archive_dir / name, state):
+                return archive_dir / name
+    n = len(siblings) + 1
+    folder = archive_dir / (base if n == 1 else f"{base}.{n}")
+    while folder.exists():
+        n += 1
+        folder = archive_dir / f"{base}.{n}"
+    return folder
+
+
 def _same_loop(folder: Path, state: LoopState) -> bool:
     """Is `folder` an earlier ending of this very loop (not one replaced by it)?"""
     try:
@@ -93,17 +116,24 @@ def _same_loop(folder: Path, state: LoopState) -> bool:
         return False
     return (
         isinstance(record, dict)
-        and record.get("started_at") == state.started_at
+        and same_loop(
+            str(record.get("started_at") or ""),
+            str(record.get("loop_id") or ""),
+            state.started_at,
+            state.loop_id,
+        )
         and record.get("outcome") != "replaced by a new loop"
         and record.get("status") in ("running", "paused", "stopped", "failed", "stopping", "initializing")
     )
 
 
 _STAMP = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})T(\d{2})-(\d{2})-(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}-?\d{2})?(?:\.(\d+))?"
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2})-(\d{2})-(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}-?\d{2})?(?:-[0-9A-Za-z]+)?"
+    r"(?:\.(\d+))?"
 )
-"""A folder's name: `started_at` as `folder_name` writes it (`2026-01-09T10-30-00+00-00`), and
-the `.N` a second loop that started in the same second gets."""
+"""A folder's name: `started_at` as `folder_name` writes it (`2026-01-09T10-30-00+00-00`), the
+loop's id after it (none in folders archived before loops had one), and the `.N` of the Nth
+archive of that second."""
 
 
 def _order(name: str) -> tuple[int, str, int]:
@@ -130,8 +160,21 @@ def _order(name: str) -> tuple[int, str, int]:
 
 PLAIN_END = "+00-00"
 PLAIN_LENGTH = len("2026-01-09T10-30-00+00-00")
-"""The name nearly every archive has (a loop started in UTC, alone in its second): among such
-names, the order of the strings is the order in time."""
+ID_LENGTH = len("-1f2e3d4c5b6a")
+"""The names nearly every archive has (a loop started in UTC, the first archived in its second,
+with its id or from before loops had one): among such names, the order of the strings is the
+order in time."""
+
+
+def _plain(name: str) -> bool:
+    if len(name) == PLAIN_LENGTH:
+        return name.endswith(PLAIN_END)
+    return (
+        len(name) == PLAIN_LENGTH + ID_LENGTH
+        and name[PLAIN_LENGTH] == "-"
+        and name.startswith(PLAIN_END, PLAIN_LENGTH - len(PLAIN_END))
+        and "." not in name
+    )
 
 
 def latest(workspace: Workspace) -> Path | None:
@@ -148,7 +191,7 @@ def latest(workspace: Workspace) -> Path | None:
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):
                     name = entry.name
-                    if len(name) == PLAIN_LENGTH and name.endswith(PLAIN_END):
+                    if _plain(name):
                         plain.append(name)
                     else:
                         keyed.append((_order(name), name))

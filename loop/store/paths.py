@@ -65,24 +65,28 @@ class Workspace:
     def ralph_state(self) -> Path:
         return self.claude_dir / RALPH_NAME
 
-    def iteration_logs(self, started_at: str) -> Path:
+    def iteration_logs(self, started_at: str, loop_id: str = "") -> Path:
         """The folder of one loop's iteration logs (`NNNN.log`): each loop its own, named as its
         archive folder, so a new loop's `0001.log` is never an older loop's (and goes to its
         archive with it)."""
-        return Path(self.iteration_logs_folder(started_at))
+        return Path(self.iteration_logs_folder(started_at, loop_id))
 
-    def iteration_logs_folder(self, started_at: str) -> str:
+    def iteration_logs_folder(self, started_at: str, loop_id: str = "") -> str:
         """`iteration_logs`, as a string, for a reader that looks on every snapshot: a `Path`
         made of the loop's name interned that name anew each time."""
-        return os.path.join(self.private_dir, "iterations", loop_folder_name(started_at))
+        return os.path.join(self.private_dir, "iterations", loop_folder_name(started_at, loop_id))
 
 
-def loop_folder_name(started_at: str) -> str:
+def loop_folder_name(started_at: str, loop_id: str = "") -> str:
     """A loop's name as a folder (its archive, its iteration logs): when it started, in the
-    characters a file name may hold."""
+    characters a file name may hold, then its id (`2026-01-09T10-30-00+00-00-1f2e3d4c5b6a`):
+    two loops started in the same second get two folders. A loop without an id (its state
+    written before loops had one) keeps the name it always had."""
     import re
 
-    return re.sub(r"[^0-9A-Za-z.+-]", "-", started_at or "unknown").strip("-") or "unknown"
+    name = re.sub(r"[^0-9A-Za-z.+-]", "-", started_at or "unknown").strip("-") or "unknown"
+    ident = re.sub(r"[^0-9A-Za-z]", "", loop_id)[:64]
+    return f"{name}-{ident}" if ident else name
 
 
 def find_workspace(start: Path | None = None) -> Workspace:

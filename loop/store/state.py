@@ -62,6 +62,7 @@ FIELD_CAPS = {
     "session_id": 256,
     "github_project_id": 256,
     "started_at": 64,
+    "loop_id": 64,
     "current_task": 2000,
     "completion_promise": 2000,
     "task_file": 4096,
@@ -127,6 +128,9 @@ def _expect_str_list(value: Any) -> bool:
     return value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value))
 
 
+_STRINGS = ("github_project_id", "session_id", "current_task", "loop_id")
+"""Keys whose value is text even when YAML reads it as a number (a hand-written id)."""
+
 _SCHEMA: dict[str, tuple[Any, str]] = {
     # the Ralph loop's keys, in their order
     "iteration": (_expect_int, "a whole number >= 0"),
@@ -140,6 +144,7 @@ _SCHEMA: dict[str, tuple[Any, str]] = {
     "verification_mode": (_expect_bool, "true or false"),
     "verification_remaining": (_expect_int, "a whole number >= 0"),
     # loopdeck's additions
+    "loop_id": (_expect_opt_str, "the loop's id"),
     "status": (lambda v: v in STATUSES, "one of " + ", ".join(STATUSES)),
     "driver": (lambda v: v is None or v in DRIVERS, "hook, runner or null"),
     "pid": (_expect_opt_int, "a process id or null"),
@@ -427,7 +432,7 @@ def parse(data: bytes, path: Path | str) -> LoopState:
                 )
             if key in ("completion_promise", "task_file") and value is None:
                 value = NULL
-            elif key in ("github_project_id", "started_at") and value is None:
+            elif key in ("github_project_id", "started_at", "loop_id") and value is None:
                 value = ""
             elif key == "verify" and value is None:
                 value = []
@@ -435,7 +440,7 @@ def parse(data: bytes, path: Path | str) -> LoopState:
                 value = {}
             elif key == "notify" and value is None:
                 value = []
-            elif key in ("github_project_id", "session_id", "current_task") and isinstance(value, int):
+            elif key in _STRINGS and isinstance(value, int):
                 value = str(value)
             setattr(state, key, value)
         else:

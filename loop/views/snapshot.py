@@ -51,6 +51,8 @@ class LoopView:
     notify: tuple[str, ...] = ()
     agents: dict[str, str] | None = None
     """The runner's agent command and its fallback's (`agent`, `fallback_agent`), as recorded."""
+    loop_id: str = ""
+    """Which loop this is (see `LoopState.loop_id`); "" for a loop from before loops had one."""
     sandbox: str | None = None
     """The sandbox the runner's agent turns run in (`bwrap (bubblewrap 0.8.0), network on`, or
     `off: …` and why), as the last runner recorded it; None before any runner ran."""
@@ -95,6 +97,7 @@ class LoopView:
             verification_remaining=state.verification_remaining,
             completion_promise=state.completion_promise,
             started_at=state.started_at,
+            loop_id=state.loop_id,
             session_id=session_id,
             driver=driver,
             pid=pid,
@@ -233,6 +236,7 @@ def _loop_json(view: LoopView) -> dict[str, Any]:
         "verification_remaining",
         "completion_promise",
         "started_at",
+        "loop_id",
         "session_id",
         "driver",
         "pid",

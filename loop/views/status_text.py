@@ -71,7 +71,7 @@ def render(ws: Workspace) -> tuple[int, list[str], list[str]]:
         rows.append(("sources", _sources_line(snap.sources)))
     lines += [f"{name:<13}{value}" for name, value in rows]
     if loop.status in ("stopped", "failed"):
-        lines += _last_summary(ws, loop.started_at)
+        lines += _last_summary(ws, loop.started_at, loop.loop_id)
     return 0, lines, []
 
 
@@ -137,12 +137,15 @@ def _unconfirmed(ws: Workspace) -> str:
     return "no: it names what nobody on this machine confirmed; review it with `loopdeck trust`"
 
 
-def _last_summary(ws: Workspace, started_at: str) -> list[str]:
-    """The summary the last ending archived, if it is of the loop that started at `started_at`."""
+def _last_summary(ws: Workspace, started_at: str, loop_id: str) -> list[str]:
+    """The summary the last ending archived, if it is of this loop (`started_at`, `loop_id`)."""
+    from loop.core.model import same_loop
     from loop.store.archive import latest_summary
 
     found = latest_summary(ws)
-    if found is None or found[1].get("started_at") != started_at:
+    if found is None or not same_loop(
+        str(found[1].get("started_at") or ""), str(found[1].get("loop_id") or ""), started_at, loop_id
+    ):
         return []
     return _summary_lines({**found[1], "folder": str(found[0])})
 

@@ -94,7 +94,7 @@ def finished_text(archive: dict[str, Any], snapshot: Snapshot, width: int = 80) 
     if not named:
         pending = archive.get("pending_at_end")
         facts.append(f"left: {pending} task(s)" if isinstance(pending, int) else "tasks: not recorded")
-    facts.append(f"archived in {relative(str(archive.get('folder', '?')), snapshot.workspace)}")
+    facts.append(f"archived in {relative(_without_id(archive), snapshot.workspace)}")
     lines = [line for fact in facts for line in hanging(fact, width)]
     (claude, in_claude), (terminal, in_terminal) = START_AGAIN
     first, second = f"start again {claude}", f"or {terminal.strip()}"
@@ -107,6 +107,17 @@ def finished_text(archive: dict[str, Any], snapshot: Snapshot, width: int = 80) 
 
 COMMIT_EVENTS = frozenset({"commit", "task-merged"})
 """The journal's events that each leave one commit on the loop's branch."""
+
+
+def _without_id(archive: dict[str, Any]) -> str:
+    """The archive's folder as the screen names it: without the loop's id, which is for
+    telling loops apart, not for reading (the folder is found from what is left)."""
+    folder = str(archive.get("folder", "?"))
+    ident = archive.get("loop_id")
+    head, sep, name = folder.rpartition("/")
+    if isinstance(ident, str) and ident and f"-{ident}" in name:
+        name = name.replace(f"-{ident}", "", 1)
+    return head + sep + name
 
 
 def commits_made(archive: dict[str, Any], snapshot: Snapshot) -> str:

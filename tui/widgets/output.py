@@ -95,7 +95,8 @@ def followed(workspace: Workspace, snapshot: Snapshot | None, worker: str | None
     if snapshot.parallel is not None:
         return worker_turn(workspace, snapshot.parallel, worker)
     if loop.driver == "runner":
-        logs = workspace.iteration_logs_folder(loop.started_at)  # this loop's own, never an earlier one's
+        # this loop's own, never an earlier one's
+        logs = workspace.iteration_logs_folder(loop.started_at, loop.loop_id)
         newest = _current_log(logs, loop.iteration, snapshot)
         if newest is None:  # not where the journal says: the newest of the folder
             try:
@@ -332,6 +333,7 @@ class OutputPanel(Vertical):
             loop.session_id,
             loop.iteration,
             loop.started_at,
+            loop.loop_id,
             attempt,
             switched,
         )
