@@ -43,12 +43,8 @@ def porcelain(root: Path) -> list[str]:
 
 
 def loopdeck_lines(root: Path) -> list[str]:
-    """What `git status` lists of loopdeck's own files (the slash commands are meant to be committed)."""
-    return [
-        line
-        for line in porcelain(root)
-        if (".claude" in line or ".loopdeck" in line) and "/commands/" not in line
-    ]
+    """What `git status` lists of loopdeck's own files (a local install's slash commands too)."""
+    return [line for line in porcelain(root) if ".claude" in line or ".loopdeck" in line]
 
 
 def told_target(tmp_path: Path) -> tuple[str, Path]:

@@ -24,8 +24,16 @@ HEADER = "# loopdeck"
 LOOP_LINES = (".claude/orchestrator-loop.*", ".claude/loopdeck/", ".claude/loops/", ".loopdeck/")
 """What every loop writes: state, journal, control queue, lock (and their copies), the private
 folder (iteration logs, caches), the archives, and the workers' worktrees."""
-INSTALL_LINES = (".claude/settings.local.json", ".claude/settings.local.json.bak-*")
-"""What `install` (local) writes: the settings with absolute paths, and its backups of them."""
+INSTALL_LINES = (
+    ".claude/settings.local.json",
+    ".claude/settings.local.json.bak-*",
+    ".claude/commands/orchestrator-loop.md",
+    ".claude/commands/loop-status.md",
+    ".claude/commands/loop-pause.md",
+    ".claude/commands/loop-cancel.md",
+)
+"""What `install` (local: this person's, not the team's) writes: the settings with absolute paths,
+its backups of them, and the slash commands (`install --shared` leaves them to commit)."""
 MAX_EXCLUDE_BYTES = 1024 * 1024
 
 _done: set[tuple[str, tuple[str, ...]]] = set()
