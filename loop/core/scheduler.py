@@ -858,11 +858,12 @@ def reconcile(step: Step, tasks: Sequence[Task]) -> Step:
 # --- what a worker reads ---------------------------------------------------------------------
 
 
-def worker_prompt(goal: str, task: Task, worker: Worker) -> str:
+def worker_prompt(goal: str, task: Task, worker: Worker, refused: str | None = None) -> str:
     """The worker's own task and nothing of the others': its subject, description and files,
-    and the feedback of its last turn."""
+    the feedback of its last turn, and `refused`: the one line saying what the sandbox refused
+    that turn (the runner's agent is told the same by the engine)."""
     files = "\n".join(f"- {f}" for f in task.target_files) or "- (no files named)"
-    parts = []
+    parts = [f"{refused}\n"] if refused else []
     if worker.feedback:
         parts.append(f"{worker.feedback.strip()}\n")
     parts.append(

@@ -189,10 +189,7 @@ class ParallelRunner:
             if worker.branch != wt.branch:
                 name, where = worker.name, wt
                 self.apply_if(lambda s: _with_branch(s, name, where))
-        prompt = scheduler.worker_prompt(self.goal, task, worker)
-        refused = self.refusals.pop(worker.name, None)
-        if refused:
-            prompt = f"{refused}\n\n{prompt}"  # one line, as the runner's agent is told
+        prompt = scheduler.worker_prompt(self.goal, task, worker, self.refusals.pop(worker.name, None))
         log = self.ws.private_dir / "workers" / f"{worker.name}.{worker.turns:02d}.log"
         self.base.tally.iterations += 1
         backend = self.base.backends[0]  # the agent the workers run; its adapter reads their turns
