@@ -15,14 +15,13 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from loop.cli.options import LOOP_KEYS, add_limit_options, add_sandbox_options, limits_from
 from loop.cli.steer import steer
 from loop.core.errors import LoopdeckError, os_problem
 from loop.store.paths import Workspace, find_workspace
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only
     from loop.core.model import LoopState
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from loop.core.errors import LoopdeckError
 from loop.store.paths import Workspace, find_workspace
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the quick verbs (and the hook through them) skip typing
     from loop.core.model import LoopState
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from loop.core.model import (
     COMMANDS,
@@ -70,7 +71,6 @@ from loop.core.redact import redact
 from loop.core.signals import completion_signal, question
 from loop.core.timeutil import iso_s, parse_iso
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
     from typing import Any
 

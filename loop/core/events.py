@@ -7,11 +7,11 @@ viewer, `loopdeck log` and the monitor's colours never meet a kind they do not k
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from loop.core.model import JournalEvent as Event
 from loop.core.timeutil import human_duration, log_stamp
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
     from typing import Any
 

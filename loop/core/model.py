@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 # --- records -----------------------------------------------------------------------------------
 #
@@ -20,7 +21,6 @@ from datetime import UTC, datetime
 # checks them as the dataclasses they are (`TYPE_CHECKING` is always true for it: see
 # pyproject.toml), and `replace` works on both kinds.
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from dataclasses import dataclass as record
     from dataclasses import field, replace

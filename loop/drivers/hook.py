@@ -18,6 +18,7 @@ import sys
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loop.core import engine
 from loop.core.errors import FileProblem, LoopdeckError, os_problem
@@ -31,7 +32,6 @@ from loop.store.proc import session_pid
 from loop.store.safeopen import open_regular
 from loop.store.state import StateStore
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
     from typing import Any
 

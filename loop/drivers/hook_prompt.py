@@ -36,11 +36,10 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loop.core.errors import LoopdeckError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from loop.drivers.defaults import Defaults
 

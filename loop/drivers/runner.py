@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loop import agents, trust
 from loop.agents.base import Adapter
@@ -46,7 +46,6 @@ from loop.store.state import StateError, StateStore
 from loop.trust import key as trust_key
 from loop.views.summary import Tally, Whole, progress_line, summary_lines
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # the checks' module is imported when a loop has checks (a run without pays nothing)
     from loop import verify
 

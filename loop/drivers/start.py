@@ -9,12 +9,12 @@ everything the loop names was chosen by a person on this machine.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from loop.core.errors import LoopdeckError
 from loop.core.model import LoopState
 from loop.store.paths import Workspace
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 

@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loop.core import engine
 from loop.core.model import LoopState, Result, same_loop
@@ -25,7 +26,6 @@ from loop.store.journal import Event, Journal
 from loop.store.paths import Workspace
 from loop.store.state import StateError, StateStore
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
     from typing import Any
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loop.core.model import Aggregate, LoopState, combine, record, replace
 from loop.core.timeutil import iso_ms, utcnow
@@ -11,7 +12,6 @@ from loop.sources import graph as graph_source
 from loop.sources.base import disabled
 from loop.store.paths import Workspace
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
     from typing import Any
 

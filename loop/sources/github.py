@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loop.core.model import record
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
     from typing import Any
 

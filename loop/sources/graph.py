@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loop.core.errors import LoopdeckError
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the scheduler (dataclasses, typing) stays off the Stop hook's path
     from loop.core.scheduler import Task
 

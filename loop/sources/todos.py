@@ -16,12 +16,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loop.core.model import record
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
 from loop.store.safeopen import open_regular
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
     from typing import Any, BinaryIO
 

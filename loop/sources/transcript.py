@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loop.store.safeopen import open_regular
 from loop.store.tailread import ReadCounter, lines_backwards
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
     from typing import Any
 

@@ -10,6 +10,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loop.core.model import LoopState, same_loop
 from loop.core.redact import redact, redact_obj, target_shown
@@ -18,7 +19,6 @@ from loop.store.paths import Workspace, loop_folder_name
 from loop.store.safeopen import make_parents, write_bytes
 from loop.store.state import render
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
     from typing import Any
 

@@ -13,8 +13,8 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
     from typing import Any
 

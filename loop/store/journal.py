@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loop.core.events import KINDS, message, render_line
 from loop.core.model import JournalEvent as Event
@@ -22,7 +23,6 @@ from loop.core.timeutil import iso_ms, utcnow
 from loop.store.safeopen import append_bytes, open_regular
 from loop.store.tailread import ReadCounter, lines_backwards
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
     from collections import deque
     from typing import Any, BinaryIO

@@ -22,10 +22,10 @@ import fcntl
 import os
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loop.core.errors import LoopdeckError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
     from typing import BinaryIO
 

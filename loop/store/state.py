@@ -20,6 +20,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loop.core.errors import FileProblem, LockTimeout, os_problem
 from loop.core.model import ACTIVE_STATUSES, DRIVERS, KNOWN_KEYS, NULL, STATUSES, WAITING_KINDS, LoopState
@@ -32,7 +33,6 @@ from loop.store.paths import Workspace
 from loop.store.proc import alive
 from loop.store.safeopen import NotRegularFile, make_parents, read_regular
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
     from typing import Any
 

@@ -26,11 +26,11 @@ import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loop.core.model import LoopState
 from loop.store.paths import Workspace
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
     from typing import Any
 
