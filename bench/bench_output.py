@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tui import screenshots
+from tools import screenshots
 from tui.widgets.output import OutputPanel
 
 

@@ -1,20 +1,22 @@
-"""What Claude Code runs for loopdeck's hooks: `<python> -I -S <this file> stop` (or `prompt`,
+"""What Claude Code runs for loopdeck's hooks: `<python> -I <this file> stop` (or `prompt`,
 `stop-failure --input FILE`), as `loopdeck install` writes it.
 
-The Stop hook starts on every agent turn, so the interpreter's own start-up counts. `-S` skips
-the site start-up (the site folders, every `.pth` file in them, an editable install's import
-hook), which the hook's fast path does not need: the folder that holds the `loop` package, found
-from this file's own place, is all it puts on the import path. `-I` keeps the project the agent
-works in out of the interpreter: no `PYTHON*` variables (a `PYTHONPATH` naming the project would
-import its `json.py` in place of the real one), no user site folder, and not even this file's
-folder on the path. A script is compiled on every run: the rest is in `loop.drivers.hook_entry`,
-whose bytecode `loopdeck install` compiled, so that no Stop compiles anything.
+`-I` keeps the project the agent works in out of the interpreter: no `PYTHON*` variables (a
+`PYTHONPATH` naming the project would import its `json.py` in place of the real one), no user
+site folder, and not even this file's folder on the path. The site start-up runs as usual, so
+the environment's packages (PyYAML, psutil) are found as they are for `loopdeck` itself, from a
+wheel or an editable install alike; the folder that holds this `loop` package is added after
+them, for a copy that is not installed. A script is compiled on every run: the rest is in
+`loop.drivers.hook_entry`, whose bytecode `loopdeck install` compiled.
 """
 
 import os
+import site
 import sys
 
 if __name__ == "__main__":
+    if sys.flags.no_site:  # an install made before this one wrote `-I -S`: the same start-up
+        site.main()
     sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     try:
         from loop.drivers.hook_entry import main

@@ -20,7 +20,7 @@ import pytest
 from loop import verify
 from loop.drivers import notify, resume
 from loop.processes.supervisor import Supervisor
-from loop.repo import gitstate, worktrees
+from loop.repo import gitread, gitstate, worktrees
 from loop.sources import taskgraph
 from loop.store.paths import Workspace
 from loop.temporal import remote
@@ -147,7 +147,7 @@ def test_git_runs_no_fsmonitor_and_no_hook(trapped: tuple[Path, Path]) -> None:
     gitstate.forget_repos()
     (root / "a.txt").write_text("two\n")
     assert gitstate.fingerprint(root) is not None
-    assert gitstate.status(root).modified == 1
+    assert gitread.status(root).modified == 1
     assert gitstate.commit(root, "loopdeck: work") is not None
     wt = worktrees.ensure(root, "L", "t1", "main")  # worktree add: post-checkout
     (wt.path / "b.txt").write_text("b\n")

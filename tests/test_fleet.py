@@ -17,7 +17,7 @@ from textual.pilot import Pilot
 from loop.store.paths import Workspace
 from loop.views import fleet
 from tests.conftest import FIXTURES, Ran
-from tui import screenshots
+from tools import screenshots
 from tui.monitor import FLEET, MonitorApp
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.fleet import FleetScreen, FleetTable

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, loopdeck_cmd
-from tui import screenshots
+from tools import screenshots
 
 pytestmark = pytest.mark.skipif(not hasattr(select, "epoll"), reason="the hang-up watch is Linux's")
 

@@ -384,10 +384,10 @@ LAUNCHER = REPO / "loop" / "launcher.py"
     ("how", "start"),
     [
         # the console script, `loopdeck hook stop` (older installs)
-        ([], "sys.argv = ['loopdeck', 'hook', 'stop']\nfrom tui.entry import main\nmain()\n"),
-        # the launcher, as `loopdeck install` writes it: isolated, without the site start-up
+        ([], "sys.argv = ['loopdeck', 'hook', 'stop']\nfrom loop.cli import main\nmain()\n"),
+        # the launcher, as `loopdeck install` writes it: isolated
         (
-            ["-I", "-S"],
+            ["-I"],
             f"sys.argv = [{str(LAUNCHER)!r}, 'stop']\n"
             f"exec(compile(open(sys.argv[0]).read(), sys.argv[0], 'exec'), {{'__name__': '__main__', "
             f"'__file__': sys.argv[0]}})\n",
@@ -396,9 +396,8 @@ LAUNCHER = REPO / "loop" / "launcher.py"
     ids=["console-script", "launcher"],
 )
 def test_the_hooks_path_stays_lean(ws: Workspace, env: dict[str, str], how: list[str], start: str) -> None:
-    """The hook's path, as Claude Code runs it, loads none of the heavy modules, and through the
-    launcher never runs the site start-up it skipped (its `.pth` files: an editable install's
-    import hook): a change that pulls one in fails here, long before anyone measures."""
+    """The hook's path, as Claude Code runs it, loads none of the heavy modules: a change that
+    pulls one in fails here, long before anyone measures."""
     (ws.root / "TODO.md").write_text("- [ ] a\n")
     session = Session(ws, env)
     session.loopdeck("start", "x", "--task-file", "TODO.md", "--no-github")
@@ -423,10 +422,7 @@ def test_the_hooks_path_stays_lean(ws: Workspace, env: dict[str, str], how: list
     )
     assert json.loads(done.stdout)["decision"] == "block"
     loaded = set(json.loads(done.stderr.splitlines()[-1]))
-    allowed = {"tui", "tui.entry"}  # the console script itself
-    assert sorted(m for m in loaded - allowed if m.split(".")[0] in HEAVY) == []
-    if how:  # the site module for its folders, never its start-up (`.pth` files, sitecustomize)
-        assert not [m for m in loaded if m.startswith(("__editable__", "_distutils_hack", "sitecustomize"))]
+    assert sorted(m for m in loaded if m.split(".")[0] in HEAVY) == []
 
 
 def test_completion_runs_verification_first(ws: Workspace, env: dict[str, str]) -> None:

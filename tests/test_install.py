@@ -216,7 +216,7 @@ def test_cli_install(cli, ws: Workspace) -> None:
     ran = cli("install")
     assert ran.code == 0 and "Stop hook" in ran.out
     command = local(ws)["hooks"]["Stop"][0]["hooks"][0]["command"]
-    assert command.endswith("/loop/launcher.py stop") and " -I -S " in command
+    assert command.endswith("/loop/launcher.py stop") and " -I /" in command
     assert command.startswith("/")
     assert local(ws)["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"].endswith("launcher.py prompt")
     assert MARKER in (ws.claude_dir / "commands" / "loop-pause.md").read_text()
@@ -256,11 +256,11 @@ def test_hook_commands_written_are_recognised_as_ours(ws: Workspace, tmp_path: P
 
 def test_installs_the_hooks_through_the_isolated_launcher(ws: Workspace) -> None:
     """By default every hook runs this Python on the launcher, isolated (-I: nothing of the
-    environment or the project on its import path) and without the site start-up (-S)."""
+    environment or the project on its import path)."""
     from loop.cli.install import DETACHED, _is_ours
 
     install(ws)
-    runner = shlex.join([sys.executable, "-I", "-S", str(REPO / "loop" / "launcher.py")])
+    runner = shlex.join([sys.executable, "-I", str(REPO / "loop" / "launcher.py")])
     commands = {event: groups[0]["hooks"][0]["command"] for event, groups in local(ws)["hooks"].items()}
     assert commands == {
         "Stop": f"{runner} stop",
@@ -324,7 +324,7 @@ def test_launcher_install_round_trip_and_an_older_install_is_upgraded_in_place(w
     hooks = local(ws)["hooks"]
     for event in ("Stop", "StopFailure", "UserPromptSubmit"):
         (only,) = [h["command"] for group in hooks[event] for h in group["hooks"]]
-        assert " -I -S " in only and f"{EXE} hook" not in only
+        assert " -I " in only and f"{EXE} hook" not in only
     uninstall(ws)
     assert local(ws) == {"model": "opus"}
     install(ws)

@@ -111,7 +111,7 @@ async def test_the_monitors_snapshots_take_no_new_entry_in_the_table_of_interned
     few minutes the table was rebuilt at double its size (+940 KB)."""
     from loop.store.journal import Journal
     from tests.test_tui import app
-    from tui import screenshots
+    from tools import screenshots
 
     ws = make(tmp_path, "running")
     monitor = app(ws, watch=False, git=False)

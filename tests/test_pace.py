@@ -9,7 +9,7 @@ from pathlib import Path
 
 from loop.store.paths import Workspace
 from loop.views.snapshot import Snapshot, read
-from tui import screenshots
+from tools import screenshots
 from tui.pace import BURST, EVERY_S, LATE_S, SummaryPace
 
 

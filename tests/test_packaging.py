@@ -36,7 +36,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = tmp_path_factory.mktemp("source")
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, source / name)
-    for package in ("loop", "tui"):
+    for package in ("loop", "tui", "tools"):  # tools/ too: the package list must leave it out
         shutil.copytree(REPO / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
     dist = tmp_path_factory.mktemp("dist")
     built = _sh(
@@ -65,8 +65,26 @@ def test_the_wheel_holds_every_package_and_the_style_sheet(wheel: Path) -> None:
     meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
     text = zipfile.ZipFile(wheel).read(meta).decode()
     assert "Requires-Dist: textual-serve" in text  # its page and scripts ship in its own package
-    entry = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
-    assert "loopdeck = tui.entry:main" in zipfile.ZipFile(wheel).read(entry).decode()
+
+
+def test_the_wheel_leaves_the_screenshot_fixtures_out(wheel: Path) -> None:
+    """The scenarios that write state files and git repositories for the screenshots are a
+    development tool (`python tools/screenshots.py`), not something an install carries."""
+    names = zipfile.ZipFile(wheel).namelist()
+    assert (REPO / "tools" / "screenshots.py").is_file()
+    assert [n for n in names if n.startswith("tools/") or n.endswith("screenshots.py")] == []
+
+
+def test_the_command_enters_through_loop_and_finds_the_monitor_by_entry_point(wheel: Path) -> None:
+    """`loopdeck` is `loop.cli:main`; the verbs that open the monitor are tui's, named as entry
+    points, so `loop` never imports `tui`."""
+    archive = zipfile.ZipFile(wheel)
+    entry = next(n for n in archive.namelist() if n.endswith(".dist-info/entry_points.txt"))
+    text = archive.read(entry).decode()
+    assert "loopdeck = loop.cli:main" in text
+    assert "[loopdeck.monitor]" in text
+    for verb in ("tui", "serve", "demo"):
+        assert f"{verb} = tui.cli:cmd_{verb}" in text
 
 
 def test_installed_as_a_tool_it_works_from_an_empty_folder_and_doctor_finds_moved_hooks(

@@ -243,7 +243,7 @@ def test_steering_through_the_cli_while_it_runs(demo: Workspace) -> None:
     wait_for(lambda: demo.journal.exists() and "iteration-completed" in kinds(demo))
     paused = cli("pause", "--wait", "10")
     assert paused.returncode == 0, paused.stderr
-    wait_for(lambda: (StateStore(demo).read() or object()).__dict__.get("status") == "paused")
+    wait_for(lambda: getattr(StateStore(demo).read(), "status", None) == "paused")
     count = kinds(demo).count("iteration-started")
     assert cli("resume", "--wait", "10").returncode == 0
     assert "iteration-started" not in between(demo, "paused", "resumed")  # it really waited

@@ -268,14 +268,14 @@ def test_a_turns_git_look_is_waited_for_only_when_the_decision_needs_it(
     progress whatever git says: the decision is written first, and git is read only before the
     next agent starts (from what this turn left). A turn that changed no count is judged by it:
     git is read before the decision."""
-    from loop.drivers.runner import Runner
+    from loop.drivers.session import Session
     from loop.repo import gitstate
     from loop.store.state import StateStore
 
     ws, agent = ticking
     seen: list[str] = []
     real_init, real_result = gitstate.Fingerprint.__init__, gitstate.Fingerprint.result
-    real_count, real_write = Runner.count, StateStore.write
+    real_count, real_write = Session.count, StateStore.write
 
     def init(self: gitstate.Fingerprint, root: Path) -> None:
         seen.append("git started")
@@ -285,7 +285,7 @@ def test_a_turns_git_look_is_waited_for_only_when_the_decision_needs_it(
         seen.append("git read")
         return real_result(self)
 
-    def count(self: Runner, state: Any) -> Any:
+    def count(self: Session, state: Any) -> Any:
         seen.append("sources read")
         return real_count(self, state)
 
@@ -295,7 +295,7 @@ def test_a_turns_git_look_is_waited_for_only_when_the_decision_needs_it(
 
     monkeypatch.setattr(gitstate.Fingerprint, "__init__", init)
     monkeypatch.setattr(gitstate.Fingerprint, "result", result)
-    monkeypatch.setattr(Runner, "count", count)
+    monkeypatch.setattr(Session, "count", count)
     monkeypatch.setattr(StateStore, "write", write)
     assert run_in_process(ws, agent) == 0, capsys.readouterr()
     out = capsys.readouterr().out
@@ -314,23 +314,23 @@ def test_a_turns_git_look_with_a_commit_starts_after_the_commit(
 ) -> None:
     """With checks or a commit to run after the agent, the look waits for them: what they
     change is the turn's work too."""
-    from loop.drivers.runner import Runner
+    from loop.drivers.commits import Commits
     from loop.repo import gitstate
 
     ws, agent = ticking
     seen: list[str] = []
-    real_init, real_commit = gitstate.Fingerprint.__init__, Runner.commit
+    real_init, real_commit = gitstate.Fingerprint.__init__, Commits.turn
 
     def init(self: gitstate.Fingerprint, root: Path) -> None:
         seen.append("git started")
         real_init(self, root)
 
-    def commit(self: Runner, n: int) -> Any:
+    def commit(self: Commits, n: int) -> Any:
         seen.append("committed")
         return real_commit(self, n)
 
     monkeypatch.setattr(gitstate.Fingerprint, "__init__", init)
-    monkeypatch.setattr(Runner, "commit", commit)
+    monkeypatch.setattr(Commits, "turn", commit)
     assert run_in_process(ws, agent, "--commit") == 0, capsys.readouterr()
     turns = [i for i, what in enumerate(seen) if what == "committed"]
     assert len(turns) >= 3
@@ -374,23 +374,23 @@ def test_a_skip_queued_after_the_agent_ended_is_decided_from_the_workspace(
     """The agent writes down a new task (3 -> 4 open); `loopdeck skip` arrives while the runner
     commits, after the agent ended, so the decision applies it: 4 -> 3 open, the counts the
     turn started from. The runner looks at the workspace for that decision too."""
-    from loop.drivers.runner import Runner
+    from loop.drivers.commits import Commits
     from loop.store import control
 
     ws, agent = ticking
     agent.write_text(
         "#!/bin/sh\ncat > /dev/null\necho '- [ ] a task found on the way' >> TODO.md\necho noted\n"
     )
-    real_commit = Runner.commit
+    real_commit = Commits.turn
     sent: list[int] = []
 
-    def commit(self: Runner, n: int) -> Any:
+    def commit(self: Commits, n: int) -> Any:
         if not sent:
             sent.append(n)
-            control.queue(self.ws, "skip", key=person(self.ws))
+            control.queue(self.session.ws, "skip", key=person(self.session.ws))
         return real_commit(self, n)
 
-    monkeypatch.setattr(Runner, "commit", commit)
+    monkeypatch.setattr(Commits, "turn", commit)
     code = run_in_process(ws, agent, "--commit", "--max-iterations", "2")
     out = capsys.readouterr()
     assert sent and code == 1 and "error" not in out.err, out
@@ -435,8 +435,8 @@ def test_a_loop_waiting_for_a_person_holds_no_git_look(
     before = unreaped_children()  # other tests' in this worker
 
     def wait_while_paused(self: Runner) -> bool:
-        seen.append((self.looking is None and self.start is None, unreaped_children() - before))
-        self.signal = signal.SIGTERM
+        seen.append((self.marks.looking is None and self.marks.start is None, unreaped_children() - before))
+        self.signals.caught = signal.SIGTERM
         return False
 
     monkeypatch.setattr(Runner, "wait_while_paused", wait_while_paused)
@@ -508,32 +508,6 @@ def test_a_runner_that_died_without_its_last_word_is_swept_after(monkeypatch: py
     assert _supervise(monkeypatch, b"+123\n") == ["groups [123]", "run"]
     assert _supervise(monkeypatch, b"") == ["run"]
     assert _supervise(monkeypatch, SWEPT + b"+124\n") == ["groups [124]", "run"]  # a child after it
-
-
-# --- records -------------------------------------------------------------------------------------
-
-
-def test_a_record_made_by_name_is_the_record_made_by_position() -> None:
-    """Records made by name (a task file's items, every state) take one merge of defaults and
-    values, not a loop over the fields: the same fields, in the same order, the same checks."""
-    from loop.core.model import field, record
-
-    @record(frozen=True)
-    class Item:
-        title: str
-        status: str
-        line: int | None = None
-        tags: list[str] = field(default_factory=list)
-
-    by_name, by_position = Item(status="done", title="t"), Item("t", "done")
-    assert by_name == by_position and list(vars(by_name)) == ["title", "status", "line", "tags"]
-    assert by_name.tags == [] and by_name.tags is not Item(title="u", status="v").tags  # a fresh list each
-    with pytest.raises(TypeError, match="missing argument 'status'"):
-        Item(title="t")  # type: ignore[call-arg]
-    with pytest.raises(TypeError, match=r"unexpected arguments \['nope'\]"):
-        Item(title="t", status="s", nope=1)  # type: ignore[call-arg]
-    with pytest.raises(AttributeError):
-        by_name.title = "other"  # type: ignore[misc]
 
 
 # --- what a run imports ----------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from loop.core.errors import LoopdeckError
-from loop.processes import agent, sandbox
+from loop.processes import agent, refusal, sandbox
 from loop.processes.sandbox import Spec, Status
 from loop.store.paths import Workspace
 from loop.views.snapshot import read as read_snapshot
@@ -195,7 +195,7 @@ def test_refusals_are_the_lines_that_show_the_sandbox_refusing_at_most_five() ->
             *[f"EROFS {i} {'x' * 300}".encode() for i in range(10)],
         ]
     )
-    found = sandbox.refusals(out)
+    found = refusal.lines(out)
     assert len(found) == 5
     assert found[0].endswith("Read-only file system")
     assert "lock config file" in found[1]
@@ -203,11 +203,11 @@ def test_refusals_are_the_lines_that_show_the_sandbox_refusing_at_most_five() ->
     assert not any("The sandbox refused" in line for line in found)
     assert found[2].startswith("EROFS 0")
     busy = b"error: could not write config file /w/.git/config: Device or resource busy\nx: Device or resource busy"
-    assert sandbox.refusals(busy) == [busy.decode().splitlines()[0]]
+    assert refusal.lines(busy) == [busy.decode().splitlines()[0]]
     long = b'{"type": "tool_result", "content": "' + b"y" * 500 + b' Read-only file system: x"}'
-    assert "Read-only file system" in sandbox.refusals(long)[0]
-    assert sandbox.refusals(b"all fine\n") == []
-    assert sandbox.refused_note(found).startswith("The sandbox refused: sh: cannot create")
+    assert "Read-only file system" in refusal.lines(long)[0]
+    assert refusal.lines(b"all fine\n") == []
+    assert refusal.note(found).startswith("The sandbox refused: sh: cannot create")
 
 
 # --- real turns --------------------------------------------------------------------------------
@@ -613,13 +613,13 @@ def test_what_the_sandbox_refused_is_read_where_each_cli_keeps_its_tools_output(
     block = {"type": "tool_result", "tool_use_id": "t1", "content": said}
     (folder / "s1.jsonl").write_text(json.dumps({"type": "user", "message": {"content": [block]}}) + "\n")
     tools = Claude().tool_output(result, cwd, {"HOME": str(home)})
-    assert tools is not None and sandbox.refusals(tools.encode()) == [said]
+    assert tools is not None and refusal.lines(tools.encode()) == [said]
     quoted = {
         "type": "item.completed",
         "item": {"type": "command_execution", "aggregated_output": said + "\n"},
     }
     tools = Codex().tool_output(json.dumps(quoted), cwd, {})
-    assert tools is not None and sandbox.refusals(tools.encode()) == [said]
+    assert tools is not None and refusal.lines(tools.encode()) == [said]
 
 
 BESIDE_AGENT = r"""

@@ -25,7 +25,8 @@ import pytest
 
 from loop.store.paths import Workspace
 from tests.conftest import REPO, Ran
-from tui import screenshots, serve
+from tools import screenshots
+from tui import serve
 
 BROWSER = next(
     (p for p in ("/usr/bin/chromium", shutil.which("chromium") or "") if p and Path(p).exists()), None

@@ -13,7 +13,7 @@ from loop.store.journal import Journal
 from loop.store.paths import Workspace
 from loop.store.state import StateStore
 from loop.views.snapshot import Reader, read
-from tui import screenshots
+from tools import screenshots
 
 
 def _running(tmp_path: Path) -> Workspace:

@@ -305,7 +305,7 @@ def test_a_task_graph_outside_the_workspace_is_refused(
 
 async def test_the_monitor_asks_a_person_to_confirm_a_cloned_loop(tmp_path: Path) -> None:
     from tests.test_tui import SIZE, app, make
-    from tui import screenshots
+    from tools import screenshots
     from tui.screens.confirm import ConfirmScreen
 
     ws = make(tmp_path, "unconfirmed")
@@ -324,7 +324,7 @@ async def test_the_monitor_inside_an_agents_session_cannot_confirm(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from tests.test_tui import SIZE, app, make
-    from tui import screenshots
+    from tools import screenshots
     from tui.screens.confirm import ConfirmScreen
 
     ws = make(tmp_path, "unconfirmed")

@@ -20,7 +20,7 @@ from loop.store.journal import Journal
 from loop.store.paths import Workspace
 from loop.store.state import StateStore
 from tests.conftest import REPO
-from tui import screenshots
+from tools import screenshots
 from tui.app import LoopdeckApp
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.escalation import EscalationScreen

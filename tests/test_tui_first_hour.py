@@ -16,7 +16,7 @@ from textual.widgets import DataTable, Sparkline
 from textual.widgets._toast import Toast
 
 from loop.store.paths import Workspace
-from tui import screenshots
+from tools import screenshots
 from tui.app import LoopdeckApp
 from tui.screens.fleet import FleetScreen
 from tui.screens.text import TextScreen

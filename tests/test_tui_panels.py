@@ -30,7 +30,7 @@ from loop.store.journal import Event
 from loop.views.snapshot import Snapshot
 from tests.test_tui import SIZE, app, make, text_of, until
 from tests.test_tui_round2 import isolated, output_text  # noqa: F401  (autouse: no user config, fixed git)
-from tui import screenshots
+from tools import screenshots
 from tui.app import LoopdeckApp
 from tui.widgets.common import roughly, roughly_ago, set_border, update_static
 from tui.widgets.durations import DurationsChart

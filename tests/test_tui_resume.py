@@ -13,7 +13,7 @@ from loop.drivers import resume
 from loop.store.paths import Workspace
 from loop.store.state import StateStore
 from tests.test_tui import SIZE, app, commands, isolated, make
-from tui import screenshots
+from tools import screenshots
 from tui.screens.resume import ResumeScreen
 
 __all__ = ["isolated"]

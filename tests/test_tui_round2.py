@@ -3,6 +3,7 @@ commands, modals that close when they no longer apply, the finished screen, word
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -20,7 +21,8 @@ from loop.store.journal import Journal
 from loop.store.state import StateStore
 from tests.conftest import REPO, loopdeck_cmd
 from tests.test_tui import _settled, app, commands, make, text_of, until
-from tui import actions, screenshots
+from tools import screenshots
+from tui import actions
 from tui.app import LoopdeckApp
 from tui.screens.escalation import EscalationScreen
 from tui.screens.text import TextScreen
@@ -255,9 +257,8 @@ async def test_lines_found_by_the_output_clock_wait_a_moment_for_a_snapshot(tmp_
 
 
 async def test_the_output_panel_follows_its_file_by_watching_it_not_on_a_clock(tmp_path: Path) -> None:
-    """Where inotify can be had, the panel looks at its file when the kernel says it was
-    written (nothing runs while the agent is silent): no clock of its own; lines written
-    between snapshots, and a file that appears only later, still show."""
+    """The panel looks at its file when its watch says it was written: no clock of its own;
+    lines written between snapshots, and a file that appears only later, still show."""
     ws = make(tmp_path, "running")
     monitor = app(ws, watch=False, git=False)  # no snapshot follows the writes: only the panel's watch
     async with monitor.run_test(size=SIZE) as pilot:
@@ -280,20 +281,23 @@ async def test_the_output_panel_follows_its_file_by_watching_it_not_on_a_clock(t
 async def test_the_output_clock_rests_while_the_followed_file_is_not_there(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without inotify, a file followed that is not there (yet, or any more: a loop's logs
-    archived) is looked at on the slow clock once it has been missing for a while, not twenty
-    times a second."""
-    from tui import inotify
+    """With no watch to be had (no inotify watches left), a file followed that is not there
+    (yet, or any more: a loop's logs archived) is looked at on the slow clock once it has been
+    missing for a while, not twenty times a second."""
+    from tui import watch
     from tui.widgets import output
 
-    monkeypatch.setattr(inotify, "available", lambda: False)
+    def no_watches_left(*paths: Any, **kw: Any) -> Any:
+        raise OSError(errno.ENOSPC, "OS file watch limit reached")
+
+    monkeypatch.setattr(watch, "awatch", no_watches_left)
     ws = make(tmp_path, "running")
     monitor = app(ws, watch=False, git=False)
     async with monitor.run_test(size=SIZE) as pilot:
         await screenshots.settle(monitor)
         panel = monitor.query_one(OutputPanel)
         panel.target = Followed(str(tmp_path / "not-yet.log"), "iteration log")
-        await pilot.pause()
+        await until(pilot, lambda: panel.ticker is not None)
         assert panel.ticker is not None
         for _ in range(output.QUIET_TICKS):
             panel.tick()

@@ -18,7 +18,8 @@ from textual.widgets import Button
 from loop.demo.workspace import TASKS as DEMO_TASKS
 from loop.store.journal import Journal
 from tests.test_tui import app, commands, make, text_of, until
-from tui import actions, screenshots
+from tools import screenshots
+from tui import actions
 from tui.app import LoopdeckApp
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.escalation import EscalationScreen
@@ -427,10 +428,10 @@ def test_every_key_of_every_screen_and_widget_is_in_the_registry() -> None:
         assert f" · {key_id}" in help_text
 
 
-def test_the_readme_names_every_id_a_keymap_may_rebind() -> None:
-    """The README's list of ids is what a person writes a keymap from: none of them missing."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    assert [i for i in sorted(actions.IDS) if f"`{i}`" not in readme] == []
+def test_the_docs_name_every_id_a_keymap_may_rebind() -> None:
+    """The monitor page's list of ids is what a person writes a keymap from: none of them missing."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "monitor.md").read_text()
+    assert [i for i in sorted(actions.IDS) if f"`{i}`" not in page] == []
 
 
 def test_a_keymap_may_name_every_id_and_is_told_of_the_unknown(tmp_path: Path) -> None:

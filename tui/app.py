@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -27,11 +28,13 @@ from textual.worker import Worker, WorkerState
 from loop.core.errors import LoopdeckError
 from loop.core.timeutil import utcnow
 from loop.drivers import resume
+from loop.repo import gitread
 from loop.repo.gitstate import GitStatus
 from loop.store import control
 from loop.store.paths import Workspace
+from loop.trust import key as trust_key
 from loop.views.snapshot import Reader, Snapshot
-from tui import actions, hangup
+from tui import actions, collector, hangup
 from tui.pace import SummaryPace
 from tui.prompts import Prompts
 from tui.screens.confirm import ConfirmScreen
@@ -40,26 +43,23 @@ from tui.screens.number import NumberScreen
 from tui.screens.resume import ResumeScreen
 from tui.screens.text import NoteScreen, TextScreen
 from tui.watch import (
-    DEBOUNCE_MS,
-    GIT_DEBOUNCE_MS,
     FilesChanged,
     GitReady,
     SnapshotReady,
     TreeChanged,
+    changes,
     interesting,
-    tree_filter,
+    tree_changes,
     watch_paths,
 )
 
 GIT_EVERY_S = 2.0
+GIT_AT_MOST_S = 1.0
+"""Git is read at most once a second: a look is three `git` processes and GitPython reading
+their output (~40 ms on 2,000 files); at 5 iterations a second, one a turn cost the monitor
+several points of a core, and nobody reads the git panel faster than that."""
 SHORT_ROWS = 30
 """The height below which the screen is short (`VERTICAL_BREAKPOINTS`)."""
-WATCH_STEP_MS = 20
-"""How often the file watcher's thread wakes to hand over what it saw: a change reaches the
-screen 20 to 40 ms later; a shorter step costs an idle monitor half a per cent of a core."""
-GIT_WATCH_STEP_MS = 300
-"""The working tree's watcher wakes less often: git is read 300 ms after a burst anyway (a
-step of 100 ms was a third of what an idle monitor cost)."""
 
 
 class Restored(Message):
@@ -119,6 +119,7 @@ class LoopdeckApp(App[None]):
         self.prompts = prompts
         self.on_quit = on_quit
         self.git_dirty = True
+        self.git_read_at = 0.0
         self.awaiting: dict[str, str] = {}
         """Commands sent and not yet applied: id → kind, so the app can say when they land."""
         self.asking = Prompts(self)
@@ -218,8 +219,6 @@ class LoopdeckApp(App[None]):
 
     @work(thread=True, exclusive=True, group="snapshot", exit_on_error=False)
     def load_snapshot(self) -> None:
-        from loop.views.snapshot import Reader
-
         reader = self.reader
         if reader is None or reader.workspace != self.workspace:  # another folder: start afresh
             reader = self.reader = Reader(self.workspace)
@@ -227,70 +226,25 @@ class LoopdeckApp(App[None]):
 
     @work(thread=True, exclusive=True, group="git", exit_on_error=False)
     def load_git(self) -> None:
-        from loop.repo.gitstate import status
-
-        self.post_message(GitReady(status(self.workspace.root)))
+        self.post_message(GitReady(gitread.status(self.workspace.root)))
 
     @work(exclusive=True, group="watch", exit_on_error=False)
     async def watch_files(self, folders: frozenset[Path], files: frozenset[Path]) -> None:
-        from tui import inotify
-
+        """The loop's files: their folders watched one level deep (`watch_paths`), each burst of
+        changes that matter one `FilesChanged`."""
         existing = [f for f in folders if f.is_dir()]
         if not existing:
             return
-        accept = interesting(set(folders), set(files))
-        if inotify.available():  # the kernel's events on the event loop: nothing runs idle
-            try:
-                watch = inotify.Watch(existing)
-            except OSError:
-                pass  # no watches left: watchfiles can poll
-            else:
-                async with watch:
-                    async for paths in watch.changes():
-                        if any(accept(None, path) for path in paths):
-                            self.post_message(FilesChanged())
-                return
-        from watchfiles import awatch
-
-        async for _changes in awatch(
-            *(str(f) for f in existing),
-            watch_filter=accept,
-            debounce=DEBOUNCE_MS,
-            step=WATCH_STEP_MS,
-            recursive=False,
-        ):
+        async for _paths in changes(existing, interesting(set(folders), set(files))):
             self.post_message(FilesChanged())
 
     @work(exclusive=True, group="git-watch", exit_on_error=False)
     async def watch_tree(self) -> None:
         """Git followed live: the working tree watched recursively (not what `.gitignore`
         ignores, not loopdeck's files), debounced; git itself is read by `load_git`'s thread.
-        inotify on the event loop where it can be had (`tui.tree_watch`); watchfiles where not,
-        or once inotify runs out of watches."""
-        from tui import inotify
-
-        if inotify.available():
-            from tui.tree_watch import TreeWatch
-
-            try:
-                async with await TreeWatch(self.workspace.root).start() as watch:
-                    async for _paths in watch.changes():
-                        self.post_message(TreeChanged())
-                return
-            except OSError:
-                # What the watch may have missed, once. (With no watches left, watchfiles'
-                # own inotify, which watches more folders, usually fails as well: then git is
-                # not followed live, as before this watch.)
-                self.post_message(TreeChanged())
-        from watchfiles import awatch
-
+        With no inotify watches left for the tree, git is followed on a clock."""
         try:
-            async for _changes in awatch(
-                self.workspace.root,
-                watch_filter=tree_filter(self.workspace.root),
-                debounce=GIT_DEBOUNCE_MS,
-                step=GIT_WATCH_STEP_MS,
-            ):
+            async for _paths in tree_changes(self.workspace.root):
                 self.post_message(TreeChanged())
         except OSError:
             self.follow_git_by_clock()
@@ -303,8 +257,12 @@ class LoopdeckApp(App[None]):
             self.set_interval(GIT_EVERY_S, self.git_tick)
 
     def on_tree_changed(self, message: TreeChanged) -> None:
-        self.git_dirty = False
-        self.load_git()
+        wait = self.git_read_at + GIT_AT_MOST_S - time.monotonic()
+        if wait <= 0:
+            self.read_git()
+        elif not self.git_dirty:  # one read, a little later, for every change until then
+            self.git_dirty = True
+            self.set_timer(wait, self.git_tick)
 
     def on_files_changed(self, message: FilesChanged) -> None:
         # With the working tree watched, git is read when the tree moves; without, a loop file's
@@ -326,8 +284,12 @@ class LoopdeckApp(App[None]):
 
     def git_tick(self) -> None:
         if self.git_dirty:
-            self.git_dirty = False
-            self.load_git()
+            self.read_git()
+
+    def read_git(self) -> None:
+        self.git_dirty = False
+        self.git_read_at = time.monotonic()
+        self.load_git()
 
     @on(Worker.StateChanged)
     def worker_failed(self, event: Worker.StateChanged) -> None:
@@ -348,8 +310,6 @@ class LoopdeckApp(App[None]):
         self.refresh_bindings_if_changed()
         self.snapshots_shown += 1
         if self.settles and self.snapshots_shown == 1:
-            from tui import collector
-
             self.call_after_refresh(collector.settle)
         if self.watching:
             folders, files = watch_paths(self.workspace, snapshot)
@@ -402,8 +362,6 @@ class LoopdeckApp(App[None]):
         self, kind: str, *, value: int | None = None, reason: str | None = None, target: str | None = None
     ) -> None:
         """A key's or a prompt's command to the loop (to one worker with `target`)."""
-        from loop.trust import key as trust_key
-
         loop = self.snapshot.loop if self.snapshot else None
         try:
             command = control.queue(
@@ -537,9 +495,6 @@ class LoopdeckApp(App[None]):
 
     @work(thread=True, exclusive=True, group="restore", exit_on_error=False)
     def restore_in_background(self) -> None:
-        import subprocess
-        import sys
-
         argv = [sys.executable, "-I", "-m", "loop.cli", "-C", str(self.workspace.root), "restore"]
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)

@@ -3,32 +3,68 @@ a loop nobody on this machine confirmed, an escalation, the agent's question; wh
 sends; and the prompt that no longer applies, closed with a word why.
 
 The app owns one `Prompts`; the prompts themselves are modal screens that `dismiss` with the
-answer (`tui/screens/`).
+answer (`tui/screens/`). What a prompt asks of the app is `Host`, so this module needs nothing
+of `tui.app` (which needs it).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any, Protocol
 
+from textual.notifications import SeverityLevel
+from textual.screen import Screen
+
+from loop import trust
 from loop.drivers import resume
+from loop.repo.gitstate import GitStatus
+from loop.store.paths import Workspace
+from loop.store.state import StateError, StateStore
+from loop.trust.person import agent_session
 from loop.views.snapshot import Snapshot
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.escalation import EscalationScreen
+from tui.screens.main import MainScreen
 from tui.screens.number import NumberScreen
 from tui.screens.resume import ResumeScreen
 from tui.screens.text import QuestionScreen
-
-if TYPE_CHECKING:
-    from tui.app import LoopdeckApp
 
 RAISE_BY = 20
 """Continue after an escalation raises a reached limit by this many iterations."""
 
 
+class Host(Protocol):
+    """What the prompts need of the monitor (`tui.app.LoopdeckApp`): what it shows, its screens,
+    and the commands it sends."""
+
+    @property
+    def workspace(self) -> Workspace: ...
+    @property
+    def snapshot(self) -> Snapshot | None: ...
+    @property
+    def git_status(self) -> GitStatus | None: ...
+    @property
+    def use_git(self) -> bool: ...
+    @property
+    def screen(self) -> Screen[object]: ...
+    @property
+    def screen_stack(self) -> list[Screen[Any]]: ...
+    @property
+    def main(self) -> MainScreen: ...
+    def interrupted(self, snapshot: Snapshot) -> resume.Interrupted | None: ...
+    def push_screen(self, screen: Screen[Any], callback: Callable[[Any], None] | None = None) -> object: ...
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information") -> None: ...
+    def send(
+        self, kind: str, *, value: int | None = None, reason: str | None = None, target: str | None = None
+    ) -> None: ...
+    def ensure_runner(self) -> None: ...
+    def load_snapshot(self) -> object: ...
+
+
 class Prompts:
     """The app's questions to a person: which are asked, which were, and their answers."""
 
-    def __init__(self, app: LoopdeckApp) -> None:
+    def __init__(self, app: Host) -> None:
         self.app = app
         self.seen_escalations: set[str] = set()
         self.seen_questions: set[str] = set()
@@ -97,10 +133,6 @@ class Prompts:
         app = self.app
         if not yes:
             return
-        from loop import trust
-        from loop.store.state import StateError, StateStore
-        from loop.trust.person import agent_session
-
         why = agent_session()
         if why is not None:
             app.notify(f"not confirmed: this monitor runs inside {why}", severity="error")

@@ -1,24 +1,55 @@
-"""What the monitor watches, and the messages its workers post.
+"""What the monitor watches, how (watchfiles), and the messages its workers post.
 
-Workers never touch widgets: the file watcher posts `FilesChanged`, the snapshot and git
-workers post their results, and the app updates widgets from those messages on the UI thread.
+Workers never touch widgets: the file watchers post `FilesChanged` and `TreeChanged`, the
+snapshot and git workers post their results, and the app updates widgets from those messages
+on the UI thread. Each watch is an `awatch` in an async worker of the widget (or app) that
+owns it: cancelling the worker (a new watch in its group, the widget unmounted, the app
+closing) makes watchfiles set its stop event, and its thread ends within a step.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from fnmatch import fnmatch
 from pathlib import Path
 
 from textual.message import Message
+from watchfiles import awatch
 
 from loop.repo.gitstate import GitStatus
 from loop.store.paths import Workspace
 from loop.views.snapshot import Snapshot
 
 DEBOUNCE_MS = 30
-"""watchfiles waits 1.6 s by default before reporting; a monitor must show a change in a blink."""
+"""The longest a burst of the loop's files is held (watchfiles' default holds one up to 1.6 s):
+a driver's decision writes several files at once, and reaches the screen as one change."""
+STEP_MS = 20
+"""How often the loop files' watcher thread looks at what it collected: a change is handed
+over once a step passes without another (20 to 40 ms after it); a shorter step costs an
+idle monitor more wake-ups."""
+OUTPUT_STEP_MS = 50
+"""The output panel's watch: its lines wait `HOLD_S` (50 ms) for a snapshot anyway."""
+
+Filter = Callable[[object, str], bool]
+"""A watchfiles filter: (the kind of change, the path) → whether it counts."""
+
+
+async def changes(
+    paths: Iterable[str | Path],
+    accept: Filter,
+    *,
+    debounce_ms: int = DEBOUNCE_MS,
+    step_ms: int = STEP_MS,
+    recursive: bool = False,
+) -> AsyncGenerator[list[str], None]:
+    """The paths `accept` keeps, one list per burst (over once a step passes without another
+    change, or after `debounce_ms`). OSError when the kernel refuses a watch (a path gone, no
+    inotify watches left)."""
+    async for batch in awatch(
+        *paths, watch_filter=accept, debounce=debounce_ms, step=step_ms, recursive=recursive
+    ):
+        yield sorted({path for _change, path in batch})
 
 
 class FilesChanged(Message):
@@ -69,7 +100,7 @@ def watch_paths(ws: Workspace, snapshot: Snapshot | None) -> tuple[set[Path], se
     return folders, files
 
 
-def interesting(folders: set[Path], files: set[Path]) -> Callable[[object, str], bool]:
+def interesting(folders: set[Path], files: set[Path]) -> Filter:
     """A watchfiles filter: the files of interest, any task JSON, anything new in `.claude/`."""
     names = {str(f) for f in files}
     task_dirs = {str(f) for f in folders if f.parent.name == "tasks"}
@@ -87,7 +118,8 @@ def interesting(folders: set[Path], files: set[Path]) -> Callable[[object, str],
 
 
 GIT_DEBOUNCE_MS = 300
-"""A save, a formatter run and a build touch many files at once: one git read for the burst."""
+"""A save, a formatter run and a build touch many files at once: one git read for the burst,
+once this long passes without another change (the tree watcher's step: it wakes this often)."""
 GIT_BURST_MS = 1000
 """... but a tree that never rests (a build writing for minutes) is still read this often."""
 
@@ -152,7 +184,17 @@ class TreeRules:
         top = rel.split("/", 1)[0]
         if top == ".git":
             return any(rel == f or (f.endswith("/") and rel.startswith(f)) for f in GIT_FOLLOWED)
-        return top != ".claude" and not self.ignored(rel)
+        return top != ".claude" and not self.ignored(rel) and not self.beyond_link(rel)
+
+    def beyond_link(self, rel: str) -> bool:
+        """Whether the path lies in a symlinked folder: watchfiles follows the links it finds
+        when it starts, git does not (a link is one entry to git, what it points to none)."""
+        folder = self.prefix[:-1]
+        for part in rel.split("/")[:-1]:
+            folder = f"{folder}/{part}"
+            if os.path.islink(folder):
+                return True
+        return False
 
     def descends(self, folder: str) -> bool:
         rel = self.relative(folder)
@@ -167,7 +209,7 @@ class TreeRules:
         return top != ".claude" and not self.ignored(rel)
 
 
-def tree_filter(root: Path) -> Callable[[object, str], bool]:
+def tree_filter(root: Path) -> Filter:
     """A watchfiles filter for the working tree (`TreeRules.accepts`)."""
     rules = TreeRules(root)
 
@@ -175,3 +217,15 @@ def tree_filter(root: Path) -> Callable[[object, str], bool]:
         return rules.accepts(path)
 
     return accept
+
+
+def tree_changes(
+    root: Path, quiet_ms: int = GIT_DEBOUNCE_MS, burst_ms: int = GIT_BURST_MS
+) -> AsyncGenerator[list[str], None]:
+    """The working tree's changes that count for git (`TreeRules`), one list per burst: over
+    once `quiet_ms` pass without another change, or after `burst_ms`.
+
+    watchfiles watches the whole tree recursively (folders made or moved in later included) and
+    drops reads and opens in Rust; what git does not see (`.claude/`, ignored files, git's
+    objects and logs) is dropped by the filter before it wakes anyone."""
+    return changes([root], tree_filter(root), debounce_ms=burst_ms, step_ms=quiet_ms, recursive=True)

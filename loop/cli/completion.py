@@ -10,6 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+import shtab
+
+from loop.cli.definition import build_parser
+
 SHELLS = ("bash", "zsh", "fish")
 FOLDER_METAVARS = frozenset({"DIR", "D"})
 FILE_METAVARS = frozenset({"P", "FILE"})
@@ -17,10 +21,6 @@ FILE_METAVARS = frozenset({"P", "FILE"})
 
 def script(shell: str) -> str:
     """The completion script for `shell`, for the `loopdeck` command."""
-    import shtab
-
-    from loop.cli import build_parser
-
     if shell not in SHELLS:
         raise ValueError(f"no completion for {shell}")
     parser = build_parser()
@@ -32,8 +32,6 @@ def script(shell: str) -> str:
 def _mark_paths(parser: argparse.ArgumentParser) -> None:
     """Folders complete as folders and files as files (`-C DIR`, `--task-file P`), in every verb;
     a verb is described by its short help line (shtab would show its whole description)."""
-    import shtab
-
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for choice in action._choices_actions:

@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
-from loop.store.config import KEYS, Config, ConfigFile
-from loop.store.paths import Workspace
+from loop import trust
+from loop.cli.confirm import confirm_and_record
+from loop.core.redact import redact
+from loop.store.config import KEYS, Config, ConfigFile, load
+from loop.store.paths import Workspace, find_workspace
+from loop.trust.person import refuse_inside_agent
 
 BUILT_IN: dict[str, Any] = {
     "agent": "claude",
@@ -31,8 +36,6 @@ assert tuple(BUILT_IN) == tuple(KEYS)
 
 
 def _shown(value: Any) -> str:
-    from loop.core.redact import redact
-
     if value is None or value == []:
         return "(none)"
     if isinstance(value, list):
@@ -66,12 +69,6 @@ def _file_line(label: str, file: ConfigFile) -> str:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from loop import trust
-    from loop.store.config import load
-    from loop.store.paths import find_workspace
-
     ws = Workspace(Path(args.workspace).resolve()) if args.workspace else find_workspace()
     config = load(ws.root)
     contributed = config.from_workspace()
@@ -117,9 +114,6 @@ def _confirm(
     ws: Workspace, config: Config, contributed: dict[str, Any], pending: list[str], yes: bool
 ) -> int:
     """A person confirms the workspace file's values (shown in full first), outside an agent."""
-    from loop import trust
-    from loop.trust.person import refuse_inside_agent
-
     refuse_inside_agent("`loopdeck config --trust`")
     if not contributed:
         print(f"loopdeck: no project file values to confirm ({config.project.shown})")
@@ -134,7 +128,6 @@ def _confirm(
         "Confirming lets `run`, `start` and /orchestrator-loop in this folder use them (agents and "
         "commands it names will run, targets will be told); a change asks again."
     )
-    from loop.cli.confirm import confirm_and_record
 
     confirm_and_record(ws, yes, lambda: trust.record_config(ws, contributed, "config --trust"))
     return 0

@@ -26,8 +26,18 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import loop
+from loop import agents, trust
+from loop.cli import install, protection, settings_file
 from loop.core.errors import FileProblem, LoopdeckError
-from loop.store.paths import Workspace
+from loop.core.redact import target_shown
+from loop.drivers import preflight
+from loop.drivers.preflight import notify_problem
+from loop.processes import sandbox
+from loop.repo import gitstate
+from loop.store.config import Config, ConfigError, load
+from loop.store.paths import Workspace, find_workspace
+from loop.store.state import LoopState, StateError, StateStore
 
 VERSION_TIMEOUT_S = 10.0
 
@@ -69,9 +79,6 @@ def _version(path: str) -> str | None:
 
 
 def itself() -> list[Check]:
-    import loop
-    from loop.cli import install
-
     kind, folder = install.where_installed()
     python = f"Python {sys.version.split()[0]} ({sys.executable})"
     if kind == "tool":
@@ -91,9 +98,6 @@ def itself() -> list[Check]:
 def agents_in_use(ws: Workspace, state: object, config: object) -> list[tuple[str, str]]:
     """The agent commands this project uses (`role`, command): the loop's recorded ones, else
     the saved defaults', else Claude Code (the default)."""
-    from loop import agents
-    from loop.store.config import Config
-
     found: list[tuple[str, str]] = []
     runner = getattr(state, "extra", {}).get("runner") if state is not None else None
     if isinstance(runner, dict):
@@ -109,9 +113,6 @@ def agents_in_use(ws: Workspace, state: object, config: object) -> list[tuple[st
 
 
 def agent_checks(ws: Workspace, used: list[tuple[str, str]], which: Which, version: Version) -> list[Check]:
-    from loop import agents
-    from loop.drivers import preflight
-
     out: list[Check] = []
     used_programs = set()
     for role, command in used:
@@ -164,8 +165,6 @@ def _short(problem: str) -> str:
 
 
 def _known_programs() -> set[str]:
-    from loop import agents
-
     return {p for name in agents.NAMES for p in agents.get(name).programs}
 
 
@@ -194,8 +193,6 @@ def gh_check(state: object, which: Which, logged_in: Callable[[str], bool]) -> l
 
 def hook_checks(ws: Workspace) -> list[Check]:
     """loopdeck's hooks in this project: each names a Python and a launcher that must exist."""
-    from loop.cli import install
-
     try:
         hooks = install.installed(ws)
     except FileProblem as exc:
@@ -254,25 +251,23 @@ class ClaudeSettings:
 
 
 def claude_settings(ws: Workspace) -> ClaudeSettings:
-    from loop.cli import install
-
     files = [
-        ws.claude_dir / install.LOCAL,
-        ws.claude_dir / install.SHARED,
+        ws.claude_dir / settings_file.LOCAL,
+        ws.claude_dir / settings_file.SHARED,
         Path(os.path.expanduser("~")) / ".claude" / "settings.json",
     ]
     enabled, where, leave, denied = None, None, None, set()
     for path in files:
         try:
-            data = install._load(path)
+            data = settings_file.load(path)
         except (FileProblem, OSError):
             continue  # the hooks check says what is wrong with the file
-        rules = install._walk(data, "permissions.deny")
+        rules = protection.walk(data, "permissions.deny")
         denied |= {r for r in rules if isinstance(r, str)} if isinstance(rules, list) else set()
-        value = install._walk(data, "sandbox.enabled")
+        value = protection.walk(data, "sandbox.enabled")
         if enabled is None and isinstance(value, bool):
             enabled, where = value, path
-        may_leave = install._walk(data, "sandbox.allowUnsandboxedCommands")
+        may_leave = protection.walk(data, "sandbox.allowUnsandboxedCommands")
         if leave is None and isinstance(may_leave, bool):
             leave = may_leave
     return ClaudeSettings(enabled, where, leave, frozenset(denied))
@@ -283,12 +278,10 @@ def claude_sandbox_checks(
 ) -> list[Check]:
     """Claude Code's own Bash sandbox: whether the settings it reads turn it on, and what keeps
     it from starting here; and whether loopdeck's deny rules are in place."""
-    from loop.cli import install
-
     found = claude_settings(ws)
     enabled, where, leave, denied = found.enabled, found.where, found.may_leave, found.denied
     out: list[Check] = []
-    wanted = install.deny_rules(ws)
+    wanted = protection.deny_rules(ws)
     missing = [r for r in wanted if r not in denied]
     if not missing:
         out.append(
@@ -319,7 +312,7 @@ def claude_sandbox_checks(
             )
         )
         return out
-    missing_parts = install.sandbox_missing(which, platform)
+    missing_parts = protection.sandbox_missing(which, platform)
     if missing_parts:
         out.append(
             Check(
@@ -356,9 +349,6 @@ def _shown(path: Path, ws: Workspace) -> str:
 def sandbox_check(config: object, ws: Workspace | None = None) -> list[Check]:
     """loopdeck's own sandbox for the agent turns it starts (`run`, `start`): the mode saved in
     the configuration (or LOOPDECK_SANDBOX, else auto) and what can start on this machine."""
-    from loop.processes import sandbox
-    from loop.store.config import Config
-
     saved = config.get("sandbox") if isinstance(config, Config) else None
     net = not (isinstance(config, Config) and config.get("sandbox_net") is False)
     try:
@@ -404,9 +394,6 @@ def sandbox_check(config: object, ws: Workspace | None = None) -> list[Check]:
 
 
 def notify_checks(targets: list[tuple[str, str]], which: Which) -> list[Check]:
-    from loop.core.redact import target_shown
-    from loop.drivers.preflight import notify_problem
-
     if not targets:
         return [Check(INFO, "notify", "no notification target is configured")]
     out = []
@@ -427,9 +414,6 @@ def _notify_fix(target: str) -> str:
 
 
 def trust_checks(ws: Workspace, state: object, config: object, error: str | None) -> list[Check]:
-    from loop import trust
-    from loop.store.config import Config
-
     out: list[Check] = []
     if error is not None:
         out.append(
@@ -440,8 +424,6 @@ def trust_checks(ws: Workspace, state: object, config: object, error: str | None
     elif state is None:
         out.append(Check(INFO, "trust", "no loop in this folder"))
     else:
-        from loop.store.state import LoopState
-
         assert isinstance(state, LoopState)
         pending = trust.unconfirmed(ws, state)
         if pending:
@@ -477,8 +459,6 @@ def trust_checks(ws: Workspace, state: object, config: object, error: str | None
 
 
 def git_checks(ws: Workspace) -> list[Check]:
-    from loop.repo import gitstate
-
     try:
         missing = gitstate.missing_identity(ws.root)
     except Exception:  # not a repository git can read: nothing to say here
@@ -504,10 +484,6 @@ def report(
     gh_logged_in: Callable[[str], bool] | None = None,
 ) -> list[Check]:
     """Every check, in the order a person fixes things."""
-    from loop.drivers import preflight
-    from loop.store.config import ConfigError, load
-    from loop.store.state import StateError, StateStore
-
     checks = itself()
     config = None
     try:
@@ -541,8 +517,6 @@ def report(
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from loop.store.paths import find_workspace
-
     ws = Workspace(Path(args.workspace).resolve()) if args.workspace else find_workspace()
     checks = report(ws)
     failed = [c for c in checks if c.status == FAIL]
@@ -564,8 +538,6 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def require_usable() -> None:
     """Raise when this loopdeck could not run a hook (no interpreter path, no launcher): what
     `install` checks before it writes anything."""
-    from loop.cli import install
-
     problems = install.runner_problems(install.hook_runner())
     if problems:
         raise LoopdeckError(f"this loopdeck cannot run hooks: {'; '.join(problems)}")

@@ -14,9 +14,11 @@ import os
 import shlex
 from pathlib import Path
 
+from loop.cli.config import BUILT_IN
+from loop.cli.installing import install_hooks
+from loop.cli.options import workspace_here
 from loop.core.errors import LoopdeckError
 from loop.store.config import KEYS, PROJECT_NAME
-from loop.store.paths import Workspace
 
 TASK_FILE = "TODO.md"
 PROMPT = "Work through the tasks in TODO.md"
@@ -63,8 +65,6 @@ def _toml(value: object) -> str:
 
 def config_text() -> str:
     """The project config: every key loopdeck reads, commented out, with its option's name."""
-    from loop.cli.config import BUILT_IN
-
     lines = [
         "# loopdeck's defaults for this project: what `loopdeck run` and /orchestrator-loop use when",
         "# the command line does not say. The command line wins over this file, and this file over",
@@ -92,7 +92,7 @@ def _create(path: Path, text: str) -> None:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    ws = Workspace(Path(args.workspace).resolve()) if args.workspace else Workspace(Path.cwd())
+    ws = workspace_here(args)
     files = ((ws.root / TASK_FILE, TASKS), (ws.root / PROJECT_NAME, config_text()))
     there = [path for path, _text in files if path.exists() or path.is_symlink()]
     if there:
@@ -106,8 +106,6 @@ def cmd_init(args: argparse.Namespace) -> int:
     print(f"loopdeck: wrote {ws.root / TASK_FILE}: your tasks, one checklist line each")
     print(f"loopdeck: wrote {ws.root / PROJECT_NAME}: this project's defaults, all commented out")
     if args.hooks:
-        from loop.cli import install_hooks
-
         install_hooks(ws)
     here = "" if ws.root == Path.cwd().resolve() else f" -C {shlex.quote(str(ws.root))}"
     print(f"Next: write your tasks in {TASK_FILE}, then run the loop:")

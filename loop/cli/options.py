@@ -1,11 +1,19 @@
 """The options `start` and `run` share for a loop left alone (budget, stuck thresholds, who to
-tell), checked where they are read: one place for the verbs that take them."""
+tell) and the agent's sandbox, checked where they are read: one place for the verbs that take
+them (their definition is in `loop.cli.definition.shared`)."""
 
 from __future__ import annotations
 
 import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any
 
 from loop.core.errors import LoopdeckError
+from loop.drivers.notify import check_target
+from loop.processes import sandbox
+from loop.store.paths import Workspace, find_workspace
 
 LOOP_KEYS = (
     "notify",
@@ -20,57 +28,13 @@ LOOP_KEYS = (
 keeps its own)."""
 
 
-def add_limit_options(verb: argparse.ArgumentParser) -> None:
-    """The options `start` and `run` share for a loop left alone: budget, stuck thresholds,
-    who to tell."""
-    verb.add_argument(
-        "--max-cost", type=float, metavar="USD", help="escalate when the agent's reported cost reaches USD"
-    )
-    verb.add_argument(
-        "--stuck-after", type=int, metavar="N", help="escalate after N working turns without progress (2)"
-    )
-    verb.add_argument(
-        "--same-error-after", type=int, metavar="N", help="escalate after the same error N times (3)"
-    )
-    verb.add_argument(
-        "--notify",
-        action="append",
-        metavar="TARGET",
-        help="tell a person when needed or done: desktop, a webhook URL, or cmd:PROGRAM (repeatable)",
-    )
-
-
 SANDBOX_KEYS = ("sandbox", "sandbox_net", "sandbox_env")
 """Saved defaults of the agent's sandbox (`loop.processes.sandbox`), for `run`."""
-
-
-def add_sandbox_options(verb: argparse.ArgumentParser) -> None:
-    """`--sandbox`, `--sandbox-net`, `--sandbox-env`: where the agent's turns run."""
-    verb.add_argument(
-        "--sandbox",
-        choices=("auto", "on", "off"),
-        help="run each agent turn in a sandbox (bubblewrap on Linux, sandbox-exec on macOS): the "
-        "workspace writable, loopdeck's files and git's config read-only; auto (the default) when "
-        "one can start here, on refuses to run without one",
-    )
-    verb.add_argument(
-        "--sandbox-net",
-        choices=("on", "off"),
-        help="whether an agent in the sandbox reaches the network (default on)",
-    )
-    verb.add_argument(
-        "--sandbox-env",
-        action="append",
-        metavar="NAME",
-        help="pass the variable NAME into the sandbox (repeatable; the agents' own keys always pass)",
-    )
 
 
 def sandbox_from(args: argparse.Namespace, saved: object = None) -> tuple[str, bool, tuple[str, ...]]:
     """The sandbox's mode, network and extra variables: the command line's, else the saved
     defaults' (`saved.get(key)`), else LOOPDECK_SANDBOX's mode, else auto, network on."""
-    from loop.processes import sandbox
-
     given = (
         getattr(args, "sandbox", None),
         getattr(args, "sandbox_net", None),
@@ -80,8 +44,6 @@ def sandbox_from(args: argparse.Namespace, saved: object = None) -> tuple[str, b
 
 
 def notify_check(target: str) -> str | None:
-    from loop.drivers.notify import check_target
-
     return check_target(target)
 
 
@@ -99,7 +61,7 @@ def limits_from(args: argparse.Namespace) -> dict[str, int]:
                 raise LoopdeckError(f"--{name.replace('_', '-')} must be 1 or more")
             limits[name] = value
     for target in getattr(args, "notify", None) or []:
-        problem = notify_check(target)
+        problem = check_target(target)
         if problem:
             raise LoopdeckError(problem)
     return limits
@@ -108,8 +70,6 @@ def limits_from(args: argparse.Namespace) -> dict[str, int]:
 def check_timeout(value: object, where: str) -> float:
     """An agent run's time limit, in seconds: a number above 0. `where` says where it was read
     (the option, the state file, a config file), so a bad value is found where it was typed."""
-    import math
-
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
@@ -127,3 +87,41 @@ def check_retries(value: object, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100:
         raise LoopdeckError(f"{where}: retries must be a whole number from 0 to 100, got {value!r}")
     return value
+
+
+def workspace_of(args: argparse.Namespace) -> Workspace:
+    """The loop's folder: `-C DIR`, else the nearest folder at or above here that holds a loop."""
+    if args.workspace is not None:
+        return Workspace(Path(args.workspace).resolve())
+    return find_workspace()
+
+
+def workspace_here(args: argparse.Namespace) -> Workspace:
+    """The folder a new loop or an install goes into: `-C DIR`, else the current folder."""
+    return Workspace(Path(args.workspace).resolve()) if args.workspace else Workspace(Path.cwd())
+
+
+def fill(args: argparse.Namespace, saved: Any, keys: tuple[str, ...]) -> None:
+    """Put the saved values into the options the command line left unset, each checked as the
+    option would be (a notification target that cannot work is named with its file)."""
+    for key in keys:
+        value = saved.get(key)
+        if value is None or getattr(args, key, None) is not None:
+            continue
+        if key == "notify":
+            for target in value:
+                problem = check_target(target)
+                if problem:
+                    raise LoopdeckError(f"{saved.where(key)}: {problem}")
+        setattr(args, key, list(value) if isinstance(value, list) else value)
+
+
+def ask_config(lines: list[str], shown: str) -> bool:
+    """Ask the person at the terminal to confirm a workspace file's saved values."""
+    print(f"{shown} names values nobody on this machine confirmed:", file=sys.stderr)
+    for line in lines:
+        print(f"  {line}", file=sys.stderr)
+    try:
+        return input("Use them? [y/N] ").strip().lower() in ("y", "yes")
+    except EOFError:
+        return False

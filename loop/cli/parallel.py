@@ -9,9 +9,13 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
+from loop.cli.starting import request_from
 from loop.core.errors import LoopdeckError
 from loop.core.scheduler import MAX_WORKERS, board_of
 from loop.drivers.runner import Options, Runner
+from loop.drivers.start import new_state
+from loop.sources.claude_tasks import claude_home
+from loop.store.control import end_offset
 from loop.store.paths import Workspace
 from loop.store.state import LoopState
 
@@ -23,8 +27,6 @@ def graph_path(args: argparse.Namespace, ws: Workspace, existing: LoopState | No
     if args.graph and args.task_list:
         raise LoopdeckError("give --graph or --task-list, not both")
     if args.task_list:
-        from loop.sources.claude_tasks import claude_home
-
         return claude_home() / "tasks" / str(args.task_list)
     if args.graph:
         path = Path(str(args.graph)).expanduser()
@@ -40,8 +42,6 @@ def graph_path(args: argparse.Namespace, ws: Workspace, existing: LoopState | No
 def inside(ws: Workspace, path: Path) -> Path:
     """The graph is written (owners, statuses): it must be inside the workspace, or a Claude Code
     task list (`~/.claude/tasks/ID`), never anywhere a state file names."""
-    from loop.sources.claude_tasks import claude_home
-
     real = path.resolve()
     for root in (ws.root.resolve(), (claude_home() / "tasks").resolve()):
         if real != root and real.is_relative_to(root):
@@ -64,6 +64,8 @@ def run_parallel(
         raise LoopdeckError(f"--workers takes 1 to {MAX_WORKERS}, not {args.workers}")
     if args.workers == 1:
         return runner.run(create)
+    # Imported here: the parallel driver (and the verification it loads) would cost every
+    # single runner's start ~90 ms (measured: 90-150 ms on top of the runner's own modules).
     from loop.drivers.parallel import Parallel, ParallelRunner
 
     path = graph_path(args, ws, existing)
@@ -94,26 +96,13 @@ def run_parallel(
     )
 
     def create_parallel() -> LoopState:
-        from loop.store.control import end_offset
-
         prompt = " ".join(args.prompt).strip() or DEFAULT_GOAL
-        from loop.cli.options import limits_from
-
-        state = LoopState.new(
-            prompt,
-            max_iterations=args.max_iterations if args.max_iterations is not None else 100,
-            check_tasks=False,
-            check_github=False,
-            control_offset=end_offset(ws),
-            verify=list(args.verify or []),
-            limits=limits_from(args),
-            notify=list(args.notify or []),
+        request = request_from(
+            args, prompt, completion_promise="null", task_file=None, check_tasks=False, check_github=False
         )
-        if args.verify_allow:
-            state.extra["verify_allow"] = list(args.verify_allow)
-        return state
+        return new_state(request, control_offset=end_offset(ws))
 
-    return ParallelRunner(ws, options, parallel, runner=runner).run(create_parallel)
+    return ParallelRunner(ws, options, parallel, settings=runner.settings).run(create_parallel)
 
 
 def recorded_workers(state: LoopState) -> int | None:

@@ -6,22 +6,20 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import TYPE_CHECKING
 
+from loop.cli import temporal
+from loop.cli.options import workspace_of
+from loop.core import workflow
 from loop.core.errors import LoopdeckError
-from loop.store.paths import Workspace, find_workspace
-
-if TYPE_CHECKING:  # annotations only: the quick verbs (and the hook through them) skip typing
-    from loop.core.model import LoopState
-
-
-def workspace_of(args: argparse.Namespace) -> Workspace:
-    from pathlib import Path
-
-    if args.workspace is not None:
-        return Workspace(Path(args.workspace).resolve())
-    return find_workspace()
-
+from loop.core.model import LoopState
+from loop.core.policy import named
+from loop.drivers.classify import stop_waiting
+from loop.store import control
+from loop.store.journal import Journal
+from loop.store.proc import alive
+from loop.store.state import StateStore
+from loop.trust import key
+from loop.trust.person import refuse_inside_agent
 
 CONFIRMING = ("complete", "answer", "set-max-iterations", "resume", "stop", "skip", "say")
 """Commands only a person may send (the engine's `PERSON_ONLY`: all but pause): each ends the
@@ -30,17 +28,27 @@ they are refused here; elsewhere the line is signed with this user's key (`loop.
 and a driver applies none of them unsigned."""
 
 
+def cmd_steer(args: argparse.Namespace) -> int:
+    """`pause`, `skip`, `complete`, `stop`: the verb's name is the command's kind."""
+    return steer(args.steering, args)
+
+
+def cmd_talk(args: argparse.Namespace) -> int:
+    """`say`, `answer`: the words given are the command's reason."""
+    args.reason = " ".join(args.text).strip()
+    return steer(args.steering, args)
+
+
+def cmd_set_max(args: argparse.Namespace) -> int:
+    if args.n < 0:
+        raise LoopdeckError("set-max-iterations takes 0 (no limit) or more")
+    return steer("set-max-iterations", args, value=args.n)
+
+
 def steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int:
-    from loop.store import control
-    from loop.store.journal import Journal
-    from loop.store.state import StateStore
-
     if kind in CONFIRMING:
-        from loop.trust.person import refuse_inside_agent
-
         refuse_inside_agent(f"`loopdeck {kind}`")
     ws = workspace_of(args)
-    from loop.cli import temporal
 
     if temporal.wanted(args, ws):  # the loop is a workflow on a Temporal server: a signal
         return int(temporal.backend().steer(kind, args, ws, value))
@@ -59,7 +67,6 @@ def steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int:
         )
     if target and "parallel" not in state.extra:
         raise LoopdeckError(f"the loop in {ws.root} has no workers (`run --workers N` starts them)")
-    from loop.trust import key
 
     command = control.queue(
         ws,
@@ -73,12 +80,10 @@ def steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int:
         key=key.for_person(ws.root),
     )
     journal = Journal(ws.journal)
-    from loop.drivers.classify import stop_waiting
-    from loop.store.proc import alive
 
-    if state.driver in (None, "hook") and stop_waiting(ws):
+    if named(state.driver).in_session and stop_waiting(ws):
         when = "now: the agent's Stop is waiting for it and takes it at once"
-    elif state.driver in (None, "hook"):
+    elif named(state.driver).in_session:
         when = "at the agent's next Stop"
     elif alive(state.pid):
         when = "within a second (the runner polls the queue)"
@@ -101,6 +106,4 @@ def steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int:
 
 def _workers_asking(state: LoopState) -> bool:
     """Whether a worker asks (a plain answer then goes to it: not a "no question" case)."""
-    from loop.core import workflow
-
     return bool(workflow.asking(state))

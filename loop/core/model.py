@@ -9,142 +9,10 @@ hook, which loads it on every agent turn, pays for nothing it does not use.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
-
-# --- records -----------------------------------------------------------------------------------
-#
-# The Stop hook loads this module on every agent turn. `dataclasses` costs it ~8 ms of imports
-# (inspect, ast, dis, tokenize) and ~1 ms per class decorated; these records are the same plain
-# data classes, built at import time from the annotations in a few microseconds each. mypy
-# checks them as the dataclasses they are (`TYPE_CHECKING` is always true for it: see
-# pyproject.toml), and `replace` works on both kinds.
-
-if TYPE_CHECKING:
-    from dataclasses import dataclass as record
-    from dataclasses import field, replace
-    from typing import Any
-else:
-    _MISSING = object()
-
-    class _Field:
-        __slots__ = ("compare", "default", "factory", "repr")
-
-        def __init__(self, default: Any, factory: Any, repr: bool, compare: bool) -> None:
-            self.default, self.factory, self.repr, self.compare = default, factory, repr, compare
-
-    def field(
-        *, default: Any = _MISSING, default_factory: Any = _MISSING, repr: bool = True, compare: bool = True
-    ) -> Any:
-        return _Field(default, default_factory, repr, compare)
-
-    def record(cls: Any = None, /, *, frozen: bool = False) -> Any:
-        """A data class: `__init__` (positional or by name, defaults and factories), `__eq__`,
-        `__repr__`, and for `frozen` ones immutability and `__hash__`."""
-
-        def build(cls: Any) -> Any:
-            names = tuple(cls.__dict__.get("__annotations__", {}))  # noqa: RUF063 - no inspect here
-            defaults: dict[str, Any] = {}
-            factories: dict[str, Callable[[], Any]] = {}
-            compared, shown = [], []
-            for name in names:
-                value = cls.__dict__.get(name, _MISSING)
-                spec = value if isinstance(value, _Field) else _Field(value, _MISSING, True, True)
-                if spec.factory is not _MISSING:
-                    factories[name] = spec.factory
-                elif spec.default is not _MISSING:
-                    defaults[name] = spec.default
-                if isinstance(value, _Field):
-                    if spec.default is _MISSING:
-                        delattr(cls, name)
-                    else:
-                        setattr(cls, name, spec.default)
-                if spec.compare:
-                    compared.append(name)
-                if spec.repr:
-                    shown.append(name)
-            setter = object.__setattr__
-            template = {n: defaults.get(n, _MISSING) for n in names}
-            """Every field in order, its default or _MISSING (required, or made by a factory)."""
-            unset = tuple(n for n in names if n not in defaults)
-
-            def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-                if not args:
-                    # By name, the common case (a task file's 200 items, a state's fields): the
-                    # defaults and the values in one merge, in the fields' order.
-                    values = {**template, **kwargs}
-                    if len(values) != len(names):
-                        unknown = sorted(kwargs.keys() - template.keys())
-                        raise TypeError(f"{cls.__name__}() got unexpected arguments {unknown}")
-                    for name in unset:
-                        if values[name] is _MISSING:
-                            if name not in factories:
-                                raise TypeError(f"{cls.__name__}() missing argument {name!r}")
-                            values[name] = factories[name]()
-                    self.__dict__.update(values)
-                    return
-                if len(args) > len(names):
-                    raise TypeError(f"{cls.__name__}() takes {len(names)} arguments, got {len(args)}")
-                for index, name in enumerate(names):
-                    if index < len(args):
-                        value = args[index]
-                        if name in kwargs:
-                            raise TypeError(f"{cls.__name__}() got two values for {name!r}")
-                    elif name in kwargs:
-                        value = kwargs.pop(name)
-                    elif name in factories:
-                        value = factories[name]()
-                    elif name in defaults:
-                        value = defaults[name]
-                    else:
-                        raise TypeError(f"{cls.__name__}() missing argument {name!r}")
-                    setter(self, name, value)
-                if kwargs:
-                    raise TypeError(f"{cls.__name__}() got unexpected arguments {sorted(kwargs)}")
-
-            def __eq__(self: Any, other: object) -> bool:
-                if other.__class__ is not self.__class__:
-                    return NotImplemented
-                return all(getattr(self, n) == getattr(other, n) for n in compared)
-
-            def __repr__(self: Any) -> str:
-                inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in shown)
-                return f"{cls.__qualname__}({inner})"
-
-            cls.__init__, cls.__eq__, cls.__repr__ = __init__, __eq__, __repr__
-            cls.__record_fields__ = names
-            if frozen:
-
-                def __setattr__(self: Any, name: str, value: Any) -> None:
-                    raise AttributeError(f"cannot assign to field {name!r} of a frozen {cls.__name__}")
-
-                def __hash__(self: Any) -> int:
-                    return hash(tuple(getattr(self, n) for n in compared))
-
-                cls.__setattr__, cls.__hash__ = __setattr__, __hash__
-                cls.__delattr__ = __setattr__
-            else:
-                cls.__hash__ = None
-            return cls
-
-        return build if cls is None else build(cls)
-
-    def replace(obj: Any, /, **changes: Any) -> Any:
-        """A copy of a record (or a dataclass) with some fields changed."""
-        names = getattr(type(obj), "__record_fields__", None)
-        if names is None:
-            import dataclasses
-
-            return dataclasses.replace(obj, **changes)
-        unknown = set(changes) - set(names)
-        if unknown:
-            raise TypeError(f"{type(obj).__name__} has no field(s) {sorted(unknown)}")
-        new = object.__new__(type(obj))
-        for name in names:
-            object.__setattr__(new, name, changes[name] if name in changes else getattr(obj, name))
-        return new
-
+from typing import Any
 
 __all__ = [
     "ACTIVE_STATUSES",
@@ -173,9 +41,7 @@ __all__ = [
     "TaskItem",
     "Turn",
     "combine",
-    "field",
     "new_loop_id",
-    "record",
     "replace",
     "same_loop",
 ]
@@ -203,7 +69,7 @@ DEFAULT_LIMITS = {"stuck_after": 2, "same_error_after": 3, "same_task_after": 3}
 """Stuck detection: working turns without progress, the same error in a row, failures of one task."""
 
 
-@record
+@dataclass(slots=True)
 class LoopState:
     """One loop's state. Unknown keys ride along in `extra` and are written back untouched."""
 
@@ -371,7 +237,7 @@ KNOWN_KEYS = (
 COMMANDS = ("pause", "resume", "skip", "complete", "stop", "set-max-iterations", "answer", "say")
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Command:
     """One line of the control queue: what a person (CLI, monitor) asked the loop to do."""
 
@@ -421,7 +287,7 @@ SOURCE_LABELS = {
 """Each source's name in the words people read (prompts, the monitor, `status`)."""
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TaskItem:
     title: str
     status: str
@@ -446,7 +312,7 @@ class TaskItem:
         return obj
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SourceReport:
     name: str
     enabled: bool
@@ -498,7 +364,7 @@ class SourceReport:
         return obj
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Aggregate:
     sources: tuple[SourceReport, ...]
     pending_total: int
@@ -537,7 +403,7 @@ def combine(reports: list[SourceReport], now: str = "") -> Aggregate:
 DEFAULT_BLOCK_CAP = 8
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Turn:
     """What the runner saw of one agent run: the facts, gathered by the driver; the engine
     draws the conclusions (stuck, failing, asking)."""
@@ -573,7 +439,7 @@ class Turn:
     files, git's config, folders outside the workspace): expected, and said so."""
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StopInput:
     """What a driver knows when the agent tries to stop (or, for the runner, ends a turn)."""
 
@@ -605,7 +471,7 @@ class StopInput:
     notification targets, paths): while anything is listed, nothing of the loop is driven."""
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Options given to `run` or `start` for an existing loop: applied by the engine, so a new
     limit re-arms the escalation exactly as the `set-max-iterations` command does."""
@@ -625,7 +491,7 @@ class Settings:
 # --- what the engine gives -------------------------------------------------------------------
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Effects:
     """What the driver must do beyond writing the new state and the events."""
 
@@ -638,11 +504,11 @@ class Effects:
     loop's archive folder, so every ending, by either driver, leaves one."""
 
 
-Event = tuple[str, dict[str, "Any"]]
+Event = tuple[str, dict[str, Any]]
 """An event the engine asks the driver to journal: (kind, data)."""
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JournalEvent:
     """One line of the journal, as read back."""
 
@@ -655,7 +521,7 @@ class JournalEvent:
         return {"ts": self.ts, "kind": self.kind, "iteration": self.iteration, "data": dict(self.data)}
 
 
-@record
+@dataclass(slots=True)
 class Result:
     action: str
     """"block" (the agent works on, with `reason` as its prompt) or "allow" (it may stop)."""

@@ -17,11 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
-    from typing import Any
-
+from typing import Any
 
 MASK = "[REDACTED]"
 

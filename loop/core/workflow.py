@@ -168,6 +168,13 @@ def command(state: LoopState, cmd: Command, sources: Aggregate | None, now: date
     return scheduler.after_loop_command(step, [cmd.kind], cmd.reason)
 
 
+def unconfirmed(state: LoopState, listed: Sequence[str], now: datetime) -> Step | None:
+    """The loop's file names values nobody here confirmed: a running loop waits for a person
+    (the engine's rule, as for the runner); None when there is nothing to change."""
+    result = engine.hold_unconfirmed(state, listed, now)
+    return scheduler.step_of(state).absorb(result) if result.state is not None else None
+
+
 def escalate(state: LoopState, kind: str, reason: str, now: datetime) -> Step:
     return scheduler.step_of(state).absorb(engine.escalate(state, kind, reason, now))
 

@@ -104,26 +104,17 @@ def act(root: Path, prompt: str, args: argparse.Namespace) -> tuple[int, str]:
     return 0, f"Done: {title} (work/{number:03d}-{slug}.txt)."
 
 
+def at_lines(parser: argparse.ArgumentParser, flag: str, help: str) -> None:
+    """A flag that names task lines, given once per line."""
+    parser.add_argument(flag, type=int, action="append", default=[], metavar="LINE", help=help)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="loopdeck-demo-agent", description=__doc__)
     parser.add_argument("--task-file", default="TODO.md")
     parser.add_argument("--prompt-file", help="read the prompt from this file, not stdin")
-    parser.add_argument(
-        "--fail-at",
-        type=int,
-        action="append",
-        default=[],
-        metavar="LINE",
-        help="exit 1 (once) when the current task is on this line",
-    )
-    parser.add_argument(
-        "--break-at",
-        type=int,
-        action="append",
-        default=[],
-        metavar="LINE",
-        help="do the task on this line but break the check (once)",
-    )
+    at_lines(parser, "--fail-at", "exit 1 (once) when the current task is on this line")
+    at_lines(parser, "--break-at", "do the task on this line but break the check (once)")
     parser.add_argument(
         "--sleep",
         type=float,
@@ -138,21 +129,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="start a long-lived child process first (for the no-orphans tests)",
     )
-    parser.add_argument(
-        "--ask-at",
-        type=int,
-        action="append",
-        default=[],
-        metavar="LINE",
-        help="ask a <question> (once) before doing the task on this line",
-    )
-    parser.add_argument(
+    at_lines(parser, "--ask-at", "ask a <question> (once) before doing the task on this line")
+    at_lines(
+        parser,
         "--limit-at",
-        type=int,
-        action="append",
-        default=[],
-        metavar="LINE",
-        help="hit a usage limit (once) at the task on this line, resetting --limit-for seconds later",
+        "hit a usage limit (once) at the task on this line, resetting --limit-for seconds later",
     )
     parser.add_argument("--limit-for", type=float, default=2.0, metavar="S")
     parser.add_argument(

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from loop.core.model import LoopState
+from loop.core.policy import named
 from loop.store.paths import Workspace
 
 KINDS = ("none", "live", "gone", "paused", "waiting", "stopping", "ended", "corrupt")
@@ -99,7 +100,7 @@ def classify(state: LoopState | None, driver_alive: bool | None, error: str | No
         kind = "paused" if state.waiting_kind in (None, "pause") else "waiting"
         return Classification(kind, state, driver_alive)
     # running or initializing: a usage-limit wait keeps the status running, the runner sleeping
-    if driver_alive is False or (driver_alive is None and state.driver == "runner"):
+    if driver_alive is False or (driver_alive is None and not named(state.driver).in_session):
         # A runner loop names its runner's pid from the moment the runner takes it; with none
         # named, nobody drives it (resuming clears the dead runner's pid, and the runner it
         # started may have been killed before it took the loop).
@@ -148,7 +149,7 @@ def is_driver(pid: int, driver: str | None, written_at: float | None = None) -> 
 def looks_like_driver(argv: list[str], name: str, driver: str | None) -> bool:
     """The command-line test behind `is_driver`, pure for tests."""
     words = [os.path.basename(arg.rstrip("/")) for arg in argv]  # not Path: it interns every part
-    if driver == "runner":
+    if not named(driver).in_session:
         ours = any(w.startswith("loopdeck") for w in words) or ("-m" in argv and "loop.cli" in argv)
         return ours and "run" in argv
     # a hook loop: its Claude Code session (a `claude` binary, or node running its cli)

@@ -15,26 +15,33 @@ import json
 import os
 import signal
 import sys
+import time
+import traceback
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from loop import trust
 from loop.core import engine
 from loop.core.errors import FileProblem, LoopdeckError, os_problem
-from loop.core.model import RUNNER_ENV, Aggregate, LoopState, replace
+from loop.core.limits import usage_limit
+from loop.core.model import RUNNER_ENV, Aggregate, LoopState
 from loop.core.timeutil import utcnow
 from loop.drivers import writer
+from loop.drivers.classify import stop_waits
+from loop.sources.aggregate import SourceConfig, check_all
+from loop.sources.transcript import last_assistant_text
 from loop.store import control
 from loop.store.journal import Journal
 from loop.store.paths import Workspace, find_workspace
 from loop.store.proc import session_pid
 from loop.store.safeopen import open_regular
 from loop.store.state import StateStore
+from loop.trust import key
 
-if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
-    from typing import Any
-
+if TYPE_CHECKING:  # imported where a check runs: see `_sandbox`
     from loop.processes.sandbox import Spec, Status
 
 LOCK_TIMEOUT = 15.0
@@ -134,8 +141,6 @@ def _last_text(payload: Mapping[str, Any]) -> str | None:
     transcript = payload.get("transcript_path")
     if not isinstance(transcript, str) or not transcript:
         return None
-    from loop.sources.transcript import last_assistant_text
-
     try:
         return last_assistant_text(Path(transcript).expanduser())
     except OSError:  # missing, a FIFO, a folder: the agent's words are unknown, the sources decide
@@ -207,18 +212,15 @@ def handle(
             stop_hook_active=payload.get("stop_hook_active") is True,
             block_cap=_block_cap(env),
             ralph_active=ws.ralph_state.exists(),
-            driver="hook",
+            driver=engine.HOOK.name,
             session_pid=session_pid(),  # the session: resumption sees it close
         )
         if state is None or not engine.ours(state, stop):
             return None  # no live loop, or another session's Stop: not even the transcript is read
-        from loop import trust
-
         pending = trust.unconfirmed(ws, state)
         if pending:  # nobody here confirmed it: not adopted, nothing of it sent or run
-            return _said(engine.decide(state, replace(stop, unconfirmed=tuple(pending)), [], None, now))
-        from loop.trust import key
-
+            unconfirmed = replace(stop, unconfirmed=tuple(pending))
+            return _said(engine.decide(state, unconfirmed, [], None, now, engine.HOOK))
         commands, bad, end = control.read_unapplied(ws, state.control_offset, journal, key.reader(ws.root))
         transcript = Path(stop.transcript_path).expanduser() if stop.transcript_path else None
         size = _size(transcript)
@@ -230,18 +232,18 @@ def handle(
             and _tool_round(transcript, state.extra.get("transcript_seen"), size),
             transcript_size=size,
         )
-        sources = _count(ws, state, stop) if engine.needs_sources(state, stop, commands) else None
+        sources = (
+            _count(ws, state, stop) if engine.needs_sources(state, stop, commands, engine.HOOK) else None
+        )
         if sources is not None and engine.wants_verification(state, stop, sources):
             failure = _verify(ws, state, journal)
             stop = replace(stop, verification_failure=failure, verified=failure is None)
-        result = engine.decide(state, stop, commands, sources, now)
+        result = engine.decide(state, stop, commands, sources, now, engine.HOOK)
         writer.carry_out(ws, store, journal, state, result, now, end, bad)
     after = result.state
     if wait and after is not None and after.waiting_kind == "question" and _answer_came(ws, after, env):
         # Claude Code keeps the turn open while the hook runs: the answer reaches the agent now,
         # without anyone typing into the session.
-        from loop.core.timeutil import utcnow
-
         return handle(payload, env, utcnow(), wait=False)
     return _said(result)
 
@@ -258,8 +260,6 @@ def _said(result: engine.Result) -> dict[str, Any] | None:
 def _answer_came(ws: Workspace, state: LoopState, env: Mapping[str, str]) -> bool:
     """Wait (bounded) for a person's command after the agent asked a question: True when one
     is queued (the answer, or a resume, stop…), False when the wait ran out."""
-    import time
-
     try:
         budget = float(env.get("LOOPDECK_QUESTION_WAIT", QUESTION_WAIT_S))
     except ValueError:
@@ -268,8 +268,6 @@ def _answer_came(ws: Workspace, state: LoopState, env: Mapping[str, str]) -> boo
     if wait <= 0:
         return False
     deadline = time.monotonic() + wait
-    from loop.drivers.classify import stop_waits
-
     with stop_waits(ws, time.time() + wait):  # `loopdeck answer` says the answer lands now
         while time.monotonic() < deadline:
             if control.read_since(ws.control, state.control_offset)[0]:
@@ -287,8 +285,6 @@ def stop_failure(payload: Mapping[str, Any], env: Mapping[str, str], now: dateti
     store = StateStore(ws, lock_timeout=LOCK_TIMEOUT)
     if not store.exists():
         return
-    from loop.core.limits import usage_limit
-
     words = "\n".join(_strings(payload))
     status = next((v for v in _ints(payload) if 400 <= v <= 599), None)
     journal = Journal(ws.journal)
@@ -335,8 +331,6 @@ def _ints(value: object, depth: int = 0) -> list[int]:
 
 
 def _count(ws: Workspace, state: LoopState, stop: engine.StopInput) -> Aggregate:
-    from loop.sources.aggregate import SourceConfig, check_all
-
     return check_all(
         SourceConfig.from_state(
             ws,
@@ -349,7 +343,8 @@ def _count(ws: Workspace, state: LoopState, stop: engine.StopInput) -> Aggregate
 
 def _sandbox(ws: Workspace) -> tuple[Spec, Status] | None:
     """The sandbox a check runs in (the runner's, where one can start): a check runs code the
-    agent may have written. Looked for only when a check runs, off the Stop's fast path."""
+    agent may have written. Looked for only when a check runs."""
+    # Here, not at the top: ~9 ms (`-X importtime`) that every Stop without a check would pay.
     from loop.processes import sandbox
 
     try:
@@ -361,18 +356,20 @@ def _sandbox(ws: Workspace) -> tuple[Spec, Status] | None:
 
 def _verify(ws: Workspace, state: LoopState, journal: Journal) -> str | None:
     """Run the loop's verification commands; the failures' output, or None when all pass."""
+    # Here, not at the top: ~48 ms (`-X importtime`) that every Stop without a check would pay.
     from loop import verify
+    from loop.verify.suite import run_all
 
     allow = state.extra.get("verify_allow") or []
     budget = VERIFY_BUDGET_S / max(1, len(state.verify))
-    failures = []
+    failures: list[str] = []
     for command in state.verify:
-        journal.append("verification-started", state.iteration, {"command": command})
         try:
             item = verify.check(
                 command, [str(a) for a in allow] if isinstance(allow, list) else [], cwd=ws.root
             )
         except verify.CommandRefused as exc:
+            journal.append("verification-started", state.iteration, {"command": command})
             failures.append(str(exc))
             journal.append(
                 "verification-failed",
@@ -380,18 +377,14 @@ def _verify(ws: Workspace, state: LoopState, journal: Journal) -> str | None:
                 {"command": command, "exit_code": None, "tail": str(exc)},
             )
             continue
-        outcome = verify.run(item, ws.root, timeout=budget, sandbox=_sandbox(ws))
-        data = {
-            "command": command,
-            "exit_code": outcome.exit_code,
-            "duration_s": outcome.duration_s,
-            "tail": outcome.tail,
-        }
-        journal.append(
-            "verification-passed" if outcome.passed else "verification-failed", state.iteration, data
+        verdict = run_all(
+            [item],
+            ws.root,
+            timeout=budget,
+            report=lambda kind, data: journal.append(kind, state.iteration, data),
+            sandbox=_sandbox(ws),
         )
-        if not outcome.passed:
-            failures.append(f"$ {command}\n(exit {outcome.exit_code})\n{outcome.tail}")
+        failures += verdict.failures
     return "\n\n".join(failures) if failures else None
 
 
@@ -419,8 +412,6 @@ def fail_safe(error: BaseException, ws: Workspace | None) -> dict[str, Any]:
         data = {"message": line}
         try:
             if not refusal:
-                import traceback  # only when something went wrong: it costs every other Stop 4 ms
-
                 data["traceback"] = "".join(traceback.format_exception(error))
             Journal(ws.journal).append("error", None, data)
         except Exception:  # a journal that cannot take the line: stdout still has it

@@ -1,5 +1,5 @@
-"""The hooks' way in, behind `loop/launcher.py` (`<python> -I -S <loop>/launcher.py stop`, as
-`loopdeck install` writes it; the launcher says why `-I -S`). Here rather than in the launcher
+"""The hooks' way in, behind `loop/launcher.py` (`<python> -I <loop>/launcher.py stop`, as
+`loopdeck install` writes it; the launcher says why `-I`). Here rather than in the launcher
 because a script is compiled on every run and a module is read from the bytecode `loopdeck
 install` compiled.
 
@@ -12,55 +12,24 @@ caught here, said on stderr and answered with the same fail-safe line.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
-    from typing import NoReturn
+from typing import NoReturn
 
 FAILED = "loopdeck: the Stop hook failed safe and allowed this stop"
 """`hook.FAILED`, here too: a hook that cannot be imported must still say it."""
 
 
-def site_folders() -> list[str]:
-    """The site-packages folders the site start-up would have put on the path (`-S` skipped
-    it): where the slower paths find PyYAML (a hand-edited state) and psutil. Only the folders:
-    none of their `.pth` files runs (an editable install's import hook would cost every Stop
-    milliseconds, and `loop` is found from the launcher's own place). A virtual environment is
-    recognised as the site start-up does (its `pyvenv.cfg`): `-S` left `sys.prefix` the base
-    interpreter's."""
-    import site  # the module only (a fraction of a millisecond): `site.main()` is what -S skipped
-
-    exe_dir = os.path.dirname(os.path.abspath(sys.executable))
-    prefixes = [sys.prefix, sys.exec_prefix]
-    for conf in (os.path.join(exe_dir, "pyvenv.cfg"), os.path.join(os.path.dirname(exe_dir), "pyvenv.cfg")):
-        try:
-            with open(conf, encoding="utf-8") as f:
-                lines = f.read().splitlines()
-        except (OSError, ValueError):
-            continue
-        system = True
-        for line in lines:
-            key, sep, value = line.partition("=")
-            if sep and key.strip().lower() == "include-system-site-packages":
-                system = value.strip().lower() == "true"
-        prefixes = [os.path.dirname(exe_dir), *prefixes] if system else [os.path.dirname(exe_dir)]
-        break
-    found = [path for path in site.getsitepackages(prefixes) if path not in sys.path]
-    return [path for path in dict.fromkeys(found) if os.path.isdir(path)]
-
-
 def main(argv: list[str]) -> int:
     """Run the hook `argv` names, as `loopdeck hook ARGV` would."""
-    sys.path.extend(site_folders())  # after the standard library and `loop`: only what they lack
     event, given = argv[:1], argv[1:]
     if event == ["stop"] and not given:
         answer_stop("stop", None)
     if event == ["stop-failure"] and len(given) == 2 and given[0] == "--input":
         answer_stop("stop-failure", given[1])
     if event == ["prompt"] and not given:
-        from loop.drivers import hook_prompt
+        from loop.drivers import hook_prompt  # one module per event: a process loads its own
 
         return hook_prompt.main()
     # Not a form `loopdeck install` writes: one line, and Claude Code goes on (exit 0, no JSON).
@@ -72,7 +41,7 @@ def main(argv: list[str]) -> int:
 
 def answer_stop(event: str, input_file: str | None) -> NoReturn:
     """Answer this process's Stop (or StopFailure) and exit 0, whatever happens on the way."""
-    try:
+    try:  # imported here, inside the try: a broken install still gets its fail-safe answer
         from loop.drivers import hook
     except BaseException as exc:  # a broken install: nothing of it can journal
         failed(exc, print_answer=event == "stop")
@@ -100,8 +69,6 @@ def failed(error: BaseException, print_answer: bool) -> None:
         sys.stderr.write(line + "\n")
     if print_answer:
         try:
-            import json
-
             text = json.dumps({"systemMessage": line[:900]})
         except Exception:  # even that: the line alone, plain ASCII
             text = '{"systemMessage": "' + FAILED + '"}'

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loop.core.errors import LoopdeckError
+from loop.store.paths import Workspace
 
 if TYPE_CHECKING:
     from loop.drivers.defaults import Defaults
@@ -230,11 +231,16 @@ def _terminal_command(root: Path, invocation: Invocation) -> str:
     return shlex.join([*argv, "--", invocation.prompt or "PROMPT"])
 
 
+# The verbs below import what they act with (the engine, the state, the trust records, the
+# start and resume drivers) inside their functions: this hook runs on every prompt a person
+# submits, almost none of them ours, and importing those at the top cost each prompt ~130 ms
+# (measured as whole processes on a 2-core machine).
+
+
 def _start(root: Path, invocation: Invocation) -> tuple[list[str], str | None]:
     """Start the loop a person typed; the lines for the model and one for the person."""
     from loop.drivers import defaults
     from loop.drivers.start import Request, start_loop
-    from loop.store.paths import Workspace
 
     options = invocation.options
 
@@ -296,7 +302,6 @@ def _saved(root: Path, options: Mapping[str, Any], limits: Mapping[str, int]) ->
     asked here; the prompt is blocked with the line saying how)."""
     from loop.drivers import defaults
     from loop.drivers.notify import check_target
-    from loop.store.paths import Workspace
 
     wanted = ["verify", "verify_allow", "notify"]
     if "max-iterations" not in options:
@@ -318,7 +323,6 @@ def _resume(root: Path, payload: Mapping[str, Any]) -> list[str]:
     from loop.core import engine
     from loop.drivers import classify, resume
     from loop.store import control
-    from loop.store.paths import Workspace
 
     ws = Workspace(root)
     found = classify.read(ws)
@@ -383,7 +387,6 @@ def _adopt(ws: Any, payload: Mapping[str, Any]) -> None:
 
 def _steer(root: Path, kind: str, reason: str) -> list[str]:
     from loop.store import control
-    from loop.store.paths import Workspace
     from loop.store.state import StateStore
 
     ws = Workspace(root)
@@ -399,7 +402,6 @@ def _steer(root: Path, kind: str, reason: str) -> list[str]:
 
 
 def _status(root: Path) -> list[str]:
-    from loop.store.paths import Workspace
     from loop.views.status_text import render
 
     code, lines, errors = render(Workspace(root))

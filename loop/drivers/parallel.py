@@ -19,32 +19,38 @@ escalation, SIGINT, SIGTERM, an exception), and each is also told to die with it
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-from loop import agents, verify
-from loop.agents.turn import judge
+from loop import agents
 from loop.core import engine, scheduler, workflow
 from loop.core.errors import LoopdeckError
-from loop.core.model import Aggregate, LoopState, Result
+from loop.core.model import LoopState, Result, Settings
 from loop.core.scheduler import LOCKS, WORKTREE, Step, Task, Worker
 from loop.core.timeutil import utcnow
 from loop.drivers import writer
-from loop.drivers.runner import EXIT_SIGINT, EXIT_SIGTERM, Options, Runner, spent_data
+from loop.drivers.children import Children, Signals
+from loop.drivers.claim import Claim
+from loop.drivers.commits import Commits, commit_files
+from loop.drivers.merging import Merges
+from loop.drivers.report import Report
+from loop.drivers.session import Options, Session
+from loop.drivers.turn import Turns
+from loop.drivers.verification import Verification
 from loop.processes import agent
 from loop.processes.workers import Ended, Pool, files_mark
 from loop.repo import worktrees
-from loop.repo.gitargv import NO_DIFF_PROGRAMS, git_argv
 from loop.sources import taskgraph as graph
 from loop.store import control
-from loop.store.journal import Event, Journal
 from loop.store.paths import Workspace
-from loop.store.state import StateStore
+from loop.trust import key as trust_key
+from loop.verify import Check, check
+from loop.verify import redact as redact_output
+
+__all__ = ["WORKER_ENV", "Parallel", "ParallelRunner", "audit_prompt", "commit_files", "worker_env"]
 
 WORKER_ENV = "LOOPDECK_WORKER"
 """Set in each worker's environment: its name (the task is in `LOOPDECK_TASK`)."""
@@ -75,6 +81,8 @@ class Parallel:
 
 
 class ParallelRunner:
+    """Up to N workers over a task graph, built from the parts the runner is built from."""
+
     def __init__(
         self,
         ws: Workspace,
@@ -82,21 +90,30 @@ class ParallelRunner:
         parallel: Parallel,
         out: Callable[[str], None] | None = None,
         now: Callable[[], datetime] = utcnow,
-        runner: Runner | None = None,
+        settings: Settings | None = None,
     ) -> None:
         if not 1 <= parallel.workers <= scheduler.MAX_WORKERS:
             raise LoopdeckError(f"--workers takes 1 to {scheduler.MAX_WORKERS}")
         self.ws = ws
         self.options = options
         self.parallel = parallel
-        self.base = runner or Runner(ws, options, out=out, now=now)
-        self.store: StateStore = self.base.store
-        self.journal: Journal = self.base.journal
         self.now = now
+        self.policy = engine.WORKERS.watched(options.headless)
+        """How this run stands to the loop, as the rules read it (watched, or headless)."""
+        settings = settings or Settings()
+        self.session = Session(ws, options, out, now)
+        self.signals = Signals()
+        self.turns = Turns(self.session)
+        # The loop is claimed as the runner claims it: one local process drives it, and
+        # `status` and `resume` read the state's driver to find it.
+        self.claim = Claim(self.session, settings, engine.RUNNER.watched(options.headless))
+        self.verification = Verification(self.session, settings, self.turns, Children(), self.signals)
+        self.commits = Commits(self.session)
+        self.report = Report(self.session, self.claim)
+        self.merges = Merges(self.session, self.verification, parallel.strategy, self.apply)
         self.pool = Pool()
-        self.signal: int | None = None
         self.goal = ""
-        self.audit_check: verify.Check | None = None
+        self.audit_check: Check | None = None
         self.tasks: dict[str, Task] = {}
         """The graph as last read, by id."""
         self.marks: dict[str, str] = {}
@@ -107,9 +124,6 @@ class ParallelRunner:
         """Worker → the prompt of its running turn (its signal is read apart from it)."""
         self.refusals: dict[str, str] = {}
         """Worker → the line saying what the sandbox refused its last turn, for its next prompt."""
-        self.isolation = LOCKS
-        self.loop_branch: str | None = None
-        self.loop_name = ""
 
     # --- carrying out a step -------------------------------------------------------------------
 
@@ -122,8 +136,9 @@ class ParallelRunner:
         """Decide on the state as it is under the loop lock, and carry the decision out: the
         state and journal first (its word is final after a crash), then the graph, then the
         processes. `before` sees the new state before it is written (and may refuse it)."""
-        with self.store.locked():
-            state = self.store.read()
+        session = self.session
+        with session.store.locked():
+            state = session.store.read()
             if state is None:
                 return None
             step = decide(state)
@@ -135,26 +150,31 @@ class ParallelRunner:
             result = Result(
                 "allow", new, events=list(step.events), applied=step.applied, effects=step.effects, offset=end
             )
-            writer.carry_out(self.ws, self.store, self.journal, state, result, self.now(), echo=self.echo)
+            writer.carry_out(
+                self.ws, session.store, session.journal, state, result, self.now(), echo=session.echo
+            )
         if step.updates:
             try:
                 graph.write(self.parallel.graph, step.updates)
             except (OSError, LoopdeckError) as exc:
-                self.base.event("warning", None, {"message": f"the task graph was not updated: {exc}"})
+                session.warn(f"the task graph was not updated: {exc}")
         for name in step.end:
             self.pool.stop(name)
         for worker in step.start:
             self.launch(worker)
         return step
 
-    def echo(self, event: Event) -> None:
-        self.base.echo(event)
-
-    def sources(self, state: LoopState) -> Aggregate | None:
-        try:
-            return self.base.count(state)
-        except Exception:  # the count is for the summary: an ending never fails on it
-            return None
+    def apply_if(self, change: Callable[[LoopState], LoopState | None]) -> None:
+        session = self.session
+        with session.store.locked():
+            state = session.store.read()
+            if state is None:
+                return
+            new = change(state)
+            if new is not None:
+                writer.carry_out(
+                    self.ws, session.store, session.journal, state, Result("allow", new), self.now()
+                )
 
     # --- processes ---------------------------------------------------------------------------
 
@@ -164,37 +184,25 @@ class ParallelRunner:
             self.read_graph()
         return self.tasks.get(worker.task) or Task(worker.task, worker.task, target_files=worker.files)
 
-    def worktree(self, worker: Worker) -> worktrees.Worktree | None:
-        if self.isolation != WORKTREE or self.loop_branch is None:
-            return None
-        return worktrees.ensure(self.ws.root, self.loop_name, worker.task, self.loop_branch)
-
     def launch(self, worker: Worker) -> None:
-        task = self.task(worker)
-        cwd = self.ws.root
         try:
-            wt = self.worktree(worker)
+            wt = self.merges.worktree(worker)
         except LoopdeckError as exc:
             self.pool.failed.append(
                 Ended(worker.name, "worker", None, 0.0, str(exc).encode(), error=str(exc))
             )
             return
+        cwd = self.ws.root if wt is None else wt.path
         if wt is not None:
-            cwd = wt.path
-            if worker.rework == "conflict" and self.loop_branch:
-                try:
-                    worktrees.take_in(wt, self.loop_branch)  # the markers, for the worker to resolve
-                except LoopdeckError as exc:
-                    self.base.event("warning", None, {"message": str(exc)})
-            if worker.branch != wt.branch:
-                name, where = worker.name, wt
-                self.apply_if(lambda s: _with_branch(s, name, where))
-        prompt = scheduler.worker_prompt(self.goal, task, worker, self.refusals.pop(worker.name, None))
+            self.into_worktree(worker, wt)
+        prompt = scheduler.worker_prompt(
+            self.goal, self.task(worker), worker, self.refusals.pop(worker.name, None)
+        )
         log = self.ws.private_dir / "workers" / f"{worker.name}.{worker.turns:02d}.log"
-        self.base.tally.iterations += 1
-        backend = self.base.backends[0]  # the agent the workers run; its adapter reads their turns
+        self.session.tally.iterations += 1
+        backend = self.turns.backends[0]  # the agent the workers run; its adapter reads their turns
         try:
-            command = agents.in_sandbox(backend.choice, self.base.sandboxed().on)
+            command = agents.in_sandbox(backend.choice, self.turns.sandboxed().on)
             argv, uses_stdin = agent.argv_for(command, prompt, log.with_suffix(".prompt.md"))
         except ValueError as exc:
             self.pool.failed.append(
@@ -208,10 +216,23 @@ class ParallelRunner:
             env["CLAUDE_CODE_TASK_LIST_ID"] = list_id
         if wt is None:
             self.marks[worker.name] = files_mark(self.ws.root, worker.files)
-        box = self.base.sandbox_for(
+        box = self.turns.sandbox_for(
             cwd, beside=True
         )  # the task's worktree writable (or the workspace, with locks)
         self.pool.start(worker.name, "worker", argv, prompt if uses_stdin else None, cwd, log, env, box)
+
+    def into_worktree(self, worker: Worker, wt: worktrees.Worktree) -> None:
+        """A worker's worktree before its turn: the conflict it must resolve taken in, and the
+        board told its branch (a crash then finds them)."""
+        loop_branch = self.merges.loop_branch
+        if worker.rework == "conflict" and loop_branch:
+            try:
+                worktrees.take_in(wt, loop_branch)  # the markers, for the worker to resolve
+            except LoopdeckError as exc:
+                self.session.warn(str(exc))
+        if worker.branch != wt.branch:
+            name, where = worker.name, wt
+            self.apply_if(lambda s: _with_branch(s, name, where))
 
     def start_audit(self, worker: Worker, output: str, changed: tuple[str, ...]) -> bool:
         """Start the audit of `worker`'s turn, in its worktree with its diff's files; False when
@@ -221,19 +242,17 @@ class ParallelRunner:
         env = {**os.environ, **worker_env(worker)}
         if changed:
             env["LOOPDECK_CHANGED"] = "\n".join(changed)
+        box = self.turns.sandbox_for(cwd, beside=True)
         if self.audit_check is not None:
-            check = self.audit_check
-            argv = list(check.argv) if check.argv is not None else ["sh", "-c", check.command]
-            self.pool.start(
-                worker.name, "audit", argv, None, cwd, log, env, self.base.sandbox_for(cwd, beside=True)
-            )
+            audit = self.audit_check
+            argv = list(audit.argv) if audit.argv is not None else ["sh", "-c", audit.command]
+            self.pool.start(worker.name, "audit", argv, None, cwd, log, env, box)
             return True
         if self.parallel.audit_agent:
             prompt = audit_prompt(self.task(worker), worker, output, changed)
             argv, uses_stdin = agent.argv_for(
                 self.parallel.audit_agent, prompt, log.with_suffix(".prompt.md")
             )
-            box = self.base.sandbox_for(cwd, beside=True)
             self.pool.start(worker.name, "audit", argv, prompt if uses_stdin else None, cwd, log, env, box)
             return True
         return False
@@ -242,7 +261,7 @@ class ParallelRunner:
         try:
             tasks = graph.read(self.parallel.graph)
         except LoopdeckError as exc:
-            self.base.event("warning", None, {"message": str(exc)})
+            self.session.warn(str(exc))
             return []
         self.tasks = {t.id: t for t in tasks}
         return tasks
@@ -250,66 +269,57 @@ class ParallelRunner:
     # --- the loop ----------------------------------------------------------------------------
 
     def run(self, create: Callable[[], LoopState] | None = None) -> int:
-        handlers = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            return self._run(create)
-        finally:
-            self.pool.stop_all()  # whatever happened, no worker outlives the runner
-            for sig, handler in handlers.items():
-                signal.signal(sig, handler)
+        with self.signals.noted():
+            try:
+                self.start(create)
+                return self.drive()
+            finally:
+                self.pool.stop_all()  # whatever happened, no worker outlives the runner
 
-    def _on_signal(self, signum: int, frame: object) -> None:
-        self.signal = signum
-
-    def _run(self, create: Callable[[], LoopState] | None) -> int:
+    def start(self, create: Callable[[], LoopState] | None) -> None:
+        """Claim the loop, choose the isolation, tidy what a crash left, and write this run's
+        graph, capacity and audit into the board."""
         if self.parallel.audit:
             allow = list(self.parallel.audit_allow)
-            existing = self.store.read()
+            existing = self.session.store.read()
             if existing is not None and isinstance(existing.extra.get("verify_allow"), list):
                 allow += [str(a) for a in existing.extra["verify_allow"]]
-            self.audit_check = verify.check(self.parallel.audit, allow, cwd=self.ws.root)
+            self.audit_check = check(self.parallel.audit, allow, cwd=self.ws.root)
         graph.read(self.parallel.graph)  # a graph that cannot be read is refused before the loop starts
-        prepared = self.base.prepare(create)
+        prepared = self.claim.prepare(create, self.turns.sandbox_line(), self.verification.admit)
         self.goal = prepared.prompt
-        self.loop_name = worktrees.loop_id(prepared.started_at)
-        self.choose_isolation(prepared)
+        self.merges.choose(prepared, self.parallel.isolation)
         tasks = self.read_graph()
-        self.recover()
+        self.merges.recover(self.session.store.read())
         given = set(self.parallel.given)
         # The graph and audit this command line gives are recorded as confirmed before the state
         # names them: a runner killed in between left a loop its next run refused.
         configured = self.apply(
             lambda s: scheduler.reconcile(self.configure(s), tasks),
-            before=lambda new: self.base.reconfirm(new, given),
+            before=lambda new: self.claim.reconfirm(new, given),
         )
         if configured is None:  # nothing to write: the state as it is
-            self.base.reconfirm(self.store.read() or prepared, given)
+            self.claim.reconfirm(self.session.store.read() or prepared, given)
+
+    def drive(self) -> int:
+        """Keep the workers busy until the loop ends: commands, ended turns and merges first,
+        then a scheduling cycle when something changed (or nothing runs)."""
         stamp = ""
         last_cycle = 0.0
         while True:
-            if self.signal is not None:
+            if self.signals.caught is not None:
                 return self.on_signal()
             changed = self.apply_commands()
-            current = self.store.read()
-            if current is None:
-                return self.base.finish("completed", "completed", archived=True)
-            state = current
-            if state.status == "stopped":
-                self.settle_ended(merge=False)
-                self.pool.stop_all()
-                return self.base.finish("stopped", "stopped by user")
-            if (
-                state.status == "paused"
-                and self.options.headless
-                and state.waiting_kind in ("escalation", "question")
-            ):
-                self.settle_ended()
-                self.apply(workflow.headless_end)
-                return self.base.finish("escalated", f"{state.waiting_reason}: needs a person")
-            for ended in self.pool.poll(self.options.iteration_timeout):
+            state = self.session.store.read()
+            if state is None:
+                return self.report.finish("completed", "completed", archived=True)
+            ended = self.ended_now(state)
+            if ended is not None:
+                return ended
+            for one in self.pool.poll(self.options.iteration_timeout):
                 changed = True
-                self.on_ended(ended)
-            if self.merge_next():
+                self.on_ended(one)
+            if self.merges.merge_next():
                 changed = True
             if changed:
                 stamp = graph.stamp(self.parallel.graph)  # our own updates are not news
@@ -319,23 +329,42 @@ class ParallelRunner:
             if now_stamp != stamp:
                 stamp, changed = now_stamp, True
             idle = not self.pool.running() and time.monotonic() - last_cycle >= self.parallel.idle_cycle_s
-            if (changed or idle) and state.status == "running":
+            if scheduler.cycle_due(state, changed, idle):
                 last_cycle = time.monotonic()
-                step = self.apply_cycle()
+                finished = self.cycle(state)
+                if finished is not None:
+                    return finished
                 stamp = graph.stamp(self.parallel.graph)
-                if step is not None and step.effects.archive is not None:
-                    if self.isolation == WORKTREE:
-                        worktrees.tidy(self.ws.root, self.loop_name)
-                    return self.base.finish(
-                        "completed", str(step.effects.archive.get("reason")), archived=True
-                    )
-                if self.options.headless and step is not None and self.only_questions(step):
-                    question = next(w.question for w in step.board.workers if w.status == scheduler.QUESTION)
-                    self.settle_ended()
-                    self.apply(workflow.headless_end)
-                    return self.base.finish("question", f"a worker asks: {question}")
                 continue
             time.sleep(self.options.poll)
+
+    def ended_now(self, state: LoopState) -> int | None:
+        """The run's exit status when the loop was stopped, or a run nobody watches ends."""
+        if state.status == "stopped":
+            self.settle_ended(merge=False)
+            self.pool.stop_all()
+            return self.report.finish("stopped", "stopped by user")
+        ending = engine.run_ends(self.policy, state)
+        if ending is None:
+            return None
+        self.settle_ended()
+        self.apply(workflow.headless_end)
+        return self.report.finish(*ending)
+
+    def cycle(self, state: LoopState) -> int | None:
+        """One scheduling pass; the run's exit status when the loop completed, or when a run
+        nobody watches has only a worker's question left."""
+        step = self.apply_cycle()
+        if step is not None and step.effects.archive is not None:
+            self.merges.tidy()
+            return self.report.finish("completed", str(step.effects.archive.get("reason")), archived=True)
+        asking = scheduler.only_asking(step, bool(self.pool.running())) if step is not None else None
+        ending = engine.run_ends(self.policy, state, asking=asking) if asking is not None else None
+        if ending is None:
+            return None
+        self.settle_ended()
+        self.apply(workflow.headless_end)
+        return self.report.finish(*ending)
 
     def settle_ended(self, merge: bool = True) -> None:
         """Before the run ends, every worker whose turn has ended is heard: its cost counted,
@@ -348,96 +377,23 @@ class ParallelRunner:
                 break
             for one in ended:
                 self.on_ended(one)
-        state = self.store.read() if merge else None
+        state = self.session.store.read() if merge else None
         queued = len(scheduler.board_of(state).queue) if state is not None else 0
         for _ in range(queued):  # each branch tried once: a merge that fails is not retried here
-            if not self.merge_next():
+            if not self.merges.merge_next():
                 break
-
-    def choose_isolation(self, state: LoopState) -> None:
-        """Worktrees in a git repository (unless `--isolation locks`), file locks elsewhere; the
-        loop's branch is the one checked out in the workspace, kept on the board for later runs."""
-        board = scheduler.board_of(state)
-        wanted = self.parallel.isolation or (board.isolation if board.loop_branch else None)
-        repo = worktrees.is_repo(self.ws.root)
-        if wanted == WORKTREE and not repo:
-            raise LoopdeckError(f"--isolation worktree needs a git repository; {self.ws.root} is not one")
-        if wanted == LOCKS or not repo:
-            self.isolation = LOCKS
-            return
-        branch = board.loop_branch or worktrees.current_branch(self.ws.root)
-        if branch is None:
-            raise LoopdeckError(
-                f"{self.ws.root} is on a detached HEAD: check out the branch the tasks should merge "
-                "into, or give --isolation locks"
-            )
-        self.isolation, self.loop_branch = WORKTREE, branch
 
     def apply_cycle(self) -> Step | None:
         """One scheduling pass on the graph as it is now (`loop.core.workflow.cycle`)."""
         tasks = self.read_graph()
-        return self.apply(lambda s: workflow.cycle(s, tasks, self.now(), self.sources(s)))
-
-    def only_questions(self, step: Step) -> bool:
-        """Nothing runs, nothing could start, and a worker waits for an answer: with nobody
-        watching (headless) the run ends and says what is asked."""
-        workers = step.board.workers
-        return (
-            not step.start
-            and not self.pool.running()
-            and any(w.status == scheduler.QUESTION for w in workers)
-            and all(w.status in (scheduler.QUESTION, scheduler.STALLED, scheduler.HELD) for w in workers)
-        )
-
-    def recover(self) -> None:
-        """What a runner killed mid-merge left: a merge of one of this loop's branches under way
-        in the workspace, never concluded, is undone (the queue still holds the task, which is
-        merged again); worktrees of tasks this loop finished go."""
-        if self.isolation != WORKTREE:
-            return
-        state = self.store.read()
-        if state is None:
-            return
-        board = scheduler.board_of(state)
-        root = self.ws.root
-        under_way = worktrees.merging_branch(root)
-        if under_way is not None:
-            ours = {
-                worktrees.head(root, w.branch)
-                for w in board.workers
-                if w.branch and worktrees.branch_exists(root, w.branch)
-            }
-            if under_way in ours:
-                worktrees.abandon(root)
-                self.base.event(
-                    "warning", None, {"message": "a merge a stopped runner left under way was undone"}
-                )
-        for path in worktrees.leftovers(root, self.loop_name):
-            if not any(w.worktree and Path(w.worktree).resolve() == path for w in board.workers):
-                task = path.name
-                if task in board.done:
-                    worktrees.remove(root, path, worktrees.branch_for(self.loop_name, task))
-        worktrees.tidy(root, self.loop_name)
+        return self.apply(lambda s: workflow.cycle(s, tasks, self.now(), self.session.counted(s)))
 
     def configure(self, state: LoopState) -> Step:
         """This run's graph, capacity, audit and isolation into the board; workers a previous
         runner left (their processes died with it) give their tasks back to the graph, their
         branches kept for whoever takes the task next. A branch a crash left merged completes its
         task instead: it is never done twice."""
-        step = scheduler.step_of(state)
-        board = step.board
-        for worker in board.workers:
-            queued = worker.status == scheduler.QUEUED  # only the queue merges: nothing else can be in
-            if (
-                queued
-                and worker.branch
-                and self.isolation == WORKTREE
-                and worktrees.merged(self.ws.root, worker.branch)
-            ):
-                step = scheduler.merged(step, worker.name, None)  # merged before the crash: done once
-                if worker.worktree:
-                    worktrees.remove(self.ws.root, Path(worker.worktree), worker.branch)
-        step = scheduler.release(step)
+        step = scheduler.release(self.merges.merged_before(scheduler.step_of(state)))
         audit = self.parallel.audit or self.parallel.audit_agent
         step.board = replace(
             step.board,
@@ -445,43 +401,30 @@ class ParallelRunner:
             capacity=self.parallel.workers,
             audit=audit,
             audit_kind="agent" if self.parallel.audit_agent and not self.parallel.audit else "check",
-            isolation=self.isolation,
-            loop_branch=self.loop_branch,
+            isolation=self.merges.isolation,
+            loop_branch=self.merges.loop_branch,
             strategy=self.parallel.strategy,
             deferred=(),
         )
         return step
 
-    def apply_if(self, change: Callable[[LoopState], LoopState | None]) -> None:
-        with self.store.locked():
-            state = self.store.read()
-            if state is None:
-                return
-            new = change(state)
-            if new is not None:
-                writer.carry_out(self.ws, self.store, self.journal, state, Result("allow", new), self.now())
-
     def apply_commands(self) -> bool:
         """The queue, in order: a command to one worker is the scheduler's; one to the whole
         loop is the engine's, and then means what it means for the workers. A state file that
         changed under the runner (what it names unconfirmed) makes the loop wait for a person."""
-        state = self.store.read()
+        session = self.session
+        state = session.store.read()
         if state is None:
             return False
-        pending = self.base.unconfirmed(state)
-        if pending and state.status == "running":
-            reason = (
-                f"the loop names things nobody on this machine confirmed: {engine.unconfirmed_line(pending)}"
-            )
-            self.apply(lambda s: workflow.escalate(s, "unconfirmed", reason, self.now()))
-        from loop.trust import key
-
+        pending = self.claim.unconfirmed(state)
+        if pending:
+            self.apply(lambda s: workflow.unconfirmed(s, pending, self.now()))
         commands, _bad, end = control.read_unapplied(
-            self.ws, state.control_offset, self.journal, key.reader(self.ws.root)
+            self.ws, state.control_offset, session.journal, trust_key.reader(self.ws.root)
         )
         for cmd in commands:
             self.apply(
-                lambda s, c=cmd: workflow.command(s, c, self.sources(s), self.now()),  # type: ignore[misc]
+                lambda s, c=cmd: workflow.command(s, c, session.counted(s), self.now()),  # type: ignore[misc]
                 end=cmd.end,
             )
         if end > (commands[-1].end if commands else state.control_offset):
@@ -489,10 +432,10 @@ class ParallelRunner:
             self.apply(scheduler.step_of, end=end)
         return bool(commands)
 
-    # --- a worker's turn, its audit, its merge -------------------------------------------------
+    # --- a worker's turn, its audit --------------------------------------------------------------
 
     def on_ended(self, ended: Ended) -> None:
-        state = self.store.read()
+        state = self.session.store.read()
         if state is None:
             return
         worker = scheduler.board_of(state).worker(ended.name)
@@ -502,14 +445,12 @@ class ParallelRunner:
             self.on_audited(worker, ended)
             return
         now = self.now()
-        backend = self.base.backends[0]
-        judged = judge(
-            backend.choice.adapter,
+        backend = self.turns.backends[0]
+        judged = self.turns.judge(
+            backend,
             ended.tail,
             ended.exit_code,
-            now=now,
             timed_out=ended.timed_out,
-            timeout_s=self.options.iteration_timeout,
             start_error=ended.error,
             env=os.environ,
             echoed=self.prompts.pop(worker.name, ""),
@@ -517,14 +458,12 @@ class ParallelRunner:
         text = judged.text or ""
         facts = judged.turn()
         where = Path(worker.worktree) if worker.worktree else self.ws.root  # journaled for the person
-        refused = self.base.refused(ended.tail, None, backend.choice.adapter, where, worker=worker.name)
+        refused = self.turns.refused(ended.tail, None, backend.choice.adapter, where, worker=worker.name)
         if refused:
             self.refusals[worker.name] = refused
         self.outputs[worker.name] = text
         asked = judged.question
-        self.base.tally.turns.append(
-            {"iteration": worker.name, **spent_data(backend.name, judged, judged.usage)}
-        )
+        self.turns.spent(worker.name, backend, judged, judged.usage)
         changed, touched, note = self.what_changed(worker)
         step = self.apply(
             lambda s: workflow.worker_turn_ended(
@@ -541,44 +480,26 @@ class ParallelRunner:
                 now=now,
             )
         )
-        if step is None:
+        after = step.board.worker(worker.name) if step is not None else None
+        if step is None or after is None or after.status != scheduler.AUDITING:
             return
-        after = step.board.worker(worker.name)
-        auditing = after is not None and after.status == scheduler.AUDITING
-        if after is not None and auditing and not self.start_audit(after, text, tuple(touched)):
-            self.on_approved(after.name, True, "")
+        if scheduler.audit_for(step.board) is None:
+            self.on_approved(after.name, True, "")  # no audit configured: approved as it is
+        else:
+            self.start_audit(after, text, tuple(touched))
 
     def what_changed(self, worker: Worker) -> tuple[bool, list[str], str]:
         """Did the turn change anything, which files has the task changed, and what the worker
-        must hear if its work cannot be taken: its commit on the task's branch (worktrees; a
-        merge it was resolving concluded only with no conflict left), or its files' mark (locks)."""
-        if self.isolation == WORKTREE:
-            wt = self.worktree(worker) if worker.worktree else None
-            if wt is None:
-                return False, [], ""
-            try:
-                left = worktrees.unresolved(wt.path)
-                if left:
-                    note = (
-                        "CONFLICT MARKERS REMAIN in "
-                        + ", ".join(left)
-                        + ": resolve them (keep both sides' intent)."
-                    )
-                    return False, [], note
-                worktrees.commit_all(wt, f"loopdeck: task {worker.task} ({worker.name}, turn {worker.turns})")
-                touched = worktrees.changed_files(wt, self.loop_branch)
-                # the task's branch, not only this turn: a turn that goes on from an earlier
-                # attempt (a restarted runner) may find nothing left to do
-                return bool(touched), touched, ""
-            except LoopdeckError as exc:
-                self.base.event("warning", None, {"message": str(exc)})
-                return False, [], ""
+        must hear if its work cannot be taken: its commit on the task's branch (worktrees), or
+        its files' mark (locks)."""
+        if self.merges.isolation == WORKTREE:
+            return self.merges.what_changed(worker)
         before = self.marks.pop(worker.name, None)
         after = files_mark(self.ws.root, worker.files)
         return before is None or after != before, list(worker.files), ""
 
     def on_audited(self, worker: Worker, ended: Ended) -> None:
-        out = verify.redact(agent.final_text(ended.tail).strip())
+        out = redact_output(agent.final_text(ended.tail).strip())
         approved = ended.exit_code == 0
         self.on_approved(
             worker.name, approved, f"AUDIT REJECTED YOUR WORK (exit {ended.exit_code}):\n{out[-3000:]}"
@@ -588,125 +509,28 @@ class ParallelRunner:
         """The audit's word (or the engine's approval with no audit). Outside git an approved
         task is checked by the verification commands and completed here; with worktrees it
         joins the merge queue."""
-        if approved and self.isolation == LOCKS:
-            failure = self.verify_tree()
+        if approved and self.merges.isolation == LOCKS:
+            failure = self.merges.verify_tree()
             if failure is not None:
                 approved, feedback = False, f"VERIFICATION FAILED AFTER YOUR WORK:\n{failure}"
             elif self.options.commit:
-                state = self.store.read()
+                state = self.session.store.read()
                 worker = scheduler.board_of(state).worker(name) if state else None
                 if worker is not None:
-                    self.commit(worker)
+                    message = f"loopdeck: task {worker.task} ({worker.name})"
+                    self.commits.files(worker.files, message, {"task": worker.task, "worker": worker.name})
         self.outputs.pop(name, None)
         self.apply(lambda s: workflow.audited(s, name, approved, feedback, self.now()))
 
-    def verify_tree(self, cwd: Path | None = None) -> str | None:
-        """The loop's verification commands on the tree as it is now (the workspace, or a
-        task's rebased worktree); their failures."""
-        if not self.base.checks:
-            return None
-        state = self.store.read()
-        return self.base.run_checks(state.iteration if state is not None else 0, cwd)
-
-    def merge_next(self) -> bool:
-        """Merge the queue's first branch into the loop's branch: verified, then committed, or
-        undone and handed back (a conflict with its hunks, a verification failure with its
-        output). One merge per call, so commands and ended workers are seen between merges."""
-        if self.isolation != WORKTREE or self.loop_branch is None:
-            return False
-        state = self.store.read()
-        if state is None or state.status not in ("running", "paused"):
-            return False
-        board = scheduler.board_of(state)
-        if not board.queue:
-            return False
-        worker = board.worker(board.queue[0])
-        if worker is None or worker.branch is None:
-            return False
-        root = self.ws.root
-        message = f"loopdeck: merge task {worker.task} ({worker.branch})"
-        try:
-            if worktrees.current_branch(root) != self.loop_branch:
-                raise LoopdeckError(
-                    f"the workspace is not on the loop's branch {self.loop_branch} any more; "
-                    "check it out again"
-                )
-            if self.parallel.strategy == "rebase":
-                sha, failure, clash = self._rebased(worker)
-            else:
-                sha, failure, clash = self._merged(worker, message)
-        except LoopdeckError as exc:
-            why = str(exc)
-            self.apply(lambda s: workflow.merge_ended(s, worker.name, sha=None, problem=why, now=self.now()))
-            return True
-        if clash is not None or failure is not None:
-            conflicts, hunks = (clash.conflicts, clash.hunks) if clash is not None else ((), "")
-            self.apply(
-                lambda s: workflow.merge_ended(
-                    s,
-                    worker.name,
-                    sha=None,
-                    conflicts=conflicts,
-                    hunks=hunks,
-                    failure=failure,
-                    now=self.now(),
-                )
-            )
-            return True
-        assert sha is not None
-        self.base.tally.commits.append(sha)
-        self.apply(lambda s: workflow.merge_ended(s, worker.name, sha=sha, now=self.now()))
-        if worker.worktree:
-            worktrees.remove(root, Path(worker.worktree), worker.branch)
-        return True
-
-    def _merged(self, worker: Worker, message: str) -> tuple[str | None, str | None, worktrees.Merge | None]:
-        """The merge strategy: a merge commit on the loop's branch, verified before it is made."""
-        assert worker.branch is not None
-        root = self.ws.root
-        outcome = worktrees.merge(root, worker.branch, message)
-        if not outcome.merged:
-            return None, None, outcome
-        failure = self.verify_tree()
-        if failure is not None:
-            worktrees.abandon(root)
-            return None, failure, None
-        return worktrees.conclude(root, message), None, None
-
-    def _rebased(self, worker: Worker) -> tuple[str | None, str | None, worktrees.Merge | None]:
-        """The rebase strategy: the task's branch replayed onto the loop's, verified in its
-        worktree, then the loop's branch fast-forwarded to it (a straight history)."""
-        assert self.loop_branch is not None
-        wt = self.worktree(worker)
-        assert wt is not None
-        outcome = worktrees.rebase(wt, self.loop_branch)
-        if not outcome.merged:
-            return None, None, outcome
-        failure = self.verify_tree(wt.path)
-        if failure is not None:
-            return None, failure, None
-        return worktrees.fast_forward(self.ws.root, wt.branch), None, None
-
-    def commit(self, worker: Worker) -> None:
-        try:
-            sha = commit_files(self.ws.root, worker.files, f"loopdeck: task {worker.task} ({worker.name})")
-        except Exception as exc:  # a repo problem must not lose the run
-            self.base.event("warning", None, {"message": f"commit failed: {exc}"})
-            return
-        if sha:
-            self.base.tally.commits.append(sha)
-            self.base.event("commit", None, {"sha": sha, "task": worker.task, "worker": worker.name})
-
     def on_signal(self) -> int:
-        signum = self.signal or signal.SIGTERM
-        paused = signum == signal.SIGINT
-        name = signal.Signals(signum).name
-
+        signals = self.signals
         self.settle_ended(merge=False)
-        self.apply(lambda s: workflow.interrupt(s, paused, f"{name} to the runner", self.now()))
+        self.apply(
+            lambda s: workflow.interrupt(s, signals.pauses, f"{signals.name} to the runner", self.now())
+        )
         self.pool.stop_all()
-        self.base.finish("interrupted" if paused else "stopped", f"{name} received")
-        return EXIT_SIGINT if paused else EXIT_SIGTERM
+        self.report.finish("interrupted" if signals.pauses else "stopped", f"{signals.name} received")
+        return signals.exit_code()
 
 
 def _with_branch(state: LoopState, name: str, wt: worktrees.Worktree) -> LoopState | None:
@@ -734,36 +558,3 @@ def audit_prompt(task: Task, worker: Worker, output: str, changed: tuple[str, ..
         f"The worker's report:\n{output.strip()[-4000:]}\n\n"
         "Exit 0 to approve. Otherwise explain what is wrong: your output goes back to the worker."
     )
-
-
-def commit_files(root: Path, files: tuple[str, ...], message: str) -> str | None:
-    """Commit the given files only (a worker's own), leaving every other change alone; the
-    new sha, or None when they did not change."""
-    files = tuple(f for f in files if (root / f).exists() or _tracked(root, f))
-    if not files:
-        return None
-    subprocess.run(
-        git_argv("add", "-A", "--", *files, literal=True), cwd=root, check=True, capture_output=True
-    )
-    staged = subprocess.run(
-        git_argv("diff", *NO_DIFF_PROGRAMS, "--cached", "--quiet", "--", *files, literal=True),
-        cwd=root,
-        capture_output=True,
-    )
-    if staged.returncode == 0:
-        return None
-    subprocess.run(
-        git_argv("commit", "-q", "--no-verify", "-m", message, "--only", "--", *files, literal=True),
-        cwd=root,
-        check=True,
-        capture_output=True,
-    )
-    head = subprocess.run(git_argv("rev-parse", "HEAD"), cwd=root, check=True, capture_output=True, text=True)
-    return head.stdout.strip() or None
-
-
-def _tracked(root: Path, name: str) -> bool:
-    found = subprocess.run(
-        git_argv("ls-files", "--error-unmatch", "--", name, literal=True), cwd=root, capture_output=True
-    )
-    return found.returncode == 0

@@ -23,6 +23,7 @@ from pathlib import Path
 from loop.core import engine
 from loop.core.errors import LoopdeckError
 from loop.core.model import Aggregate, LoopState
+from loop.core.policy import named
 from loop.core.timeutil import iso_s, utcnow
 from loop.drivers import classify, writer
 from loop.drivers.classify import Classification
@@ -80,7 +81,7 @@ def runner_needed(snapshot: Snapshot) -> bool:
     loop = snapshot.loop
     return (
         loop is not None
-        and loop.driver == "runner"
+        and not named(loop.driver).in_session
         and loop.alive is not True
         and loop.status not in ("stopped", "completed", "failed")
     )
@@ -180,7 +181,7 @@ def _driving(ws: Workspace, started: int) -> int | None:
         state = StateStore(ws).read()
     except Exception:  # a state being replaced or unreadable: not taken yet
         state = None
-    if state is not None and state.driver == "runner" and state.pid:
+    if state is not None and not named(state.driver).in_session and state.pid:
         if state.pid == started:
             return started
         if classify.driver_alive(state, classify.state_written_at(ws)):
@@ -211,9 +212,9 @@ def _last_line(log: Path, offset: int) -> str:
 def uncommitted(ws: Workspace) -> tuple[str, ...] | None:
     """`git status --short` lines of the work (loopdeck's own files left out); None outside
     git or when git cannot be read."""
-    from loop.repo import gitstate
+    from loop.repo import gitread
 
-    status = gitstate.status(ws.root)
+    status = gitread.status(ws.root)
     if status.error is not None:
         return None
     return status.changes
@@ -298,7 +299,7 @@ def next_steps(ws: Workspace, state: LoopState) -> list[str]:
     continue. Each line names something that works."""
     if state.status == "completed":
         return ["the loop is marked complete; `loopdeck status` shows its summary"]
-    if state.driver == "runner":
+    if not named(state.driver).in_session:
         log = ws.private_dir / "runner.log"
         headless = "--headless" in runner_argv(ws)
         restart = restart_runner(ws)
@@ -368,7 +369,7 @@ def resume(ws: Workspace, snapshot: Snapshot, source: str = "tui", git: str | No
     if runner_needed(snapshot):
         pid = start_runner(ws)
         said.append(f"runner restarted (pid {pid})")
-    elif loop.driver in (None, "hook"):
+    elif named(loop.driver).in_session:
         said.append(
             "resume queued; it applies at the agent's next Stop (continue the Claude Code session: "
             "`claude --continue`)"

@@ -1,22 +1,27 @@
-"""Starting a loop: the one place a new in-session loop is created and confirmed.
+"""Starting a loop: the one place a new loop's state is made (`new_state`), and where a new
+in-session loop is created and confirmed (`start_loop`).
 
 `loopdeck start` (a person at a terminal) and `/orchestrator-loop` (a person typing in a Claude
 Code session, through the prompt hook) both come here with the values that person gave, so
 both check them the same way, write the state through the writer and record the confirmation:
-everything the loop names was chosen by a person on this machine.
+everything the loop names was chosen by a person on this machine. The runner, its workers and
+a loop on Temporal make theirs with `new_state` too, from the same `Request`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
+from loop import trust
 from loop.core.errors import LoopdeckError
 from loop.core.model import LoopState
+from loop.drivers import preflight, writer
+from loop.sources.task_file import resolve
+from loop.store.control import end_offset
+from loop.store.journal import Journal
 from loop.store.paths import Workspace
-
-if TYPE_CHECKING:
-    from typing import Any
+from loop.store.state import StateStore
 
 
 @dataclass
@@ -45,48 +50,27 @@ def start_loop(ws: Workspace, request: Request, by: str) -> tuple[LoopState, lis
         raise LoopdeckError("start needs a PROMPT: what the agent should work on")
     check_max_iterations(request.max_iterations)
     check_promise(request.completion_promise)
+    # Imported here: a runner whose loop names no check never loads verification (~30 ms;
+    # tests/test_runner_overhead.py holds it to that), and `run` imports this module.
     from loop import verify
 
     for command in request.verify:
         verify.check(command, request.verify_allow, cwd=ws.root)  # refused before the loop starts
     if request.task_file:
-        from loop.sources.task_file import resolve
-
         try:
             resolve(ws.root, request.task_file)
         except (ValueError, OSError, RuntimeError) as exc:
             raise LoopdeckError(str(exc)) from None
-    from loop.drivers import preflight
-
     preflight.require(
         ws.root,
         task_file=request.task_file,
         github_project=request.github_project if request.check_github else None,
         notify=request.notify,
     )
-    from loop.drivers import writer
-    from loop.store.control import end_offset
-    from loop.store.journal import Journal
-    from loop.store.state import StateStore
-
     store = StateStore(ws)
     journal = Journal(ws.journal)
     with store.locked():
-        state = LoopState.new(
-            prompt,
-            max_iterations=request.max_iterations,
-            completion_promise=request.completion_promise,
-            task_file=request.task_file or "null",
-            check_tasks=request.check_tasks,
-            check_github=request.check_github,
-            github_project_id=request.github_project or "",
-            verify=list(request.verify),
-            control_offset=end_offset(ws),
-            limits=dict(request.limits),
-            notify=list(request.notify),
-        )
-        if request.verify_allow:
-            state.extra["verify_allow"] = list(request.verify_allow)
+        state = new_state(request, control_offset=end_offset(ws))
         writer.start(ws, store, journal, state, force=request.force)
         lines = confirm(ws, state, by)
     journal.append("loop-started", 0, writer.started_data(state))
@@ -97,6 +81,30 @@ def start_loop(ws: Workspace, request: Request, by: str) -> tuple[LoopState, lis
     else:
         lines.append("To finish, the agent outputs ALL_TASKS_COMPLETE (only when every task is done).")
     return state, lines
+
+
+def new_state(request: Request, *, control_offset: int = 0, **driver: Any) -> LoopState:
+    """A new loop's state as a person asked for it: every driver's new loop is made here (a
+    session's, the runner's, its workers', Temporal's). `control_offset` is where the loop's
+    control queue ends now (commands queued before the loop are not its own); `driver` holds
+    what only the driver knows (`driver="temporal"`, its start time)."""
+    state = LoopState.new(
+        request.prompt.strip(),
+        max_iterations=request.max_iterations,
+        completion_promise=request.completion_promise,
+        task_file=request.task_file or "null",
+        check_tasks=request.check_tasks,
+        check_github=request.check_github,
+        github_project_id=request.github_project or "",
+        verify=list(request.verify),
+        control_offset=control_offset,
+        limits=dict(request.limits),
+        notify=list(request.notify),
+        **driver,
+    )
+    if request.verify_allow:
+        state.extra["verify_allow"] = list(request.verify_allow)
+    return state
 
 
 def check_max_iterations(value: int) -> None:
@@ -119,8 +127,6 @@ def check_promise(promise: str | None) -> None:
 def confirm(ws: Workspace, state: LoopState, by: str) -> list[str]:
     """Record that a person here confirmed the loop. A home folder that cannot keep the record
     is said (the loop then asks to be confirmed again), never a traceback."""
-    from loop import trust
-
     try:
         trust.record(ws, state, by)
     except OSError as exc:

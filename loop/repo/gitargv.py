@@ -20,6 +20,7 @@ What the prefix cannot turn off: clean/smudge filters and merge drivers named by
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 SAFE_CONFIG = (
     *("-c", "core.fsmonitor=false"),
@@ -73,3 +74,21 @@ def git_argv(*args: str, literal: bool = False) -> list[str]:
     """`git` with the prefix that runs no program of the repository, then `args`; `literal`:
     pathspecs are plain paths (`--literal-pathspecs`)."""
     return [git_program(), *SAFE_CONFIG, *(("--literal-pathspecs",) if literal else ()), *args]
+
+
+def safe_config_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`SAFE_CONFIG` as environment variables (`GIT_CONFIG_COUNT`, `GIT_CONFIG_KEY_<n>`,
+    `GIT_CONFIG_VALUE_<n>`, git 2.31+), for git run by a library that builds its own argv
+    (GitPython): every git it starts then runs no program of the repository. Entries already in
+    `environ` (a CI's own) are kept; ours follow them, and the last of a key wins."""
+    environ = os.environ if environ is None else environ
+    try:
+        start = max(int(environ.get("GIT_CONFIG_COUNT", "0")), 0)
+    except ValueError:
+        start = 0
+    pairs = [SAFE_CONFIG[i + 1].partition("=") for i in range(0, len(SAFE_CONFIG), 2)]
+    env = {"GIT_CONFIG_COUNT": str(start + len(pairs))}
+    for n, (key, _eq, value) in enumerate(pairs, start):
+        env[f"GIT_CONFIG_KEY_{n}"] = key
+        env[f"GIT_CONFIG_VALUE_{n}"] = value
+    return env

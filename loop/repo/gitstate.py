@@ -1,11 +1,11 @@
-"""Git, as plain `git` processes: what changed (for the runner's progress check), the
-repository at a glance (the monitor, resume), and commits.
+"""Git, as plain `git` processes: what changed (the runner's progress check) and commits.
 
-Each look is the fewest processes that answer it: the fingerprint is one `git status`, the
-monitor's picture one `git status` (plus one `git log` when HEAD moved), a commit four. No
-GitPython: a `Repo` costs ~100 ms to import and keeps `git cat-file` helpers running, and its
-own way of committing runs the repository's hooks. Never on the hook's path. loopdeck never
-force-pushes, never resets and never cleans: work is committed or left where it is.
+The runner's look is one `git status` started as a turn ends and read later, beside the
+runner's own work; a commit is four processes. This module imports no GitPython (~0.1-0.2 s to
+import): the runner imports it on its first turn. Reading the repository for a person (the
+monitor, resume, the worktree views) is `loop.repo.gitread`, through GitPython; the records it
+fills are here. Never on the hook's path. loopdeck never force-pushes, never resets and never
+cleans: work is committed or left where it is.
 """
 
 from __future__ import annotations
@@ -94,8 +94,6 @@ def forget_repos() -> None:
     wants a clean slate)."""
     with _tops_lock:
         _tops.clear()
-    with _log_lock:
-        _logs.clear()
 
 
 def fingerprint(root: Path) -> str | None:
@@ -226,7 +224,7 @@ OWN_PATHS = (
 """The starts of the paths (from the workspace) that are loopdeck's own files, not the work."""
 
 
-def _ours(path: str) -> bool:
+def is_ours(path: str) -> bool:
     """Is `path` (as git names it, from the top of the repository) one of loopdeck's files, in
     the workspace or in a loop's folder below it (`service/.claude/…`)?"""
     path = path.strip('"')
@@ -252,7 +250,7 @@ def _work_paths(top: Path) -> list[str]:
             continue
         code, path = entry[:2], entry[3:]
         skip_next = "R" in code or "C" in code
-        if not _ours(path):
+        if not is_ours(path):
             paths.append(path)
     return paths
 
@@ -359,6 +357,8 @@ def stash(root: Path, message: str) -> str | None:
 
 @dataclass(frozen=True)
 class Commit:
+    """One commit as the monitor lists it (`loop.repo.gitread` reads them)."""
+
     sha: str
     summary: str
     when: str
@@ -366,6 +366,9 @@ class Commit:
 
 @dataclass(frozen=True)
 class GitStatus:
+    """The repository at a glance, as `loop.repo.gitread.status` reads it: here, so that a
+    view names it without importing GitPython."""
+
     branch: str | None
     head: str | None
     staged: int = 0
@@ -377,116 +380,3 @@ class GitStatus:
     changes: tuple[str, ...] = ()
     """`git status --short` lines (the first 50), for the resume prompt."""
     error: str | None = None
-
-
-LOGS_KEPT = 16
-_logs: dict[tuple[Path, str, int], tuple[Commit, ...]] = {}
-_log_lock = threading.Lock()
-
-
-def _recent(top: Path, oid: str, count: int) -> tuple[Commit, ...]:
-    """The last `count` commits from `oid`: one `git log`, asked again only when HEAD moves."""
-    key = (top, oid, count)
-    with _log_lock:
-        known = _logs.get(key)
-    if known is not None:
-        return known
-    out = _run(top, "log", f"-n{count}", "--no-color", "--format=%H%x1f%s%x1f%cI%x1e", oid)
-    commits = []
-    for record in out.split("\x1e"):
-        fields = record.strip("\n").split("\x1f")
-        if len(fields) != 3:
-            continue
-        sha, summary, when = fields
-        commits.append(Commit(sha[:8], summary, _minutes(when)))
-    found = tuple(commits)
-    with _log_lock:
-        if len(_logs) >= LOGS_KEPT:
-            _logs.clear()
-        _logs[key] = found
-    return found
-
-
-def _minutes(when: str) -> str:
-    """`2026-01-09T10:30:45+02:00` as `2026-01-09T10:30+02:00`."""
-    from datetime import datetime
-
-    try:
-        return datetime.fromisoformat(when).isoformat(timespec="minutes")
-    except ValueError:
-        return when
-
-
-def _short(xy: str, path: str, orig: str | None = None) -> str:
-    """A porcelain v2 entry as the `git status --short` line a person knows."""
-    code = xy.replace(".", " ")
-    return f"{code} {orig} -> {path}" if orig is not None else f"{code} {path}"
-
-
-def status(root: Path, commits: int = 5) -> GitStatus:
-    """The repo at a glance; `error` says why when there is none (never raises). One `git
-    status` process, and one `git log` when HEAD moved since the last look."""
-    top = toplevel(root)
-    if top is None:
-        return GitStatus(None, None, error="not a git repository")
-    try:
-        out = _run(top, "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all")
-    except GitError as exc:
-        forget_repos()
-        return GitStatus(None, None, error=f"git: {exc}".splitlines()[0])
-    oid: str | None = None
-    branch: str | None = None
-    ahead = behind = None
-    staged = modified = untracked = 0
-    changes: list[str] = []
-    entries = out.split("\0")
-    index = 0
-    while index < len(entries):
-        entry = entries[index]
-        index += 1
-        if not entry:
-            continue
-        if entry.startswith("# branch.oid "):
-            value = entry[len("# branch.oid ") :]
-            oid = None if value == "(initial)" else value
-        elif entry.startswith("# branch.head "):
-            value = entry[len("# branch.head ") :]
-            branch = None if value == "(detached)" else value
-        elif entry.startswith("# branch.ab "):
-            parts = entry.split()
-            try:
-                ahead, behind = int(parts[2].lstrip("+")), abs(int(parts[3]))
-            except (IndexError, ValueError):
-                ahead = behind = None
-        elif entry[0] in "12u":
-            fields = entry.split(" ", {"1": 8, "2": 9, "u": 10}[entry[0]])
-            xy, path = fields[1], fields[-1]
-            orig = None
-            if entry[0] == "2":
-                orig = entries[index] if index < len(entries) else None
-                index += 1
-            if _ours(path):
-                continue
-            staged += xy[0] not in ".?"
-            modified += xy[1] not in ".?"
-            changes.append(_short(xy, path, orig))
-        elif entry[0] == "?":
-            path = entry[2:]
-            if not _ours(path):
-                untracked += 1
-                changes.append(f"?? {path}")
-    try:
-        recent = _recent(top, oid, commits) if oid is not None and commits > 0 else ()
-    except GitError as exc:
-        return GitStatus(None, None, error=f"git: {exc}".splitlines()[0])
-    return GitStatus(
-        branch,
-        oid[:8] if oid else None,
-        staged,
-        modified,
-        untracked,
-        recent,
-        ahead,
-        behind,
-        tuple(changes[:50]),
-    )

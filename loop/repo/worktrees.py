@@ -20,11 +20,19 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from git import Head, Repo
+from git.exc import GitCommandError
+from git.exc import GitError as GitPythonError
+
 from loop.core.errors import LoopdeckError
 from loop.repo.gitargv import NO_DIFF_PROGRAMS, git_argv
+from loop.repo.gitread import conflicts, open_repo
+from loop.repo.gitstate import GitError
 
 GIT_TIMEOUT_S = 120.0
 BRANCH_PREFIX = "loopdeck"
@@ -53,6 +61,18 @@ def _git(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProc
     return done
 
 
+@contextmanager
+def _reading(root: Path) -> Iterator[Repo]:
+    """The repository at `root`, read through GitPython (`loop.repo.gitread`: no program of the
+    repository runs); what git could not answer as GitFailed."""
+    try:
+        with open_repo(root) as repo:
+            yield repo
+    except (GitError, GitPythonError, ValueError) as exc:
+        said = str(exc).strip().splitlines()
+        raise GitFailed(f"git in {root}: {said[-1][-500:] if said else type(exc).__name__}") from None
+
+
 def _identity(root: Path) -> list[str]:
     """`-c user.name=… -c user.email=…` when the repository has no identity of its own (a fresh
     machine, a container): loopdeck's commits then say who made them instead of failing."""
@@ -67,14 +87,22 @@ def _identity(root: Path) -> list[str]:
 
 
 def is_repo(root: Path) -> bool:
-    done = _git(root, "rev-parse", "--show-toplevel", check=False)
-    return done.returncode == 0 and Path(done.stdout.strip()).resolve() == root.resolve()
+    """Is `root` the top of a git working tree (not a folder inside one)?"""
+    try:
+        with _reading(root) as repo:
+            top = repo.working_tree_dir
+    except GitFailed:
+        return False
+    return top is not None and Path(top).resolve() == root.resolve()
 
 
 def current_branch(root: Path) -> str | None:
     """The branch checked out in the workspace (the loop's branch), None when detached."""
-    done = _git(root, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
-    return done.stdout.strip() or None if done.returncode == 0 else None
+    try:
+        with _reading(root) as repo:
+            return None if repo.head.is_detached else repo.active_branch.name
+    except (GitFailed, TypeError):
+        return None
 
 
 def head(root: Path, ref: str = "HEAD") -> str:
@@ -96,8 +124,8 @@ def loop_id(started_at: str) -> str:
 def exclude(root: Path) -> None:
     """Keep loopdeck's private folder (the worktrees) out of `git status`, in the repository's
     own local exclude file: nothing the project commits is changed."""
-    info = Path(_git(root, "rev-parse", "--git-path", "info/exclude").stdout.strip())
-    info = info if info.is_absolute() else root / info
+    with _reading(root) as repo:
+        info = Path(repo.common_dir) / "info" / "exclude"
     try:
         text = info.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -122,8 +150,10 @@ def branch_for(loop: str, task: str) -> str:
 
 
 def _listed(root: Path) -> dict[Path, str | None]:
-    """The repository's worktrees: path → branch (None when detached)."""
-    out = _git(root, "worktree", "list", "--porcelain").stdout
+    """The repository's worktrees: path → branch (None when detached). GitPython has no view of
+    worktrees: `git worktree list --porcelain`, read here."""
+    with _reading(root) as repo:
+        out = repo.git.worktree("list", "--porcelain")
     found: dict[Path, str | None] = {}
     path: Path | None = None
     for line in out.splitlines():
@@ -174,8 +204,17 @@ def commit_all(wt: Worktree, message: str) -> str | None:
 
 
 def _merging(root: Path) -> bool:
-    git_dir = Path(_git(root, "rev-parse", "--absolute-git-dir").stdout.strip())
-    return (git_dir / "MERGE_HEAD").exists()
+    return _merge_head(root) is not None
+
+
+def _merge_head(root: Path) -> str | None:
+    """The commit a merge under way brings in: MERGE_HEAD in the worktree's own git folder."""
+    with _reading(root) as repo:
+        path = Path(repo.git_dir) / "MERGE_HEAD"
+    try:
+        return path.read_text(encoding="ascii", errors="replace").split()[0]
+    except (OSError, IndexError):
+        return None
 
 
 _MARKERS = ("<<<<<<< ", ">>>>>>> ")
@@ -197,28 +236,26 @@ def unresolved(root: Path) -> list[str]:
     """Files with merge conflicts not resolved: unmerged in the index and still holding the
     conflict's markers (a file fixed but not staged yet is resolved: the next commit stages
     it), or holding markers in a merge under way."""
-    listed = _git(
-        root, "diff", *NO_DIFF_PROGRAMS, "--name-only", "--diff-filter=U", check=False
-    ).stdout.split("\n")
-    files = sorted({f for f in listed if f and _marked(root / f)})
-    if _merging(root):
-        marked = _git(root, "diff", *NO_DIFF_PROGRAMS, "--check", check=False).stdout
-        files += sorted({line.split(":", 1)[0] for line in marked.splitlines() if "conflict marker" in line})
-    return sorted(set(files))
+    with _reading(root) as repo:
+        listed = conflicts(repo.index.diff(None))
+        merging = (Path(repo.git_dir) / "MERGE_HEAD").exists()
+        marked = repo.git.diff(*NO_DIFF_PROGRAMS, "--check", with_exceptions=False) if merging else ""
+    files = {f for f in listed if _marked(root / f)}
+    files |= {line.split(":", 1)[0] for line in marked.splitlines() if "conflict marker" in line}
+    return sorted(files)
 
 
 def changed_files(wt: Worktree, against: str | None = None) -> list[str]:
     """What the task's branch changed (its diff, as the audit judges it): since it left
     `against` (the loop's branch, whose later work a rework may have merged in), else since it
     was created."""
-    out = _git(
-        wt.path,
-        "diff",
-        *NO_DIFF_PROGRAMS,
-        "--name-only",
-        f"{against}...HEAD" if against else f"{wt.base}..HEAD",
-    ).stdout
-    return sorted(f for f in out.splitlines() if f)
+    with _reading(wt.path) as repo:
+        tip = repo.head.commit
+        bases = repo.merge_base(against, tip) if against else [repo.commit(wt.base)]
+        if not bases:
+            raise GitFailed(f"{wt.branch} and {against} have no commit in common")
+        diffs = bases[0].diff(tip)
+    return sorted({d.b_path or d.a_path or "" for d in diffs} - {""})
 
 
 @dataclass(frozen=True)
@@ -274,10 +311,7 @@ def fast_forward(root: Path, branch: str) -> str:
 
 def merging_branch(root: Path) -> str | None:
     """The commit a merge under way at `root` brings in (MERGE_HEAD), None when none is."""
-    if not _merging(root):
-        return None
-    done = _git(root, "rev-parse", "--verify", "--quiet", "MERGE_HEAD", check=False)
-    return done.stdout.strip() or None if done.returncode == 0 else None
+    return _merge_head(root)
 
 
 def conclude(root: Path, message: str) -> str:
@@ -302,14 +336,20 @@ def take_in(wt: Worktree, loop_branch: str) -> list[str]:
 
 
 def branch_exists(root: Path, branch: str) -> bool:
-    return _git(root, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).returncode == 0
+    with _reading(root) as repo:
+        return Head(repo, f"refs/heads/{branch}").is_valid()
 
 
 def merged(root: Path, branch: str, into: str = "HEAD") -> bool:
     """Is everything on `branch` already in `into` (a merge done before a crash said so)?"""
-    if not branch_exists(root, branch):
-        return False
-    return _git(root, "merge-base", "--is-ancestor", branch, into, check=False).returncode == 0
+    with _reading(root) as repo:
+        head = Head(repo, f"refs/heads/{branch}")
+        if not head.is_valid():
+            return False
+        try:
+            return repo.is_ancestor(head.commit, repo.commit(into))
+        except GitCommandError:
+            return False
 
 
 def remove(root: Path, wt_path: Path, branch: str | None = None) -> None:
@@ -323,10 +363,9 @@ def remove(root: Path, wt_path: Path, branch: str | None = None) -> None:
 
 def branches(root: Path, loop: str) -> list[str]:
     """This loop's task branches."""
-    out = _git(
-        root, "for-each-ref", "--format=%(refname:short)", f"refs/heads/{BRANCH_PREFIX}/{safe_name(loop)}/"
-    )
-    return [line for line in out.stdout.splitlines() if line]
+    prefix = f"{BRANCH_PREFIX}/{safe_name(loop)}/"
+    with _reading(root) as repo:
+        return sorted(h.name for h in repo.branches if h.name.startswith(prefix))
 
 
 def tidy(root: Path, loop: str) -> None:

@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
-from loop.core.model import Aggregate, LoopState, combine, record, replace
+from loop.core.model import Aggregate, LoopState, combine
 from loop.core.timeutil import iso_ms, utcnow
 from loop.sources import claude_tasks, github, prd, task_file, todos
 from loop.sources import graph as graph_source
 from loop.sources.base import disabled
 from loop.store.paths import Workspace
 
-if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
-    from typing import Any
-
 __all__ = ["Aggregate", "SourceConfig", "check_all", "combine"]
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SourceConfig:
     """What to check, as the state file (or the command line) says."""
 
@@ -87,8 +86,6 @@ def _graph_of(state: LoopState) -> Path | None:
     raw = state.extra.get("parallel")
     if raw is None:
         return None
-    import json
-
     try:
         board = json.loads(raw) if isinstance(raw, str) else raw
     except ValueError:

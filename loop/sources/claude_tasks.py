@@ -12,13 +12,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
 from loop.store.safeopen import read_regular
-
-if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
-    from typing import Any
 
 NAME = "claude_tasks"
 MAX_TASK_BYTES = 4 * 1024 * 1024

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections import Counter
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from loop.core.model import field, record, replace
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
+from loop.store.frontmatter import atomic_write
 from loop.store.safeopen import read_regular
 
 NAME = "task_file"
@@ -26,7 +28,7 @@ _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 _STATUS = {" ": "pending", "~": "in_progress", "x": "done", "X": "done", "-": "skipped"}
 
 
-@record
+@dataclass(slots=True)
 class Checklist:
     pending: int = 0
     in_progress: int = 0
@@ -337,26 +339,17 @@ def _line_start(data: bytes, index: int) -> bool:
     return index == 0 or data[index - 1 : index] == b"\n"
 
 
+@dataclass(frozen=True, slots=True)
 class _Parsed:
     """A task file as last parsed: what it held (the bytes, for files up to `KEEP_BYTES`), and
     the `stat` it had when read."""
 
-    __slots__ = ("data", "result", "seen", "settled", "warnings")
-
-    def __init__(
-        self,
-        seen: tuple[int, ...],
-        settled: bool,
-        data: bytes | None,
-        result: Checklist,
-        warnings: tuple[str, ...],
-    ) -> None:
-        self.seen = seen
-        self.settled = settled
-        """Last changed long enough before it was read that any later change has another `stat`."""
-        self.data = data
-        self.result = result
-        self.warnings = warnings
+    seen: tuple[int, ...]
+    settled: bool
+    """Last changed long enough before it was read that any later change has another `stat`."""
+    data: bytes | None
+    result: Checklist
+    warnings: tuple[str, ...]
 
 
 _PARSED: dict[str, _Parsed] = {}
@@ -385,8 +378,6 @@ def _unchanged(path: Path, info: os.stat_result) -> tuple[Checklist, tuple[str, 
 def _remember(
     path: Path, info: os.stat_result, data: bytes, result: Checklist, warnings: tuple[str, ...]
 ) -> None:
-    import time
-
     settled = time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) > SETTLED_NS
     if len(_PARSED) >= KEEP_FILES and str(path) not in _PARSED:
         _PARSED.clear()
@@ -423,8 +414,6 @@ def mark_current(path: Path, mark: str = "-") -> TaskItem | None:
     Returns the item changed, or None when nothing is open. Writes atomically, so the agent
     editing the same file never sees it half-written.
     """
-    from loop.store.frontmatter import atomic_write
-
     text = path.read_text(encoding="utf-8")
     result = parse(text)
     line_no = result.first_in_progress_line or result.first_pending_line

@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from loop.core.errors import LoopdeckError
 from loop.core.scheduler import Task, Update
 from loop.store.frontmatter import atomic_write
@@ -104,12 +106,7 @@ def _load_file(path: Path) -> tuple[Any, list[dict[str, Any]]]:
     except OSError as exc:
         raise GraphError(f"{path}: cannot be read ({exc.strerror})") from None
     try:
-        if _is_yaml(path):
-            import yaml
-
-            doc = yaml.safe_load(text)
-        else:
-            doc = json.loads(text)
+        doc = yaml.safe_load(text) if _is_yaml(path) else json.loads(text)
     except ValueError as exc:  # yaml.YAMLError is a ValueError's cousin: caught below
         raise GraphError(f"{path}: not a task graph ({exc})") from None
     except Exception as exc:
@@ -122,8 +119,6 @@ def _load_file(path: Path) -> tuple[Any, list[dict[str, Any]]]:
 
 def _dump(path: Path, doc: Any) -> None:
     if _is_yaml(path):
-        import yaml
-
         text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
     else:
         text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"

@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, BinaryIO
 
-from loop.core.model import record
 from loop.sources.base import MAX_ITEMS, SourceReport, TaskItem, unavailable
+from loop.store.frontmatter import atomic_write
 from loop.store.safeopen import open_regular
-
-if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
-    from typing import Any, BinaryIO
 
 NAME = "todos"
 NEEDLE = b'"TodoWrite"'
@@ -37,7 +36,7 @@ FIRST_LOOK = 8 * 1024 * 1024
 _STATUS = {"pending": "pending", "in_progress": "in_progress", "completed": "done"}
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Found:
     """The latest TodoWrite list, and where its line starts."""
 
@@ -45,7 +44,7 @@ class Found:
     offset: int | None
 
 
-@record
+@dataclass(slots=True)
 class Scan:
     found: Found
     scanned_to: int
@@ -234,8 +233,6 @@ class Lookup:
     def _save(self, data: dict[str, Any]) -> None:
         if self.cache_path is None:
             return
-        from loop.store.frontmatter import atomic_write
-
         try:
             self.cache_path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(self.cache_path, json.dumps(data, ensure_ascii=False).encode())
@@ -301,8 +298,6 @@ def check(transcript: Path | None, now: str, cache_dir: Path | None) -> SourceRe
 
 def transcript_for(claude_home: Path, cwd: Path, session_id: str) -> Path | None:
     """`~/.claude/projects/<cwd, / and other non-alphanumerics as ->/<session>.jsonl`."""
-    import re
-
     text = str(cwd)
     for folder in (re.sub(r"[^A-Za-z0-9]", "-", text), text.replace("/", "-")):
         candidate = claude_home / "projects" / folder / f"{session_id}.jsonl"

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from loop.store.safeopen import open_regular
 from loop.store.tailread import ReadCounter, lines_backwards
-
-if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
-    from typing import Any
 
 MAX_SCAN_BYTES = 8 * 1024 * 1024
 """How much of the transcript's end is read, at most, looking for the last assistant text,

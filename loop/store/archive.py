@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from loop.core.model import LoopState, same_loop
 from loop.core.redact import redact, redact_obj, target_shown
@@ -18,9 +19,6 @@ from loop.core.timeutil import iso_ms, utcnow
 from loop.store.paths import Workspace, loop_folder_name
 from loop.store.safeopen import make_parents, write_bytes
 from loop.store.state import render
-
-if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
-    from typing import Any
 
 
 def folder_name(started_at: str, loop_id: str = "") -> str:
@@ -146,8 +144,6 @@ def _order(name: str) -> tuple[int, str, int]:
     year, month, day, hour, minute, second, fraction, zone, n = match.groups()
     stamp = f"{year}{month}{day}{hour}{minute}{second}"
     if zone and zone.replace("-", "").replace("+", "").strip("0"):  # not UTC: moved to UTC
-        from datetime import UTC, datetime, timedelta
-
         digits = zone[1:].replace("-", "")
         offset = timedelta(minutes=int(digits[:2]) * 60 + int(digits[2:]))
         try:

@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import math
 import os
+import re
+import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from loop.core.errors import FileProblem
+from loop.store import xdg
+from loop.store.safeopen import read_regular
 
 PROJECT_NAME = ".loopdeck.toml"
 PYPROJECT = "pyproject.toml"
@@ -133,15 +137,11 @@ def user_path(env: Mapping[str, str] | None = None, root: Path | None = None) ->
     and of `$CLAUDE_PROJECT_DIR`, else `~/.config/loopdeck/config.toml`: a repository's
     `.claude/settings.json` can set the variable, never choose the person's file
     (`loop.store.xdg`)."""
-    from loop.store import xdg
-
     return xdg.base("XDG_CONFIG_HOME", ".config", env, root) / "loopdeck" / "config.toml"
 
 
 def _read(path: Path) -> str | None:
     """A file's text, None when there is none; a FIFO, a device or a huge file is refused."""
-    from loop.store.safeopen import read_regular
-
     try:
         data = read_regular(path, MAX_BYTES + 1)
     except FileNotFoundError:
@@ -159,8 +159,6 @@ def _read(path: Path) -> str | None:
 
 
 def _parse(path: Path, text: str) -> dict[str, Any]:
-    import tomllib
-
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -170,8 +168,6 @@ def _parse(path: Path, text: str) -> dict[str, Any]:
 
 
 def _not_toml(path: Path, exc: Exception) -> dict[str, Any]:
-    import re
-
     message = str(exc)
     line = re.search(r"line (\d+)", message)
     raise ConfigError(path, f"not valid TOML ({message})", int(line.group(1)) if line else None) from None

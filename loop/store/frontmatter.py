@@ -1,6 +1,6 @@
 """YAML front matter as loopdeck reads and writes it, and atomic file replacement.
 
-The loop's state is YAML front matter. PyYAML costs the Stop hook ~17 ms to import,
+The loop's state is YAML front matter. PyYAML costs the Stop hook ~11 ms to import,
 and the hook runs on every agent turn, so the flat `key: value` lines loopdeck itself writes are
 read by a fast path whose answers a property test pins to PyYAML's; anything else (hand-edited
 files, nested values, errors with line numbers) goes through PyYAML, imported on first need.
@@ -13,17 +13,15 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
-    from typing import Any
-
+from loop.store.safeopen import open_write
 
 _YAML: dict[str, Any] = {}
 
 
 def yaml_module() -> Any:
-    """PyYAML, imported on first need: it costs the Stop hook ~17 ms, and the hook's state files
+    """PyYAML, imported on first need: it costs the Stop hook ~11 ms, and the hook's state files
     take the fast path (`_fast_front_matter`); hand-edited files and errors come here."""
     if "module" not in _YAML:
         import yaml
@@ -188,8 +186,6 @@ def atomic_write(path: Path, data: bytes, durable: bool = False) -> None:
     is not fsynced: the rename reaches the disk with the file system's next commit, and a crash
     before it leaves the previous state, as a crash just before the write would. Caches skip
     even the one fsync."""
-    from loop.store.safeopen import open_write
-
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     fd = open_write(tmp, os.O_CREAT | os.O_EXCL)  # inside .claude/, never through a symlink
     try:

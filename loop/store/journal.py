@@ -10,22 +10,19 @@ from __future__ import annotations
 
 import json
 import os
+from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, BinaryIO
 
 from loop.core.events import KINDS, message, render_line
 from loop.core.model import JournalEvent as Event
-from loop.core.model import record
 from loop.core.redact import redact_obj
 from loop.core.timeutil import iso_ms, utcnow
 from loop.store.safeopen import append_bytes, open_regular
 from loop.store.tailread import ReadCounter, lines_backwards
-
-if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
-    from collections import deque
-    from typing import Any, BinaryIO
 
 __all__ = [
     "KINDS",
@@ -43,7 +40,7 @@ MAX_LINE_BYTES = 1024 * 1024
 """An event is small; a longer line is garbage (or an attack on the reader's memory)."""
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Problem:
     """A line the reader skipped, and why: shown to people, never raised."""
 
@@ -55,7 +52,7 @@ class Problem:
         return f"byte {self.offset}: {self.reason}" + (f" ({self.excerpt})" if self.excerpt else "")
 
 
-@record
+@dataclass(slots=True)
 class ReadResult:
     events: list[Event]
     problems: list[Problem]
@@ -204,8 +201,6 @@ class Follower:
     shorter is read again from its end; an unfinished last line waits for its newline."""
 
     def __init__(self, path: Path, n: int) -> None:
-        from collections import deque  # not on the Stop hook's path
-
         self.path = path
         self.n = n
         self.events: deque[Event] = deque(maxlen=n)

@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from loop.store.proc import alive
+
 
 class LockTimeoutError(Exception):
     pass
@@ -100,6 +102,4 @@ def _holder(fd: int) -> int | None:
 
 
 def _dead(pid: int) -> bool:
-    from loop.store.proc import alive
-
     return alive(pid) is False

@@ -7,9 +7,9 @@ line (`.claude/*.local.*`, `.claude/orchestrator-loop.*`) keeps them out of comm
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
-
-from loop.core.model import record
 
 STATE_NAME = "orchestrator-loop.local.md"
 BACKUP_NAME = STATE_NAME + ".bak"
@@ -22,7 +22,7 @@ LOCK_NAME = "orchestrator-loop.lock"
 RALPH_NAME = "ralph-loop.local.md"
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Workspace:
     """A project folder and the paths of loopdeck's files inside it."""
 
@@ -82,8 +82,6 @@ def loop_folder_name(started_at: str, loop_id: str = "") -> str:
     characters a file name may hold, then its id (`2026-01-09T10-30-00+00-00-1f2e3d4c5b6a`):
     two loops started in the same second get two folders. A loop without an id (its state
     written before loops had one) keeps the name it always had."""
-    import re
-
     name = re.sub(r"[^0-9A-Za-z.+-]", "-", started_at or "unknown").strip("-") or "unknown"
     ident = re.sub(r"[^0-9A-Za-z]", "", loop_id)[:64]
     return f"{name}-{ident}" if ident else name

@@ -21,13 +21,11 @@ import errno
 import fcntl
 import os
 import stat
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import BinaryIO
 
 from loop.core.errors import LoopdeckError
-
-if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
-    from typing import BinaryIO
 
 CLAUDE_DIR = ".claude"
 
@@ -208,8 +206,6 @@ def _lock_briefly(fd: int) -> None:
     a write in progress without its newline yet, and would start a line that needs no start.
     Best effort: a holder stuck past APPEND_LOCK_WAIT, or a file system without locks, costs at
     worst an empty line, which readers skip."""
-    import time
-
     deadline = time.monotonic() + APPEND_LOCK_WAIT
     while True:
         try:

@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
-
-from loop.core.model import record
-
-if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
-    from typing import BinaryIO
+from dataclasses import dataclass
+from typing import BinaryIO
 
 BLOCK = 64 * 1024
 
 
-@record
+@dataclass(slots=True)
 class ReadCounter:
     """How many bytes a backwards scan pulled from disk, so benches and tests can prove the
     scan stayed near the end."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -74,8 +75,6 @@ def usable(
 def agent_folders(env: Mapping[str, str] | None = None) -> list[str]:
     """`AGENT_FOLDERS` under the home folder (the password database's and `$HOME`), real paths:
     what an agent may have written is nobody's configuration or trust folder."""
-    import pwd
-
     env = os.environ if env is None else env
     homes = {env.get("HOME", "")}
     with contextlib.suppress(KeyError):

@@ -52,6 +52,7 @@ from loop.temporal.protocol import (
     TurnOutput,
     task_json,
 )
+from loop.verify.suite import run_all
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 TEXT_CHARS = 4000
@@ -349,21 +350,24 @@ class Activities:
             outcome = worktrees.merge(path, task_sha, inp.message)
             if not outcome.merged:
                 return MergeOutput(False, conflicts=list(outcome.conflicts), hunks=self.scrub(outcome.hunks))
-            for command in inp.verify:
+            checks: list[verify.Check] = []
+            for command in inp.verify:  # every command allowed before any runs
                 try:
-                    check = verify.check(
-                        command, self.allowed(inp.verify_allow), cwd=path, **self.own_allowlist()
+                    checks.append(
+                        verify.check(
+                            command, self.allowed(inp.verify_allow), cwd=path, **self.own_allowlist()
+                        )
                     )
                 except verify.CommandRefused as exc:
                     worktrees.abandon(path)
                     return MergeOutput(
                         False, problem=self.scrub(self.refused(exc, command, inp.verify_allow))
                     )
-                result = verify.run(check, path, interrupted=_cancelled, sandbox=self.boxed(path, repo))
-                if not result.passed:
-                    worktrees.abandon(path)
-                    tail = self.scrub(result.tail)[-TEXT_CHARS:]
-                    return MergeOutput(False, failure=f"$ {command} (exit {result.exit_code})\n{tail}")
+            verdict = run_all(checks, path, interrupted=_cancelled, sandbox=self.boxed(path, repo))
+            if not verdict.passed:
+                worktrees.abandon(path)
+                failures = verdict.failures or ("the checks were cancelled",)
+                return MergeOutput(False, failure="\n\n".join(_clip(self.scrub(f)) for f in failures))
             sha = worktrees.conclude(path, inp.message)
             if git.push(path, inp.remote, sha, inp.loop_branch, loop_sha):
                 touched = bool(inp.graph) and bool(
@@ -455,6 +459,13 @@ def _last_line(log: Path) -> str:
     except OSError:
         return ""
     return lines[-1][-300:] if lines else ""
+
+
+def _clip(failure: str) -> str:
+    """One failed check for the workflow's history: its command and exit status, and the last
+    of its output."""
+    lines = failure.split("\n", 2)  # `$ command`, `(exit N)`, the output
+    return "\n".join([*lines[:2], *(output[-TEXT_CHARS:] for output in lines[2:])])
 
 
 def _cancelled() -> bool:

@@ -9,20 +9,36 @@ the SDK. Errors are one line (`LoopdeckError`), as everywhere.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hashlib
 import json
 import os
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from loop import agents, verify
 from loop.core.errors import LoopdeckError
+from loop.core.events import render_line
+from loop.core.redact import redact
+from loop.core.scheduler import MAX_WORKERS, WORKTREE, Board, keep
+from loop.core.timeutil import iso_s, utcnow
+from loop.drivers.start import Request, new_state
+from loop.processes import agent, sandbox
+from loop.repo import worktrees
 from loop.repo.gitargv import git_argv
+from loop.repo.worktrees import safe_name
+from loop.sources import taskgraph
+from loop.store import config
 from loop.store.paths import Workspace
 from loop.temporal import client as tc
+from loop.temporal import dev as tdev
+from loop.temporal import protocol, view
 from loop.temporal import remote as git
+from loop.temporal import worker as tworker
 from loop.temporal.protocol import LoopSpec
+from loop.trust.person import refuse_inside_agent
 
 FOLLOW_EVERY_S = 1.0
 
@@ -95,14 +111,10 @@ def steer(kind: str, args: argparse.Namespace, ws: Workspace | None, value: int 
 
 
 async def _sleep(seconds: float) -> None:
-    import asyncio
-
     await asyncio.sleep(seconds)
 
 
 def status(args: argparse.Namespace, ws: Workspace | None) -> int:
-    from loop.temporal import view
-
     target, workflow_id = _which(args, ws)
 
     async def work() -> dict[str, Any]:
@@ -124,9 +136,6 @@ def status(args: argparse.Namespace, ws: Workspace | None) -> int:
 
 
 def log(args: argparse.Namespace, ws: Workspace | None) -> int:
-    from loop.core.events import render_line
-    from loop.temporal import view
-
     target, workflow_id = _which(args, ws)
     if getattr(args, "follow", False):
         return follow(target, workflow_id)
@@ -157,8 +166,6 @@ def _git_out(root: Path, *args: str) -> str:
 
 def workflow_id(root: Path, remote: str, graph: str, started_at: str) -> str:
     """One loop's id: the repository, its graph and its start."""
-    from loop.repo.worktrees import safe_name
-
     digest = hashlib.sha256(f"{remote}\0{graph}\0{started_at}".encode()).hexdigest()[:12]
     return f"loopdeck-{safe_name(root.name)[:30]}-{digest}"
 
@@ -166,132 +173,23 @@ def workflow_id(root: Path, remote: str, graph: str, started_at: str) -> str:
 def run(args: argparse.Namespace, ws: Workspace, limits: dict[str, int] | None = None) -> int:
     """`loopdeck run --engine temporal`: start the loop's workflow (or attach to it), then
     follow its journal until it ends (`--detach`: return at once)."""
-    from loop import verify
-    from loop.core.model import LoopState
-    from loop.core.scheduler import MAX_WORKERS, WORKTREE, Board, keep
-    from loop.core.timeutil import iso_s, utcnow
-    from loop.processes import agent
-    from loop.repo import worktrees
-    from loop.sources import taskgraph
-    from loop.temporal import protocol
-    from loop.trust.person import refuse_inside_agent
-
     # Other machines run what this loop names: starting one is a person's act, never an agent's.
     refuse_inside_agent("`run --engine temporal` (a loop whose commands run on other machines)")
-    if not args.workers or not 1 <= args.workers <= MAX_WORKERS:
-        raise LoopdeckError(
-            f"--engine temporal needs --workers N (1 to {MAX_WORKERS}): how many turns at once"
-        )
-    if args.audit_agent:
-        raise LoopdeckError("--audit-agent is not available with --engine temporal yet; give --audit CMD")
-    if args.fallback_agent:
-        raise LoopdeckError("--fallback-agent is not available with --engine temporal")
+    _check_run_options(args)
     root = ws.root
-    if not worktrees.is_repo(root):
-        raise LoopdeckError(
-            f"--engine temporal needs a git repository with a shared remote; {root} is not one"
-        )
-    branch = worktrees.current_branch(root)
-    if branch is None:
-        raise LoopdeckError(f"{root} is on a detached HEAD: check out the branch the tasks should merge into")
-    remote = args.remote or _git_out(root, "remote", "get-url", "origin")
-    problem = git.remote_problem(remote)
-    if problem is not None:
-        raise LoopdeckError(f"{problem} (--remote URL, or the remote origin of {root})")
-    if git.has_credentials(remote):
-        raise LoopdeckError(
-            "the remote's URL holds a password or token, which would travel to every worker in the "
-            "loop's history; give each worker machine its own git credentials (a credential helper) "
-            "and a URL without them (--remote URL)"
-        )
-    graph_arg = args.graph or args.task_list
-    if not graph_arg:
-        raise LoopdeckError("--engine temporal needs a task graph: --graph PATH (folder or .json/.yaml)")
-    graph = Path(str(graph_arg)).expanduser()
-    graph = (graph if graph.is_absolute() else Path.cwd() / graph).resolve()
-    tasks = taskgraph.read(graph)
-    rel = ""
-    if graph.is_relative_to(root.resolve()):
-        candidate = str(graph.relative_to(root.resolve()))
-        tracked = subprocess.run(
-            git_argv("ls-files", "--error-unmatch", "--", candidate, literal=True),
-            cwd=root,
-            capture_output=True,
-            check=False,
-        )
-        rel = candidate if tracked.returncode == 0 else ""
+    branch, remote = _repository(args, root)
+    graph, rel, tasks = _graph(args, root)
     for command in [*(args.verify or []), *([args.audit] if args.audit else [])]:
         verify.check(command, args.verify_allow or (), cwd=root)  # refused here, not on each worker
-    agent_cmd = args.agent or agent.DEFAULT_AGENT
-    from loop import agents
-
-    agent_cmd = agents.resolve(agent_cmd, args.agent_format).command
+    agent_cmd = agents.resolve(args.agent or agent.DEFAULT_AGENT, args.agent_format).command
     try:
         agent.check_template(agent_cmd)
     except agent.AgentCommandRefused as exc:
         raise LoopdeckError(str(exc)) from None
-    rec = recorded(ws)
     target = target_of(args, None)
-    attach = rec is not None and rec.get("address") == target.address and bool(rec.get("workflow_id"))
-    if attach and rec is not None:
-        recorded_id = str(rec["workflow_id"])
-
-        async def still_running() -> bool:
-            return await tc.running(await tc.connect(target), recorded_id)
-
-        attach = tc.call(still_running)
-    if attach and rec is not None:
-        started_at, wf_id = str(rec["started_at"]), str(rec["workflow_id"])
-    else:
-        # A new loop (none recorded, or the recorded one ended): its own start, id and branch
-        # names, so no task branch or turn record of an earlier loop is taken for its work; the
-        # loop's branch pushed first, where every worker starts from.
-        started_at = iso_s(utcnow())
-        wf_id = workflow_id(root, remote, rel or str(graph), started_at)
-        publish(root, remote, branch)
-    from loop.core.redact import redact
-
-    # The workflow's input is kept in the server's history and reaches every worker: a token
-    # pasted into the prompt belongs in the agents' environment, not there.
-    prompt = redact(" ".join(args.prompt).strip() or "Work through the task graph")
-    state = LoopState.new(
-        prompt,
-        max_iterations=args.max_iterations if args.max_iterations is not None else 100,
-        check_tasks=False,
-        check_github=False,
-        verify=list(args.verify or []),
-        limits=dict(limits or {}),
-        started_at=started_at,
-        driver="temporal",
-    )
-    if args.verify_allow:
-        state.extra["verify_allow"] = list(args.verify_allow)
-    loop_name = worktrees.loop_id(started_at)
-    board = Board(
-        graph=rel or str(graph),
-        capacity=args.workers,
-        audit=args.audit,
-        isolation=WORKTREE,
-        loop_branch=branch,
-        strategy="merge",
-    )
-    spec = LoopSpec(
-        workflow_id=wf_id,
-        state=protocol.state_json(keep(state, board)),
-        tasks=[protocol.task_json(t) for t in tasks],
-        remote=remote,
-        loop_branch=branch,
-        loop_name=loop_name,
-        graph=rel,
-        agent=agent_cmd,
-        agent_format=args.agent_format,
-        task_queue=target.task_queue,
-        turn_timeout_s=float(args.iteration_timeout or 1800.0),
-        heartbeat_timeout_s=float(getattr(args, "heartbeat_timeout", None) or 30.0),
-        audit=args.audit,
-        verify_allow=list(args.verify_allow or []),
-        idle_s=float(getattr(args, "idle", None) or 10.0),
-    )
+    started_at, wf_id = _workflow(ws, target, root, remote, rel or str(graph), branch)
+    place = _Place(remote, branch, rel or str(graph), rel, started_at, wf_id, agent_cmd)
+    spec = _spec(args, limits, target, tasks, place)
 
     async def begin() -> bool:
         client = await tc.connect(target)
@@ -311,6 +209,149 @@ def run(args: argparse.Namespace, ws: Workspace, limits: dict[str, int] | None =
     if getattr(args, "detach", False):
         return 0
     return follow(target, wf_id)
+
+
+def _check_run_options(args: argparse.Namespace) -> None:
+    if not args.workers or not 1 <= args.workers <= MAX_WORKERS:
+        raise LoopdeckError(
+            f"--engine temporal needs --workers N (1 to {MAX_WORKERS}): how many turns at once"
+        )
+    if args.audit_agent:
+        raise LoopdeckError("--audit-agent is not available with --engine temporal yet; give --audit CMD")
+    if args.fallback_agent:
+        raise LoopdeckError("--fallback-agent is not available with --engine temporal")
+
+
+def _repository(args: argparse.Namespace, root: Path) -> tuple[str, str]:
+    """The branch the tasks merge into and the shared remote every worker clones."""
+    if not worktrees.is_repo(root):
+        raise LoopdeckError(
+            f"--engine temporal needs a git repository with a shared remote; {root} is not one"
+        )
+    branch = worktrees.current_branch(root)
+    if branch is None:
+        raise LoopdeckError(f"{root} is on a detached HEAD: check out the branch the tasks should merge into")
+    remote = args.remote or _git_out(root, "remote", "get-url", "origin")
+    problem = git.remote_problem(remote)
+    if problem is not None:
+        raise LoopdeckError(f"{problem} (--remote URL, or the remote origin of {root})")
+    if git.has_credentials(remote):
+        raise LoopdeckError(
+            "the remote's URL holds a password or token, which would travel to every worker in the "
+            "loop's history; give each worker machine its own git credentials (a credential helper) "
+            "and a URL without them (--remote URL)"
+        )
+    return branch, remote
+
+
+def _graph(args: argparse.Namespace, root: Path) -> tuple[Path, str, list[Any]]:
+    """The task graph, its path inside the repository when git tracks it there (the workers
+    read it from their clone), else "", and its tasks."""
+    graph_arg = args.graph or args.task_list
+    if not graph_arg:
+        raise LoopdeckError("--engine temporal needs a task graph: --graph PATH (folder or .json/.yaml)")
+    graph = Path(str(graph_arg)).expanduser()
+    graph = (graph if graph.is_absolute() else Path.cwd() / graph).resolve()
+    tasks = taskgraph.read(graph)
+    rel = ""
+    if graph.is_relative_to(root.resolve()):
+        candidate = str(graph.relative_to(root.resolve()))
+        tracked = subprocess.run(
+            git_argv("ls-files", "--error-unmatch", "--", candidate, literal=True),
+            cwd=root,
+            capture_output=True,
+            check=False,
+        )
+        rel = candidate if tracked.returncode == 0 else ""
+    return graph, rel, tasks
+
+
+def _workflow(
+    ws: Workspace, target: tc.Target, root: Path, remote: str, graph: str, branch: str
+) -> tuple[str, str]:
+    """The loop's start and workflow id: the recorded loop's while it still runs on that
+    server, else a new loop's."""
+    rec = recorded(ws)
+    attach = rec is not None and rec.get("address") == target.address and bool(rec.get("workflow_id"))
+    if attach and rec is not None:
+        recorded_id = str(rec["workflow_id"])
+
+        async def still_running() -> bool:
+            return await tc.running(await tc.connect(target), recorded_id)
+
+        attach = tc.call(still_running)
+    if attach and rec is not None:
+        return str(rec["started_at"]), str(rec["workflow_id"])
+    # A new loop (none recorded, or the recorded one ended): its own start, id and branch
+    # names, so no task branch or turn record of an earlier loop is taken for its work; the
+    # loop's branch pushed first, where every worker starts from.
+    started_at = iso_s(utcnow())
+    wf_id = workflow_id(root, remote, graph, started_at)
+    publish(root, remote, branch)
+    return started_at, wf_id
+
+
+class _Place(NamedTuple):
+    """Where a new loop on Temporal runs: settled by `run` before its workflow input is made."""
+
+    remote: str
+    branch: str
+    graph: str
+    """The graph as the board records it."""
+    rel: str
+    """The graph's path in the repository, "" when git does not track it there."""
+    started_at: str
+    workflow_id: str
+    agent: str
+
+
+def _spec(
+    args: argparse.Namespace,
+    limits: dict[str, int] | None,
+    target: tc.Target,
+    tasks: list[Any],
+    place: _Place,
+) -> LoopSpec:
+    """The workflow's input: the new loop's state (made as every driver's is), its graph, and
+    what each turn needs."""
+    # The workflow's input is kept in the server's history and reaches every worker: a token
+    # pasted into the prompt belongs in the agents' environment, not there.
+    prompt = redact(" ".join(args.prompt).strip() or "Work through the task graph")
+    request = Request(
+        prompt,
+        max_iterations=args.max_iterations if args.max_iterations is not None else 100,
+        check_tasks=False,
+        check_github=False,
+        verify=list(args.verify or []),
+        verify_allow=list(args.verify_allow or []),
+        limits=dict(limits or {}),
+    )
+    state = new_state(request, started_at=place.started_at, driver="temporal")
+    board = Board(
+        graph=place.graph,
+        capacity=args.workers,
+        audit=args.audit,
+        isolation=WORKTREE,
+        loop_branch=place.branch,
+        strategy="merge",
+    )
+    return LoopSpec(
+        workflow_id=place.workflow_id,
+        state=protocol.state_json(keep(state, board)),
+        tasks=[protocol.task_json(t) for t in tasks],
+        remote=place.remote,
+        loop_branch=place.branch,
+        loop_name=worktrees.loop_id(place.started_at),
+        graph=place.rel,
+        agent=place.agent,
+        agent_format=args.agent_format,
+        task_queue=target.task_queue,
+        turn_timeout_s=float(args.iteration_timeout or 1800.0),
+        heartbeat_timeout_s=float(getattr(args, "heartbeat_timeout", None) or 30.0),
+        audit=args.audit,
+        verify_allow=list(args.verify_allow or []),
+        idle_s=float(getattr(args, "idle", None) or 10.0),
+    )
 
 
 def publish(root: Path, remote: str, branch: str) -> None:
@@ -335,12 +376,8 @@ def publish(root: Path, remote: str, branch: str) -> None:
 
 def follow(target: tc.Target, wf_id: str) -> int:
     """Print the loop's journal as it grows, until the loop ends; Ctrl+C leaves it running."""
-    from loop.core.events import render_line
-    from loop.temporal import view
 
     async def work() -> int:
-        import asyncio
-
         client = await tc.connect(target)
         seen = 0
         while True:
@@ -369,17 +406,12 @@ def follow(target: tc.Target, wf_id: str) -> int:
 
 
 def worker(args: argparse.Namespace) -> int:
-    from loop import agents
-    from loop.temporal import worker as tworker
-
     if args.concurrency < 1:
         raise LoopdeckError("--concurrency takes 1 or more")
     if args.max_turns is not None and args.max_turns < 1:
         raise LoopdeckError("--max-turns takes 1 or more")
     if not args.heartbeat > 0:
         raise LoopdeckError(f"--heartbeat takes a number of seconds above 0, not {args.heartbeat}")
-    from loop.processes import sandbox
-    from loop.store import config
 
     chosen = tuple(agents.resolve(a, None).command for a in args.agent or ())
     saved = config.read_user().values
@@ -400,8 +432,6 @@ def worker(args: argparse.Namespace) -> int:
 
 
 def dev(args: argparse.Namespace) -> int:
-    from loop.temporal import dev as tdev
-
     db = Path(args.db_filename).expanduser().resolve()
     db.parent.mkdir(parents=True, exist_ok=True)
     argv = tdev.argv(db, args.port, args.ip, ui=args.ui)

@@ -154,7 +154,7 @@ class LoopWorkflow:
             self.merge_next()
             state = self.state
             assert state is not None
-            if state.status == "running" and (changed or not self.turns):
+            if scheduler.cycle_due(state, changed, idle=not self.turns):
                 step = self.apply(rules.cycle(state, self.known_tasks(), self.now(), self.sources()))
                 if step.effects.archive is not None:
                     self.end("completed", str(step.effects.archive.get("reason", "completed")), step)
@@ -373,15 +373,15 @@ class LoopWorkflow:
     def start_audit(self, worker: Worker, changed: list[str]) -> None:
         spec, state = self.spec, self.state
         assert spec is not None and state is not None
-        board = scheduler.board_of(state)
-        if not board.audit or worker.branch is None:
+        command = scheduler.audit_for(scheduler.board_of(state))
+        if command is None or worker.branch is None:  # no audit configured: approved as it is
             self.apply(rules.audited(state, worker.name, True, "", self.now()))
             return
         audit = AuditInput(
             remote=spec.remote,
             loop_branch=spec.loop_branch,
             branch=worker.branch,
-            command=board.audit,
+            command=command,
             allow=list(spec.verify_allow),
             worker=worker.name,
             task=worker.task,
@@ -425,12 +425,7 @@ class LoopWorkflow:
         branch on the remote by whichever worker takes it."""
         spec, state = self.spec, self.state
         assert spec is not None and state is not None
-        if self.merging is not None or state.status not in ("running", "paused"):
-            return
-        board = scheduler.board_of(state)
-        if not board.queue:
-            return
-        worker = board.worker(board.queue[0])
+        worker = scheduler.next_merge(state) if self.merging is None else None
         if worker is None or worker.branch is None:
             return
         self.merging = worker.name

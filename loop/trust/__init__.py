@@ -24,15 +24,18 @@ from __future__ import annotations
 import functools
 import json
 import os
+import pwd
+import stat
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from loop.core.model import LoopState
+from loop.core.redact import redact
+from loop.core.timeutil import iso_s, utcnow
+from loop.store import xdg
 from loop.store.paths import Workspace
-
-if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
-    from typing import Any
+from loop.store.safeopen import read_regular
 
 HOME_ENV = "LOOPDECK_TRUST_HOME"
 """A folder for the records instead of the home folder's (tests, sandboxes). Honoured only when
@@ -87,8 +90,6 @@ def pinned(state: LoopState) -> dict[str, Any]:
 def _redacted(prompt: str) -> str:
     """The prompt as the record keeps it: redacted, so a token pasted into it is never written
     to the trust folder, and a state that keeps the prompt redacted still matches its record."""
-    from loop.core.redact import redact
-
     return redact(prompt)
 
 
@@ -112,16 +113,12 @@ def _own_folder(path: str, workspace: Path | None) -> bool:
         info = os.stat(path)
     except (OSError, ValueError):
         return False
-    import stat
-
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
         return False
     if workspace is not None:
         real, root = os.path.realpath(path), os.path.realpath(workspace)
         if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
             return False
-    from loop.store import xdg
-
     # Not inside the workspace's repository either, nor `$CLAUDE_PROJECT_DIR`'s: a committed
     # `.claude/settings.json` (of any folder of it) can set the variable for the hooks.
     return xdg.usable(path, workspace)
@@ -146,10 +143,8 @@ def _user_home(uid: int) -> str:
     """The user's home folder, from the password database (looked up once: a lookup reads
     /etc/passwd)."""
     try:
-        import pwd
-
         return pwd.getpwuid(uid).pw_dir
-    except (ImportError, KeyError):  # no password entry (some containers): the home we are given
+    except KeyError:  # no password entry (some containers): the home we are given
         return os.path.expanduser("~")
 
 
@@ -159,7 +154,7 @@ def _key(root: str) -> str:
     name = "".join(c if c.isalnum() or c in "-_." else f"%{ord(c):02X}" for c in root)
     if len(name.encode("utf-8", "surrogateescape")) <= 200:
         return name
-    import hashlib
+    import hashlib  # ~3 ms (`-X importtime`): only a path too long for a file name pays it
 
     return "sha256-" + hashlib.sha256(root.encode("utf-8", "surrogateescape")).hexdigest()
 
@@ -176,8 +171,6 @@ def _record_path(ws: Workspace) -> Path:
 def _read(path: str) -> dict[str, Any] | None:
     """A record, None when there is none or it is no JSON object. Read to its size, under a
     limit: a read of the limit itself allocated 4 MB on every snapshot."""
-    from loop.store.safeopen import read_regular
-
     try:
         record = json.loads(read_regular(path, MAX_RECORD_BYTES))
     except (OSError, ValueError):
@@ -245,8 +238,6 @@ def confirmed(ws: Workspace, state: LoopState) -> bool:
 
 def record(ws: Workspace, state: LoopState, by: str) -> None:
     """Remember that a person on this machine confirmed this loop's values (`by`: how)."""
-    from loop.core.timeutil import iso_s, utcnow
-
     path = _record_path(ws)
     data = {"workspace": str(ws.root), "by": by, "at": iso_s(utcnow()), "pinned": pinned(state)}
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -292,8 +283,6 @@ def config_unconfirmed(ws: Workspace, values: dict[str, Any]) -> list[str]:
 def record_config(ws: Workspace, values: dict[str, Any], by: str) -> None:
     """Remember that a person here confirmed these values of the workspace's configuration
     file (`by`: how); the values confirmed before for other keys are kept."""
-    from loop.core.timeutil import iso_s, utcnow
-
     path = _config_record_path(ws)
     old = _read(str(path))
     kept: dict[str, Any] = {}

@@ -13,6 +13,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from loop import trust
+from loop.trust.person import agent_session
+
 KEY_NAME = "control.key"
 """The key's file in the trust folder. Records there are named from a workspace's absolute path,
 escaped (`%2F…`), so no record can take this name."""
@@ -20,8 +23,6 @@ KEY_BYTES = 32
 
 
 def path(workspace: Path | None = None) -> Path:
-    from loop import trust
-
     return trust.home(workspace) / KEY_NAME
 
 
@@ -68,8 +69,6 @@ def for_person(workspace: Path | None = None) -> bytes | None:
     """The key to sign a command with, or None when this process runs inside an agent's session
     (its environment or an ancestor's carries an agent's or a loopdeck run's marks): such a
     line is queued unsigned, and only a pause of it is applied."""
-    from loop.trust.person import agent_session
-
     if agent_session() is not None:
         return None
     return load(workspace, create=True)

@@ -28,6 +28,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from loop.core.errors import LoopdeckError
+
 AGENT_MARKERS: dict[str, str] = {
     "CLAUDECODE": "Claude Code's session",
     "GEMINI_CLI": "Gemini CLI's session",
@@ -57,7 +59,7 @@ def _marked(env: Mapping[str, str]) -> str | None:
 def _ancestors() -> list[tuple[int, str, dict[str, str] | None]]:
     """(pid, program name, environment or None) of every ancestor, nearest first."""
     try:
-        import psutil
+        import psutil  # ~15 ms (`-X importtime`): asked when a command is signed, never on a Stop
     except ImportError:  # pragma: no cover - a dependency; without it, the environment decides
         return []
     found: list[tuple[int, str, dict[str, str] | None]] = []
@@ -131,8 +133,6 @@ def refuse_inside_agent(what: str, env: Mapping[str, str] | None = None) -> None
     """Raise a one-line refusal when `what` (a verb, an option) runs inside an agent's session."""
     why = agent_session(env)
     if why is not None:
-        from loop.core.errors import LoopdeckError
-
         raise LoopdeckError(
             f"{what} is for a person, and this runs inside {why}; run it in a terminal of your own"
         )

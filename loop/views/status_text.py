@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from loop.core.policy import named
 from loop.store.paths import Workspace
 
 
@@ -34,7 +35,7 @@ def render(ws: Workspace) -> tuple[int, list[str], list[str]]:
     if loop.pid is not None:
         driver += f", pid {loop.pid} " + ("alive" if loop.alive else "not running")
     unled = loop.status in ("running", "initializing", "paused") and loop.alive is not True
-    if loop.driver == "runner" and unled:
+    if not named(loop.driver).in_session and unled:
         # Nobody drives it (a runner killed, or killed before it took the loop): say what does.
         driver += ("" if loop.pid is not None else ", no runner") + "; `loopdeck resume` restarts it"
     rows = [
@@ -91,9 +92,9 @@ def _queued(pending: Sequence[Any], loop: Any) -> list[tuple[str, str]]:
     loop nobody drives sees the answer waits, and what delivers it."""
     if not pending:
         return []
-    if loop.driver == "runner" and loop.alive is True:
+    if not named(loop.driver).in_session and loop.alive is True:
         when = "the runner applies it within a second"
-    elif loop.driver == "runner":
+    elif not named(loop.driver).in_session:
         when = "applies when a runner drives the loop again (`loopdeck resume` restarts it)"
     else:
         when = "applies at the agent's next Stop"

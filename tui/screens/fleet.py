@@ -67,15 +67,19 @@ class FleetTable(DataTable[str]):
     BINDINGS = actions.bindings("fleet", only={"select_cursor"})
 
 
-class FleetScreen(ModalScreen[None]):
+class FleetBase(ModalScreen[None]):
+    """What the folder fleet and a Temporal server's fleet share: their look and their keys."""
+
     DEFAULT_CSS = """
-    FleetScreen { background: $background; align: left top; }
-    FleetScreen #fleet-bar { height: 1; padding: 0 1; background: $panel; text-style: bold; }
-    FleetScreen #fleet-bar.-attention { background: $warning 50%; }
-    FleetScreen DataTable { height: 1fr; }
+    FleetBase { background: $background; align: left top; }
+    FleetBase #fleet-bar { height: 1; padding: 0 1; background: $panel; text-style: bold; }
+    FleetBase #fleet-bar.-attention { background: $warning 50%; }
+    FleetBase DataTable { height: 1fr; }
     """
     BINDINGS = actions.bindings("fleet", skip={"select_cursor"})
 
+
+class FleetScreen(FleetBase):
     class Open(Message):
         """A person chose a loop: the app shows its monitor."""
 

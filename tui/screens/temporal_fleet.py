@@ -14,12 +14,11 @@ from typing import TYPE_CHECKING, Any
 from textual import work
 from textual.app import ComposeResult
 from textual.message import Message
-from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from loop.core.timeutil import utcnow
 from loop.views.fleet import FleetRow, sort_rows
-from tui import actions
+from tui.screens.fleet import FleetBase, FleetTable
 from tui.widgets.common import ago
 from tui.widgets.footer import Footer
 
@@ -38,22 +37,12 @@ COLUMNS = (
 )
 
 
-class TemporalFleetTable(DataTable[str]):
-    """The server's loops; Enter opens the one under the cursor (the folder fleet's keys)."""
-
-    BINDINGS = actions.bindings("fleet", only={"select_cursor"})
-
-
-class TemporalFleetScreen(ModalScreen[None]):
-    DEFAULT_CSS = """
-    TemporalFleetScreen { background: $background; align: left top; }
-    TemporalFleetScreen #fleet-bar { height: 1; padding: 0 1; background: $panel; text-style: bold; }
-    TemporalFleetScreen #fleet-bar.-attention { background: $warning 50%; }
-    TemporalFleetScreen DataTable { height: 1fr; }
-    """
-    BINDINGS = actions.bindings("fleet", skip={"select_cursor"})
+class TemporalFleetScreen(FleetBase):
+    """A Temporal server's loops, a row each; Enter opens the one under the cursor."""
 
     class Open(Message):
+        """A person chose a loop: the app shows its monitor."""
+
         def __init__(self, workflow_id: str) -> None:
             super().__init__()
             self.workflow_id = workflow_id
@@ -76,7 +65,7 @@ class TemporalFleetScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-bar", markup=False)
-        table = TemporalFleetTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
+        table = FleetTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
         for label, width in COLUMNS:
             table.add_column(label, width=width, key=label)
         yield table

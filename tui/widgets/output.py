@@ -10,8 +10,8 @@ The panel follows the loop's snapshots: each one that comes (the app reads one w
 loop's files change) may move it to another file (a new iteration's log) and takes the lines
 added since the last look along, so that an iteration's journal lines and output lines are drawn
 in one frame. Between snapshots (an agent talking for minutes), the panel's own watch on the
-file (inotify, read by the event loop: nothing runs while the agent is silent; a clock looking
-every 0.1 s where inotify cannot be had) tells it the file grew; lines it finds wait a moment
+file (watchfiles, on the file's folder; a clock looking every 0.1 s where the folder cannot be
+watched) tells it the file grew; lines it finds wait a moment
 (`HOLD_S`) for the snapshot that usually follows them (the agent done, the runner journaling)
 before they are drawn on their own. Only the bytes added since the last look are read, from the
 end: a transcript of hundreds of MB costs what its last lines cost. A look reads at most
@@ -39,8 +39,11 @@ from textual.timer import Timer
 from textual.widgets import RichLog
 from textual.worker import Worker
 
+from loop.agents import live_line
 from loop.store.paths import Workspace
+from loop.store.state import StateStore
 from loop.views.snapshot import Snapshot
+from tui.watch import OUTPUT_STEP_MS, changes
 from tui.widgets.clocks import Clocks
 from tui.widgets.common import set_border
 from tui.widgets.search import SearchInput
@@ -112,8 +115,6 @@ def followed(workspace: Workspace, snapshot: Snapshot | None, worker: str | None
         if newest is None:
             return None
         return Followed(newest, "iteration log", agent if isinstance(agent, str) else None)
-    from loop.store.state import StateStore
-
     try:
         state = StateStore(workspace).read()
     except Exception:  # a corrupt state is the error panel's to show, not this one's
@@ -165,8 +166,6 @@ def render_line(line: str, agent: str | None = None) -> list[Text]:
     """One line of a log or a transcript, as the lines a person reads (none for noise): read by
     the adapter of the CLI that printed it (`agent`, the iteration's, first), so Claude Code's,
     Codex's, Gemini's and OpenCode's JSON show as the agent's words and its tool calls."""
-    from loop.agents import live_line
-
     if not line.strip():
         return []
     shown = live_line(line.rstrip("\n"), agent)
@@ -252,7 +251,7 @@ class OutputPanel(Vertical):
         """The panel's clock where the file cannot be watched (started then, stopped with the
         panel), paused while nothing is followed."""
         self.watching = False
-        """Whether the file followed is watched (inotify) rather than looked at on a clock."""
+        """Whether the file followed is watched rather than looked at on a clock."""
         self.drawn_width = 0
         """The width the lines were wrapped at."""
         self.switched_at = 0.0
@@ -276,18 +275,14 @@ class OutputPanel(Vertical):
         yield TailLog(id="output-lines", wrap=True, max_lines=KEEP_LINES, auto_scroll=True)
 
     def on_mount(self) -> None:
-        from tui import inotify
-
         self.border_title = "Output"
         self.clocks = Clocks()
-        self.watching = inotify.available()
-        if not self.watching:
-            self.follow_by_clock()
+        self.watching = True
         self.watch_target(self.target)
 
     def follow_by_clock(self) -> None:
-        """No inotify (or no watch to be had): the file is looked at on a clock, every `TICK_S`
-        while it grows, once a second while it is silent."""
+        """No watch to be had (no folder, no inotify watches left): the file is looked at on a
+        clock, every `TICK_S` while it grows, once a second while it is silent."""
         self.watching = False
         if self.ticker is None:
             self.ticker = self.clocks.every(self, TICK_S, self.tick, wanted=lambda: self.target is not None)
@@ -295,20 +290,16 @@ class OutputPanel(Vertical):
 
     @work(exclusive=True, group="output-watch", exit_on_error=False)
     async def watch_writes(self, target: Followed) -> None:
-        """The followed file's folder watched with inotify until the panel follows another: each
-        burst of writes to the file is looked at once (`grown`)."""
-        from tui import inotify
-
+        """The followed file's folder watched until the panel follows another: each burst of
+        writes to the file is looked at once (`grown`)."""
+        name, folder = target.path, os.path.dirname(target.path)
         try:
-            name, folder = target.path, os.path.dirname(target.path)
-            watch = inotify.Watch([folder])
+            async for _paths in changes(
+                [folder], lambda change, path: path in (name, folder), step_ms=OUTPUT_STEP_MS
+            ):
+                self.look()
         except OSError:  # no folder (yet), no watches left
             self.follow_by_clock()
-            return
-        async with watch:
-            async for paths in watch.changes():
-                if name in paths or folder in paths:  # the file, or the folder moved or overflowed
-                    self.look()
 
     def watch_snapshot(self, snapshot: Snapshot | None) -> None:
         self.quiet = 0

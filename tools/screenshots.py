@@ -1,5 +1,6 @@
 """The monitor's main situations, built as real workspaces with a fixed clock, for screenshots
-(`python -m tui.screenshots`) and the snapshot tests.
+(`python tools/screenshots.py` writes every SVG in `screenshots/`) and the snapshot tests.
+A development tool: it writes state files and git repositories, so it is not in the package.
 
 Every scenario is a real folder: a git repo with fixed dates, a state file, a journal and a
 task file written through loopdeck's own modules, so the pictures show what users will see.
@@ -8,23 +9,39 @@ task file written through loopdeck's own modules, so the pictures show what user
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
+from loop import trust
+from loop.core import scheduler
 from loop.core.model import Result
+from loop.core.timeutil import iso_s
+from loop.demo import graph as demo_graph
 from loop.drivers import writer
 from loop.repo.gitargv import git_argv
+from loop.sources import taskgraph
 from loop.store.journal import Journal
 from loop.store.paths import Workspace
 from loop.store.state import LoopState, StateStore
+from tools.driving import NOW, app_for, laid_out, ready, settle, steady, tables_measured
 
-NOW = datetime(2026, 1, 9, 11, 42, 7, tzinfo=UTC)
+__all__ = [  # what the tests build on: the scenarios, and the driving helpers they share
+    "NOW",
+    "SCENARIOS",
+    "app_for",
+    "laid_out",
+    "ready",
+    "settle",
+    "steady",
+    "tables_measured",
+]
+
 SIZE = (120, 40)
 TODO = """# Todo API
 
@@ -85,8 +102,6 @@ def _state(ws: Workspace, done: int = 0, *, confirmed: bool = True, **values: ob
     else:
         writer.start(ws, store, journal, state)
     if confirmed:
-        from loop import trust
-
         trust.record(ws, state, "start")
     return state
 
@@ -187,8 +202,6 @@ OUTPUT = [
 
 def _iteration_log(ws: Workspace, n: int) -> None:
     """The runner's log of iteration n, as claude's stream-json writes it."""
-    import json
-
     state = StateStore(ws).read()
     # the loop's own folder
     logs = ws.iteration_logs(state.started_at, state.loop_id) if state else ws.iteration_logs("")
@@ -324,13 +337,8 @@ def completed(root: Path) -> Workspace:
 def workers(root: Path) -> Workspace:
     """A loop of four workers over a task graph, in worktrees: one approved and queued to merge,
     one reworking a conflict, one deferred on a file another holds."""
-    from loop.core import scheduler
-    from loop.core.timeutil import iso_s
-    from loop.demo import graph as demo_graph
-
     ws = _repo(root)
     folder = demo_graph.create(ws.claude_dir / "loopdeck" / "demo-tasks")
-    from loop.sources import taskgraph
 
     taskgraph.write(
         folder,
@@ -343,7 +351,30 @@ def workers(root: Path) -> Workspace:
         ],
     )
     branch = "loopdeck/20260109T095712"
-    board = scheduler.Board(
+    board = _workers_board(folder, branch)
+    state = _state(
+        ws,
+        7,
+        iteration=7,
+        status="running",
+        driver="runner",
+        pid=os.getpid(),
+        task_file="null",
+        verify=["python check.py"],
+    )
+    scheduler.keep(state, board)
+    for name, turn, task in (("worker-3", 2, "CHANGELOG.md"), ("worker-5", 1, "src/api.py")):
+        _worker_log(ws, name, turn, task)
+    writer.carry_out(ws, StateStore(ws), Journal(ws.journal), state, Result("allow", state), NOW)
+
+    trust.record(ws, state, "run")
+    _workers_journal(ws, branch)
+    return ws
+
+
+def _workers_board(folder: Path, branch: str) -> scheduler.Board:
+    """The workers' board: three at work in worktrees, one queued to merge, one task deferred."""
+    return scheduler.Board(
         graph=str(folder),
         capacity=4,
         audit="python audit.py",
@@ -383,23 +414,10 @@ def workers(root: Path) -> Workspace:
         serial=5,
         deferred=(scheduler.Deferral("4", "file", "worker-5", "src/api.py"),),
     )
-    state = _state(
-        ws,
-        7,
-        iteration=7,
-        status="running",
-        driver="runner",
-        pid=os.getpid(),
-        task_file="null",
-        verify=["python check.py"],
-    )
-    scheduler.keep(state, board)
-    for name, turn, task in (("worker-3", 2, "CHANGELOG.md"), ("worker-5", 1, "src/api.py")):
-        _worker_log(ws, name, turn, task)
-    writer.carry_out(ws, StateStore(ws), Journal(ws.journal), state, Result("allow", state), NOW)
-    from loop import trust
 
-    trust.record(ws, state, "run")
+
+def _workers_journal(ws: Workspace, branch: str) -> None:
+    """What the workers' journal shows: merges, a conflict sent back, a deferral, an audit."""
     journal = Journal(ws.journal)
     at = NOW - timedelta(minutes=3)
     for kind, data in (
@@ -428,7 +446,6 @@ def workers(root: Path) -> Workspace:
     ):
         at += timedelta(seconds=15)
         journal.append(kind, 7, data, now=at)
-    return ws
 
 
 RALPH = """---
@@ -502,140 +519,6 @@ SCENARIOS: dict[str, Callable[[Path], Workspace]] = {
 }
 
 
-def app_for(ws: Workspace, *, watch: bool = False, git: bool = True, prompts: bool = True) -> object:
-    """The monitor on a scenario's workspace; a folder with no loop files of its own (the fleet
-    scenario) gets the fleet view of the loops below it."""
-    from tui.monitor import MonitorApp
-
-    if ws.claude_dir.exists():
-        app = MonitorApp([ws], clock=lambda: NOW, watch=watch, git=git, prompts=prompts, fleet_poll=False)
-    else:
-        app = MonitorApp(
-            [],
-            scan_root=ws.root,
-            clock=lambda: NOW,
-            watch=watch,
-            git=False,
-            prompts=prompts,
-            fleet_poll=False,
-        )
-    app.animation_level = "none"  # a progress bar caught mid-animation is not a picture of anything
-    return app
-
-
-def ready(app: object) -> bool:
-    """Whether everything the first screen shows has arrived."""
-    from tui.app import LoopdeckApp
-    from tui.monitor import FLEET, MonitorApp
-    from tui.screens.fleet import FleetScreen
-    from tui.screens.neighbour import NeighbourScreen
-
-    assert isinstance(app, LoopdeckApp)
-    if not app.snapshots_shown or (app.use_git and app.git_status is None):
-        return False
-    if not isinstance(app, MonitorApp):
-        return True
-    if app.fleet_mode:
-        screen = app.get_screen(FLEET)
-        return isinstance(screen, FleetScreen) and screen.reads > 0 and app.screen is screen
-    if app.snapshot is not None and app.snapshot.loop is None and app.neighbours:
-        return isinstance(app.screen, NeighbourScreen)
-    return True
-
-
-async def tables_measured(app: object) -> None:
-    """Wait until every table has measured its rows: a `DataTable` works out its column widths
-    and its height when its queue is empty, which a busy machine can put off past a fixed wait
-    (the picture then shows the header at the old widths and the panel a row short)."""
-    from textual.app import App
-    from textual.widgets import DataTable
-
-    assert isinstance(app, App)
-    for _ in range(250):
-        waiting = [
-            table
-            for table in app.query(DataTable)
-            if table._require_update_dimensions or table._updated_cells or table._new_rows
-        ]
-        if not waiting:
-            return
-        await asyncio.sleep(0.02)
-
-
-async def settle(app: object) -> None:
-    """Wait until the first snapshot and git are on screen (and any prompt is up)."""
-    from tui.app import LoopdeckApp
-
-    assert isinstance(app, LoopdeckApp)
-
-    async def finite_workers() -> None:
-        # The watchers never complete. A read replaced by a newer one (a change seen meanwhile)
-        # ends cancelled, and one that failed is the app's to report: neither is waited on.
-        from textual.worker import WorkerCancelled, WorkerFailed
-
-        for worker in [w for w in app.workers if w.group not in ("watch", "git-watch", "output-watch")]:
-            with contextlib.suppress(WorkerCancelled, WorkerFailed):
-                await worker.wait()
-
-    for _ in range(200):
-        await asyncio.sleep(0.02)
-        await finite_workers()
-        if ready(app):
-            break
-    await asyncio.sleep(0.1)
-    await finite_workers()
-    await tables_measured(app)
-    # Every following log at its end, whatever order the panels above it (the corrupt-state
-    # panel, tables that just measured) settled in.
-    from textual.widgets import RichLog
-
-    for log in app.query(RichLog):
-        if log.auto_scroll:
-            log.scroll_end(animate=False, immediate=True)
-    app.screen.refresh(layout=True)  # panels whose text just changed height: lay them out again
-    await asyncio.sleep(0.1)
-    for log in app.query(RichLog):
-        if log.auto_scroll:
-            log.scroll_end(animate=False, immediate=True)
-    await asyncio.sleep(0.05)
-    await tables_measured(app)
-    await steady(app)
-
-
-async def steady(app: object) -> None:
-    """Wait until the screen stops changing: two frames in a row that draw the same picture.
-
-    On a busy machine a worker's answer (git read again after the index was touched, a table
-    measured late) can land after every other wait, its layout still pending when the picture
-    is taken: a panel drawn at its old height, cut by the one below."""
-    from textual.app import App
-
-    assert isinstance(app, App)
-    previous = None
-    for _ in range(40):
-        await laid_out(app)
-        picture = app.export_screenshot()
-        if picture == previous:
-            return
-        previous = picture
-        await asyncio.sleep(0.05)
-
-
-async def laid_out(app: object) -> None:
-    """Lay the screen out again and wait until that frame is drawn: a table that measured its
-    rows at the last moment changes its panel's height only at the next layout."""
-    from textual.app import App
-
-    assert isinstance(app, App)
-    for screen in app.screen_stack:  # the screen under a prompt too: it shows, dimmed
-        drawn = asyncio.Event()
-        for widget in screen.walk_children():  # every container's arrangement, not only the screen's
-            widget.refresh(layout=True)
-        screen.refresh(layout=True)
-        screen.call_after_refresh(drawn.set)
-        await asyncio.wait_for(drawn.wait(), 10)
-
-
 async def _shoot(name: str, root: Path, out: Path, keys: tuple[str, ...] = ()) -> Path:
     scenario, default_keys, size = PICTURES.get(name, (name, (), SIZE))
     keys = keys or default_keys
@@ -666,8 +549,6 @@ PROJECT = "todo-api"
 
 
 def main() -> None:
-    import tempfile
-
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "screenshots"
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
