@@ -286,6 +286,49 @@ async def test_the_monitor_shows_workers_and_keys_act_on_the_selected_one(tmp_pa
     assert [(c["kind"], c.get("target")) for c in sent] == [("stop", "worker-2")]
 
 
+async def test_the_answer_key_asks_the_selected_workers_question_and_sends_it_to_that_worker(
+    tmp_path: Path,
+) -> None:
+    """`a` on a worker that asked: the app opens the question (the panel opens no screen of its
+    own) and the answer goes to that worker by name."""
+    from textual.widgets import DataTable
+
+    from loop.core import scheduler
+    from loop.store.state import LoopState, StateStore
+    from tui.app import LoopdeckApp
+    from tui.screens.text import QuestionScreen
+    from tui.widgets.workers import WorkersPanel
+
+    ws = Workspace(tmp_path / "project")
+    ws.claude_dir.mkdir(parents=True)
+    state = LoopState.new("Build it", driver="runner")
+    asking = scheduler.Worker(
+        "worker-2", "5", ("README.md",), "2026-01-09T10:00:00+00:00", status="question", question="Keep it?"
+    )
+    workers = (scheduler.Worker("worker-1", "3", ("src/api.py",), "2026-01-09T10:00:00+00:00"), asking)
+    scheduler.keep(state, scheduler.Board(graph="g", capacity=4, workers=workers, serial=2))
+    StateStore(ws).write(state)
+    monitor = LoopdeckApp(ws, git=False, prompts=False)
+    async with monitor.run_test(size=(140, 50)) as pilot:
+        panel = monitor.query_one(WorkersPanel)
+        deadline = time.monotonic() + 10
+        while not panel.rows and time.monotonic() < deadline:
+            await pilot.pause(0.05)
+        table = panel.query_one(DataTable)
+        table.focus()
+        table.move_cursor(row=1)
+        await pilot.pause()
+        await pilot.press("a")
+        deadline = time.monotonic() + 10
+        while not isinstance(monitor.screen, QuestionScreen) and time.monotonic() < deadline:
+            await pilot.pause(0.05)
+        assert isinstance(monitor.screen, QuestionScreen)
+        await pilot.press(*"yes", "enter")
+        await pilot.pause()
+    sent = [json.loads(line) for line in ws.control.read_text().splitlines()]
+    assert [(c["kind"], c.get("target"), c.get("reason")) for c in sent] == [("resume", "worker-2", "yes")]
+
+
 def test_an_audit_agent_and_a_task_a_worker_adds_to_the_list(repo: Workspace, tmp_path: Path) -> None:
     folder = demo_graph.create(
         tmp_path / "claude-home" / "tasks" / "team",

@@ -17,11 +17,11 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.app import App, ComposeResult
-from textual.geometry import Region, Size
+from textual.geometry import Region
 from textual.screen import Screen
 from textual.strip import Strip
 from textual.widget import Widget
-from textual.widgets import Sparkline, Static
+from textual.widgets import Static
 from textual.widgets._footer import FooterKey
 
 from loop.core.model import replace
@@ -33,7 +33,6 @@ from tests.test_tui_round2 import isolated, output_text  # noqa: F401  (autouse:
 from tools import screenshots
 from tui.app import LoopdeckApp
 from tui.widgets.common import roughly, roughly_ago, set_border, update_static
-from tui.widgets.durations import DurationsChart
 from tui.widgets.footer import Footer
 from tui.widgets.git import GitPanel
 from tui.widgets.iteration import IterationPanel
@@ -477,47 +476,6 @@ async def test_a_watched_monitor_wakes_once_a_second(tmp_path: Path) -> None:
         before = text_of(monitor, "#iteration-facts")
         monitor.clock = lambda: screenshots.NOW + timedelta(minutes=5)
         await until(pilot, lambda: text_of(monitor, "#iteration-facts") != before, timeout=5)  # a tick
-
-
-class Charts(App[None]):
-    CSS = "Sparkline { width: 23; height: 2; }"
-
-    def compose(self) -> ComposeResult:
-        yield Sparkline([], id="textual")
-        yield DurationsChart([], id="ours")
-
-
-@pytest.mark.parametrize("height", [1, 2, 3])
-async def test_the_durations_chart_draws_what_textuals_sparkline_draws(height: int) -> None:
-    """The same cells in the same styles, whatever the durations (none, one, fewer than the
-    columns, more, all equal), at any height; drawn again only when they change."""
-    charts = Charts()
-    async with charts.run_test(size=(60, 12)) as pilot:
-        textual = charts.query_one("#textual", Sparkline)
-        ours = charts.query_one("#ours", DurationsChart)
-        for chart in (textual, ours):
-            chart.styles.height = height
-        samples: list[list[float]] = [
-            [],
-            [4.0],
-            [3.0, 9.5, 1.0],
-            [2.0] * 30,
-            [float(n % 17) for n in range(200)],
-        ]
-        samples.append([0.5 * n for n in range(23)])
-        for data in samples:
-            textual.data = data
-            ours.data = data
-            await pilot.pause()
-            assert ours.size == textual.size == Size(23, height)
-            region = Region(0, 0, 23, height)
-            assert [list(s) for s in ours.render_lines(region)] == [
-                list(s) for s in textual.render_lines(region)
-            ]
-        worked_out = ours._drawn
-        ours.refresh()
-        await pilot.pause()
-        assert ours._drawn is worked_out  # drawn again as it was: nothing worked out again
 
 
 class TextualDrawnSources(SourcesPanel):

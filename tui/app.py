@@ -41,7 +41,7 @@ from tui.screens.confirm import ConfirmScreen
 from tui.screens.main import MainScreen
 from tui.screens.number import NumberScreen
 from tui.screens.resume import ResumeScreen
-from tui.screens.text import NoteScreen, TextScreen
+from tui.screens.text import NoteScreen, QuestionScreen, TextScreen
 from tui.watch import (
     FilesChanged,
     GitReady,
@@ -52,6 +52,7 @@ from tui.watch import (
     tree_changes,
     watch_paths,
 )
+from tui.widgets.workers import WorkersPanel
 
 GIT_EVERY_S = 2.0
 GIT_AT_MOST_S = 1.0
@@ -255,6 +256,9 @@ class LoopdeckApp(App[None]):
         if self.tree_watched:
             self.tree_watched = False
             self.set_interval(GIT_EVERY_S, self.git_tick)
+
+    def on_workers_panel_ask(self, message: WorkersPanel.Ask) -> None:
+        self.push_screen(QuestionScreen(message.question), message.answered)
 
     def on_tree_changed(self, message: TreeChanged) -> None:
         wait = self.git_read_at + GIT_AT_MOST_S - time.monotonic()

@@ -2,8 +2,8 @@
 
 The kernel releases an flock when its holder dies, so a hook killed mid-Stop never leaves a
 stale lock behind (a failure reported against other loops: resume blocked by its own lock).
-This is what the `filelock` package does on Unix; it is written here because importing
-`filelock` costs the Stop hook ~20 ms (it pulls in `logging` and `inspect`) on every agent turn.
+The `filelock` package takes an flock too, but knows nothing of who holds it: this lock records
+its holder, so one a dead process left behind is broken and said (below).
 
 The holder writes its pid into the lock file. An flock outlives its holder only when another
 process still has the holder's open file (a child forked without exec): then the lock is

@@ -9,7 +9,7 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.reactive import var
-from textual.widgets import Static
+from textual.widgets import Sparkline, Static
 
 from loop.core.timeutil import parse_iso
 from loop.views.snapshot import Snapshot
@@ -24,7 +24,6 @@ from tui.widgets.common import (
     set_border,
     update_static,
 )
-from tui.widgets.durations import DurationsChart
 from tui.widgets.sources import START_AGAIN
 
 BAR_WIDTH = 30
@@ -238,7 +237,7 @@ class IterationPanel(Vertical):
     def compose(self) -> ComposeResult:
         yield Static(id="iteration-bar")
         yield Static(id="iteration-facts")
-        yield DurationsChart([], id="iteration-times")
+        yield Sparkline([], id="iteration-times")
 
     def on_mount(self) -> None:
         """The elapsed time ages on the app's shared second, which stops reaching the panel when
@@ -274,4 +273,4 @@ class IterationPanel(Vertical):
         if old is None or old.facts != view.facts:
             update_static(self.query_one("#iteration-facts", Static), view.facts)
         if old is None or old.durations != view.durations:
-            self.query_one(DurationsChart).data = list(view.durations)
+            self.query_one(Sparkline).data = list(view.durations)

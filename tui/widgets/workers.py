@@ -8,6 +8,7 @@ the worker as their target: the monitor never touches a worker or the graph itse
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -166,6 +167,14 @@ class WorkersPanel(Vertical):
             set_border(self, subtitle=f"{self.keys_text()} · {self.view.subtitle}")
         self.post_message(self.Selected(self.selected()))
 
+    class Ask(Message):
+        """A worker's question for the person: the app asks it (a panel opens no screen)."""
+
+        def __init__(self, question: str, answered: Callable[[str | None], None]) -> None:
+            super().__init__()
+            self.question = question
+            self.answered = answered
+
     class Selected(Message):
         """The worker under the cursor (None: none): the output panel follows its turn."""
 
@@ -193,8 +202,6 @@ class WorkersPanel(Vertical):
         return {}
 
     def action_answer_worker(self) -> None:
-        from tui.screens.text import QuestionScreen
-
         worker = self._selected_worker()
         name = str(worker.get("name", ""))
 
@@ -202,7 +209,7 @@ class WorkersPanel(Vertical):
             if text:
                 self._send("resume", reason=text, name=name)
 
-        self.app.push_screen(QuestionScreen(str(worker.get("question") or "?")), answered)
+        self.post_message(self.Ask(str(worker.get("question") or "?"), answered))
 
     def action_skip_worker(self) -> None:
         self._send("skip")

@@ -48,25 +48,16 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         help="with --workers: run the loop here (local, the default), or as a workflow on a "
         "Temporal server whose workers (`loopdeck worker`) may be on other machines",
     )
-    run.add_argument("--address", metavar="HOST:PORT", help="with --engine temporal: the Temporal server")
-    run.add_argument(
-        "--namespace", metavar="NS", help="with --engine temporal: its namespace (default: default)"
-    )
-    run.add_argument(
-        "--task-queue", metavar="Q", help="with --engine temporal: the workers' queue (default: loopdeck)"
-    )
-    run.add_argument(
-        "--tls-cert", metavar="FILE", help="with --engine temporal: mTLS client certificate (PEM)"
-    )
-    run.add_argument("--tls-key", metavar="FILE", help="with --engine temporal: its private key (PEM)")
-    run.add_argument(
-        "--tls-ca", metavar="FILE", help="with --engine temporal: the server's CA certificate (PEM)"
-    )
-    run.add_argument(
-        "--remote",
-        metavar="URL",
-        help="with --engine temporal: the shared git remote (default: origin's URL)",
-    )
+    for flag, metavar, what in (
+        ("--address", "HOST:PORT", "the Temporal server"),
+        ("--namespace", "NS", "its namespace (default: default)"),
+        ("--task-queue", "Q", "the workers' queue (default: loopdeck)"),
+        ("--tls-cert", "FILE", "mTLS client certificate (PEM)"),
+        ("--tls-key", "FILE", "its private key (PEM)"),
+        ("--tls-ca", "FILE", "the server's CA certificate (PEM)"),
+        ("--remote", "URL", "the shared git remote (default: origin's URL)"),
+    ):
+        run.add_argument(flag, metavar=metavar, help=f"with --engine temporal: {what}")
     run.add_argument(
         "--heartbeat-timeout",
         type=float,
