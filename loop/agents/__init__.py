@@ -13,12 +13,13 @@ from __future__ import annotations
 import os
 import shlex
 
-from loop.agents.base import Adapter, Facts, whole_json
+from loop.agents.base import Adapter, Facts
 from loop.agents.claude import Claude
 from loop.agents.codex import Codex
 from loop.agents.gemini import Gemini
 from loop.agents.generic import Text
 from loop.agents.opencode import OpenCode
+from loop.agents.output import whole_json
 from loop.core.limits import duration_s
 
 __all__ = [

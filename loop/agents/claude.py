@@ -20,19 +20,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from loop.agents.base import (
-    TOKEN_KEYS,
-    Adapter,
-    Facts,
-    as_float,
-    as_int,
-    as_str,
-    brief,
-    json_lines,
-    json_object,
-    said,
-    tool_results,
-)
+from loop.agents.base import TOKEN_KEYS, Adapter, Facts
+from loop.agents.output import as_float, as_int, as_str, brief, json_lines, json_object, said, tool_results
 from loop.core import limits
 
 DEFAULT_COMMAND = "claude -p --output-format json --permission-mode acceptEdits --allowedTools Bash"

@@ -23,19 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from loop.agents import prices
-from loop.agents.base import (
-    Adapter,
-    Facts,
-    as_float,
-    as_int,
-    as_str,
-    brief,
-    json_lines,
-    json_object,
-    last_line,
-    said,
-    sub,
-)
+from loop.agents.base import Adapter, Facts
+from loop.agents.output import as_float, as_int, as_str, brief, json_lines, json_object, last_line, said, sub
 from loop.core import limits
 
 DEFAULT_COMMAND = "codex exec --json --sandbox workspace-write --skip-git-repo-check -- {prompt}"

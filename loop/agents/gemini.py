@@ -21,9 +21,8 @@ from datetime import datetime
 from typing import Any
 
 from loop.agents import prices
-from loop.agents.base import (
-    Adapter,
-    Facts,
+from loop.agents.base import Adapter, Facts
+from loop.agents.output import (
     as_int,
     as_str,
     brief,

@@ -22,19 +22,8 @@ from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from loop.agents.base import (
-    Adapter,
-    Facts,
-    as_float,
-    as_int,
-    as_str,
-    brief,
-    json_lines,
-    json_object,
-    last_line,
-    said,
-    sub,
-)
+from loop.agents.base import Adapter, Facts
+from loop.agents.output import as_float, as_int, as_str, brief, json_lines, json_object, last_line, said, sub
 from loop.core import limits
 
 DEFAULT_COMMAND = "opencode run --format json -- {prompt}"

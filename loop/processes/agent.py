@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from loop.agents.base import json_lines
 from loop.agents.claude import DEFAULT_COMMAND, DEFAULT_ENV
+from loop.agents.output import json_lines
 from loop.core.model import RUNNER_ENV
 from loop.core.redact import LineRedactor, redact
 from loop.processes.sandbox import Spec, Status, take_back, unmade, wrap
