@@ -155,11 +155,14 @@ def test_a_turn_with_no_audit_configured_is_approved(policy: DriverPolicy, audit
         end=scheduler.TurnEnd("worker-1", "", "done", changed=("a.py",)),
         now=NOW,
     )
-    assert step.board.workers[0].status == scheduler.AUDITING
     assert scheduler.audit_for(step.board) == (audit or None)
-    if scheduler.audit_for(step.board) is None:  # what every driver then does: approve it
-        approved = workflow.audited(step.seal(), "worker-1", True, "", NOW)
-        assert approved.board.queue == ("worker-1",)
+    if audit:  # the driver runs the audit and reports its word
+        assert step.board.workers[0].status == scheduler.AUDITING
+        assert step.board.queue == ()
+    else:  # approved by the rules themselves: no driver decides it
+        assert step.board.workers[0].status == scheduler.QUEUED
+        assert step.board.queue == ("worker-1",)
+        assert ("audit-approved", {"worker": "worker-1", "task": "1"}) in step.events
 
 
 # --- (d) which branch merges next, and when ----------------------------------------------------
@@ -297,6 +300,12 @@ def copies(source: str) -> list[str]:
             and node.attr == "audit"
             and isinstance(node.value, ast.Name)
             and node.value.id == "board"
+        ):
+            found.append(f"(c) whether a turn is audited, line {node.lineno}")
+        if (
+            isinstance(node, ast.Compare)
+            and isinstance(node.left, ast.Call)
+            and getattr(node.left.func, "attr", None) == "audit_for"
         ):
             found.append(f"(c) whether a turn is audited, line {node.lineno}")
         if (

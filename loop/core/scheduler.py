@@ -295,6 +295,8 @@ def turn_ended(step: Step, end: TurnEnd) -> Step:
         return step
     if end.verdict == "approve":
         step.board = board.put(replace(worker, status=AUDITING, stalls=0, rework=None))
+        if audit_for(board) is None:  # no audit configured: approved as it is
+            return audited(step, worker.name, True)
         return step
     unchanged = not end.changed and not end.feedback
     feedback = end.feedback or "Your last turn changed no file: the task is not done yet."
@@ -307,10 +309,10 @@ def turn_ended(step: Step, end: TurnEnd) -> Step:
 def audited(step: Step, name: str, approved: bool, feedback: str = "") -> Step:
     """The audit's word on a worker's turn (without an audit: approved). Approved → the merge
     queue (worktrees) or completed (locks); rejected → the task again with the feedback."""
-    board = step.board = replace(step.board, defer_streak=0)  # an audit ending is progress
-    worker = board.worker(name)
-    if worker is None:
+    worker = step.board.worker(name)
+    if worker is None or worker.status != AUDITING:  # a word on no audit under way: nothing
         return step
+    board = step.board = replace(step.board, defer_streak=0)  # an audit ending is progress
     if not approved:
         step.events.append(
             ("audit-rejected", {"worker": worker.name, "task": worker.task, "feedback": feedback[-400:]})

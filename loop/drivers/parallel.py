@@ -483,10 +483,8 @@ class ParallelRunner:
         after = step.board.worker(worker.name) if step is not None else None
         if step is None or after is None or after.status != scheduler.AUDITING:
             return
-        if scheduler.audit_for(step.board) is None:
-            self.on_approved(after.name, True, "")  # no audit configured: approved as it is
-        else:
-            self.start_audit(after, text, tuple(touched))
+        if not self.start_audit(after, text, tuple(touched)):  # named by the board, not this run
+            self.on_approved(after.name, True, "")
 
     def what_changed(self, worker: Worker) -> tuple[bool, list[str], str]:
         """Did the turn change anything, which files has the task changed, and what the worker

@@ -374,7 +374,7 @@ class LoopWorkflow:
         spec, state = self.spec, self.state
         assert spec is not None and state is not None
         command = scheduler.audit_for(scheduler.board_of(state))
-        if command is None or worker.branch is None:  # no audit configured: approved as it is
+        if command is None or worker.branch is None:  # nothing to audit on: approved as it is
             self.apply(rules.audited(state, worker.name, True, "", self.now()))
             return
         audit = AuditInput(
