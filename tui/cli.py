@@ -12,11 +12,13 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from loop import cli
 from loop.core.errors import LoopdeckError
@@ -43,7 +45,7 @@ def has_terminal() -> bool:
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
-    from tui import allocator
+    from tui import allocator  # ~3 ms (`-X importtime`, ctypes): `serve` and `demo` never use it
 
     if getattr(args, "temporal", None):  # the loops of a Temporal server
         temporal = temporal_app(args)
@@ -69,6 +71,7 @@ def _need_terminal() -> None:
 
 
 def temporal_app(args: argparse.Namespace) -> TemporalApp:
+    # Here, not at the top: Textual and the Temporal client, ~670 ms (`-X importtime`), for --temporal only
     from loop.cli.temporal import backend
     from tui.temporal import TemporalApp
 
@@ -77,7 +80,7 @@ def temporal_app(args: argparse.Namespace) -> TemporalApp:
 
 def monitor_app(args: argparse.Namespace) -> MonitorApp:
     """The monitor the arguments ask for: one folder, several (the fleet), or a scan."""
-    from tui.monitor import MonitorApp
+    from tui.monitor import MonitorApp  # ~440 ms (`-X importtime`, Textual): `serve`, `demo` never use it
 
     if args.scan:
         root = Path(args.scan).resolve()
@@ -99,9 +102,7 @@ def _folders(args: argparse.Namespace) -> list[Workspace]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from urllib.parse import quote
-
-    from tui import serve, serve_http
+    from tui import serve, serve_http  # ~300 ms (`-X importtime`, aiohttp): for this verb only
 
     dirs = [str(ws.root) for ws in _folders(args)] if not args.scan else []
     scan = str(Path(args.scan).resolve()) if args.scan else None
@@ -113,7 +114,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     os.environ.pop(serve.TOKEN_ENV, None)  # the monitor processes have no use for it
     temporal = None
     if getattr(args, "temporal", None):  # the loops of a Temporal server
-        from loop.cli.temporal import backend
+        from loop.cli.temporal import backend  # ~35 ms (`-X importtime`): for --temporal only
 
         temporal = {**backend().target_of(args).to_json(), "workflow": getattr(args, "workflow", None)}
     server = serve.make_server(dirs, scan, args.depth, args.host, args.port, token, temporal)
@@ -131,9 +132,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    import subprocess
-
-    from loop.demo import workspace
+    from loop.demo import workspace  # ~25 ms (`-X importtime`): `tui` and `serve` never use it
 
     workers = getattr(args, "workers", None)
     if workers is not None and not 2 <= workers <= 12:
@@ -187,7 +186,7 @@ quitting the demo stops the demo's loop (nothing is left running after a demo)."
 
 def demo_app(ws: Workspace, on_quit: Callable[[], None]) -> LoopdeckApp:
     """The monitor on the demo's loop: it says at once that `q` ends the demo, loop and all."""
-    from tui.app import LoopdeckApp
+    from tui.app import LoopdeckApp  # ~420 ms (`-X importtime`, Textual): `serve` never uses it
 
     class DemoApp(LoopdeckApp):
         def on_mount(self) -> None:  # Textual runs the monitor's own `on_mount` after this one
@@ -199,8 +198,6 @@ def demo_app(ws: Workspace, on_quit: Callable[[], None]) -> LoopdeckApp:
 def _monitor(root: Path, argv: list[str]) -> int:
     """The runner in the background, the monitor in front; quitting ends the runner (the demo
     says so before it starts, and in the monitor)."""
-    import subprocess
-
     log = root / ".claude" / "loopdeck" / "runner.log"
     with open_append(log) as out:
         runner = subprocess.Popen(
@@ -238,10 +235,9 @@ def _monitor(root: Path, argv: list[str]) -> int:
 
 
 def _demo_workers(args: argparse.Namespace, root: Path) -> int:
-    import subprocess
-
     """`demo --workers N`: scripted workers over a small graph with dependencies and one file
     conflict; one task's first attempt is rejected by the audit and redone."""
+    # Here, not at the top: ~5 ms (`-X importtime`) that `tui` and `serve` never use
     from loop.demo import graph, workspace
     from loop.demo.worker import AUDIT
 

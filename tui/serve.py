@@ -20,12 +20,14 @@ import os
 import secrets
 import shlex
 import socket
+import stat
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loop.core.errors import LoopdeckError
+from loop.store.paths import Workspace
 
 if TYPE_CHECKING:
     from tui.serve_http import MonitorServer
@@ -46,8 +48,6 @@ NO_ARGV = (
 def read_token_file(path: str) -> str:
     """The token in `path` (its first line), refused when the file is not yours alone: a token
     others can read guards nothing."""
-    import stat
-
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
@@ -104,6 +104,7 @@ def make_server(
     temporal: Mapping[str, object] | None = None,
 ) -> MonitorServer:
     """A textual-serve server for the monitor, every request checked against the token."""
+    # Here, not at the top: ~280 ms (`-X importtime`, aiohttp) that each tab's monitor never uses.
     from tui.serve_http import MonitorServer
 
     if not 0 <= port <= 65535:
@@ -120,12 +121,11 @@ def make_server(
 
 def main() -> None:
     """One monitor, in the process textual-serve started for a browser tab."""
-    from loop.store.paths import Workspace
-    from tui.monitor import MonitorApp
+    from tui.monitor import MonitorApp  # ~440 ms (`-X importtime`, Textual): `loopdeck serve` never uses it
 
     asked = json.loads(os.environ.get(ENV) or "{}")
     if isinstance(asked.get("temporal"), dict):  # `serve --temporal`: the loops of a Temporal server
-        from tui.temporal import TemporalApp, target_from
+        from tui.temporal import TemporalApp, target_from  # ~670 ms (`-X importtime`): --temporal only
 
         wanted = asked["temporal"]
         TemporalApp(target_from(wanted), wanted.get("workflow") or None).run()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -11,6 +12,9 @@ import tempfile
 from pathlib import Path
 
 from loop.repo.gitargv import git_argv
+from loop.store.paths import Workspace
+from loop.store.proc import alive
+from loop.store.state import StateError, StateStore
 
 TASKS = (
     "Sketch the data model",
@@ -55,15 +59,11 @@ def create(root: Path, tasks: int = len(TASKS)) -> Path:
 
 def agent_command(*options: str) -> str:
     """The scripted agent as an `--agent` command line."""
-    import shlex
-
     return shlex.join([sys.executable, "-I", "-m", "loop.demo.agent", *options])
 
 
 def verify_command() -> str:
     """The demo's verification command (this Python running check.py); allowlisted by the demo."""
-    import shlex
-
     return shlex.join([sys.executable, "-I", "check.py"])
 
 
@@ -85,8 +85,6 @@ def previous_folders(keep: Path | None = None) -> list[Path]:
     """Earlier demos' folders a new demo may remove: in the temporary folder, named as a demo
     names them, real folders (not links) of this user, holding the demo's marker file, and
     neither the demo that made them nor a runner in them still running."""
-    from loop.store.proc import alive
-
     found = []
     for folder in sorted(Path(tempfile.gettempdir()).glob(PREFIX + "*")):
         if keep is not None and folder == keep:
@@ -114,9 +112,6 @@ def previous_folders(keep: Path | None = None) -> list[Path]:
 def _runner_pids(root: Path) -> list[int]:
     """The pid of the runner that drives the loop in `root`, as its state says (none when no
     state, or one that does not read)."""
-    from loop.store.paths import Workspace
-    from loop.store.state import StateError, StateStore
-
     try:
         state = StateStore(Workspace(root)).read()
     except (StateError, OSError):

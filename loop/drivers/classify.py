@@ -26,12 +26,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from loop.core.model import LoopState
 from loop.core.policy import named
 from loop.store.paths import Workspace
+from loop.store.proc import alive
+from loop.store.safeopen import make_parents, read_regular, write_bytes
+from loop.store.state import StateError, StateStore
 
 KINDS = ("none", "live", "gone", "paused", "waiting", "stopping", "ended", "corrupt")
 
@@ -128,7 +132,7 @@ def is_driver(pid: int, driver: str | None, written_at: float | None = None) -> 
     started before the state naming it was last written: a reused pid belongs to a process
     started after its previous owner died, so after that owner's last write. A zombie counts as
     gone."""
-    import psutil
+    import psutil  # ~20 ms (`-X importtime`): the Stop hook imports this module, never asks this
 
     try:
         proc = psutil.Process(pid)
@@ -165,8 +169,6 @@ def state_written_at(ws: Workspace) -> float | None:
 
 def read(ws: Workspace) -> Classification:
     """Classify a workspace from its files and processes."""
-    from loop.store.state import StateError, StateStore
-
     try:
         state = StateStore(ws).read()
     except StateError as exc:
@@ -186,8 +188,6 @@ def stop_waits(ws: Workspace, until: float) -> Iterator[None]:
     """Mark, while the block runs, that this process (a Stop) waits for a person's command
     until `until` (epoch seconds). Best effort: a marker that cannot be written only makes
     `loopdeck answer` say the answer waits for the next Stop."""
-    from loop.store.safeopen import make_parents, write_bytes
-
     path = ws.private_dir / STOP_WAITS
     with contextlib.suppress(OSError):
         make_parents(path)
@@ -202,10 +202,6 @@ def stop_waits(ws: Workspace, until: float) -> Iterator[None]:
 def stop_waiting(ws: Workspace, now: float | None = None) -> bool:
     """Does a Stop wait for a person's command right now (`stop_waits`): its process alive
     and its wait not over?"""
-    import time
-
-    from loop.store.safeopen import read_regular
-
     try:
         pid_text, until_text = read_regular(ws.private_dir / STOP_WAITS, 64).decode().split()
         pid, until = int(pid_text), float(until_text)
@@ -213,6 +209,4 @@ def stop_waiting(ws: Workspace, now: float | None = None) -> bool:
         return False
     if (now if now is not None else time.time()) >= until or pid <= 0:
         return False
-    from loop.store.proc import alive
-
     return bool(alive(pid))

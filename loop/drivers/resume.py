@@ -27,11 +27,14 @@ from loop.core.policy import named
 from loop.core.timeutil import iso_s, utcnow
 from loop.drivers import classify, writer
 from loop.drivers.classify import Classification
+from loop.sources.aggregate import SourceConfig, check_all
 from loop.store import control
+from loop.store.archive import latest
 from loop.store.journal import Journal
 from loop.store.paths import Workspace
 from loop.store.safeopen import open_append
 from loop.store.state import StateStore
+from loop.trust import key
 from loop.views.snapshot import Snapshot
 
 GIT_CHOICES = ("continue", "commit", "stash")
@@ -212,6 +215,8 @@ def _last_line(log: Path, offset: int) -> str:
 def uncommitted(ws: Workspace) -> tuple[str, ...] | None:
     """`git status --short` lines of the work (loopdeck's own files left out); None outside
     git or when git cannot be read."""
+    # Here, not at the top: ~60 ms (`-X importtime`, GitPython) that a queued resume and
+    # /orchestrator-loop never use.
     from loop.repo import gitread
 
     status = gitread.status(ws.root)
@@ -231,7 +236,7 @@ def describe_changes(changes: tuple[str, ...]) -> str:
 
 def handle_git(ws: Workspace, choice: str, state: LoopState) -> str:
     """Carry out the person's choice for uncommitted work; journaled. Never discards."""
-    from loop.repo import gitstate
+    from loop.repo import gitstate  # ~25 ms (`-X importtime`): only a choice for uncommitted work
 
     if choice not in GIT_CHOICES:
         raise ValueError(f"unknown choice {choice!r}: one of {', '.join(GIT_CHOICES)}")
@@ -267,11 +272,7 @@ def carry_out(ws: Workspace, expected: str) -> tuple[Classification, LoopState |
         now = utcnow()
         sources: Aggregate | None = None
         if found.kind == "stopping":
-            from loop.sources.aggregate import SourceConfig, check_all
-
             sources = check_all(SourceConfig.from_state(ws, state))
-        from loop.trust import key
-
         queued, _bad, _end = control.read_unapplied(ws, state.control_offset, journal, key.reader(ws.root))
         result = engine.resume_flow(state, found.kind, now, sources, queued)
         writer.carry_out(ws, store, journal, state, result, now)
@@ -282,8 +283,6 @@ def finish_completed(ws: Workspace) -> Path | None:
     """A loop whose state says completed but that was never archived (its driver killed
     between the two writes): archive it now, as the next `run` would. Returns the folder, or
     None when it is no longer such a loop."""
-    from loop.store.archive import latest
-
     store = StateStore(ws)
     with store.locked():
         found = classify.read(ws)
@@ -332,8 +331,6 @@ def next_steps(ws: Workspace, state: LoopState) -> list[str]:
 
 def send_resume(ws: Workspace, source: str, reason: str, iteration: int | None = None) -> str:
     """A paused loop whose driver is alive: the driver applies the command itself."""
-    from loop.trust import key
-
     return control.queue(
         ws, "resume", source=source, reason=reason, iteration=iteration, key=key.for_person(ws.root)
     ).id
@@ -352,7 +349,6 @@ def resume(ws: Workspace, snapshot: Snapshot, source: str = "tui", git: str | No
         state = StateStore(ws).read()
         if state is not None:
             said.append(handle_git(ws, git, state))
-    from loop.trust import key
 
     if loop.status == "paused":
         control.queue(

@@ -20,12 +20,15 @@ with psutil and there is no subreaper: a daemon that clears its environment esca
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import secrets
 import signal
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
+
+import psutil
 
 MARK = "LOOPDECK_RUN"
 """The environment variable that marks the processes of one run."""
@@ -63,8 +66,6 @@ def of_run(run_id: str) -> Callable[[list[str]], bool]:
 def _prctl() -> Callable[..., int] | None:
     if not sys.platform.startswith("linux"):
         return None
-    import ctypes
-
     try:
         return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
@@ -77,8 +78,6 @@ def subreaper(on: bool) -> bool | None:
     prctl = _prctl()
     if prctl is None:
         return None
-    import ctypes
-
     was = ctypes.c_int(0)
     if prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(was), 0, 0, 0) != 0:
         return None
@@ -103,8 +102,6 @@ def _marks(pid: int) -> list[str] | None:
             if entry.startswith(needle):
                 return entry[len(needle) :].decode("utf-8", "replace").split(":")
         return []
-    import psutil
-
     try:
         value = psutil.Process(pid).environ().get(MARK)
     except psutil.Error:
@@ -126,8 +123,6 @@ def _own_pids() -> Iterable[int]:
                     if os.stat(f"/proc/{name}").st_uid == uid:
                         yield int(name)
         return
-    import psutil
-
     for proc in psutil.process_iter(["uids"]):
         uids = proc.info.get("uids")
         if uids is not None and uids.real == uid:
@@ -187,8 +182,6 @@ def children(pid: int) -> set[int]:
     found = _listed_children(pid)
     if found is not None:
         return found
-    import psutil
-
     try:
         return {child.pid for child in psutil.Process(pid).children()}
     except psutil.Error:
@@ -203,8 +196,6 @@ def descendants(pids: Iterable[int]) -> set[int]:
         pid = todo.pop()
         listed = _listed_children(pid)
         if listed is None:
-            import psutil
-
             with contextlib.suppress(psutil.Error):
                 found.update(child.pid for child in psutil.Process(pid).children(recursive=True))
             continue
@@ -219,8 +210,6 @@ def descendants(pids: Iterable[int]) -> set[int]:
 
 def gone(pid: int) -> bool:
     """Dead, or a zombie (reaped here when it is this process's child)."""
-    import psutil
-
     with contextlib.suppress(ChildProcessError, OSError):
         if os.waitpid(pid, os.WNOHANG)[0] == pid:
             return True
@@ -248,8 +237,6 @@ def kill(
     `subtree`: this process is a child subreaper, so every process its children started is
     still below it (an orphan is reparented to it, not to init): the markers are looked for
     among its descendants only, not in every process on the machine."""
-    import psutil
-
     spare = {os.getpid(), *keep}
     killed: set[int] = set()
     extra = set(also)
@@ -278,8 +265,6 @@ def reap(keep: Iterable[int] = ()) -> None:
     """Reap this process's zombie children but `keep`: orphans reparented to a subreaper that
     ended on their own (their marker can no longer be read), so they do not pile up over a
     night of turns. `keep` names the children whose `subprocess.Popen` still waits for them."""
-    import psutil
-
     spare = set(keep)
     with contextlib.suppress(psutil.Error):
         for child in psutil.Process().children():

@@ -99,18 +99,22 @@ def _expect_str_list(value: Any) -> bool:
 _STRINGS = ("github_project_id", "session_id", "current_task", "loop_id")
 """Keys whose value is text even when YAML reads it as a number (a hand-written id)."""
 
+WHOLE = (_expect_int, "a whole number >= 0")
+FLAG = (_expect_bool, "true or false")
+"""What most keys hold: the check, and what an error says was expected."""
+
 _SCHEMA: dict[str, tuple[Any, str]] = {
     # the Ralph loop's keys, in their order
-    "iteration": (_expect_int, "a whole number >= 0"),
+    "iteration": WHOLE,
     "max_iterations": (_expect_int, "a whole number >= 0 (0 = no limit; at most 2**63-1)"),
     "completion_promise": (_expect_opt_str, 'a string ("null" for none)'),
     "task_file": (_expect_opt_str, 'a path ("null" for none)'),
-    "check_tasks": (_expect_bool, "true or false"),
-    "check_github": (_expect_bool, "true or false"),
+    "check_tasks": FLAG,
+    "check_github": FLAG,
     "github_project_id": (_expect_opt_str, "a project number or id"),
     "started_at": (_expect_opt_str, "an ISO 8601 timestamp"),
-    "verification_mode": (_expect_bool, "true or false"),
-    "verification_remaining": (_expect_int, "a whole number >= 0"),
+    "verification_mode": FLAG,
+    "verification_remaining": WHOLE,
     # loopdeck's additions
     "loop_id": (_expect_opt_str, "the loop's id"),
     "status": (lambda v: v in STATUSES, "one of " + ", ".join(STATUSES)),
@@ -118,11 +122,11 @@ _SCHEMA: dict[str, tuple[Any, str]] = {
     "pid": (_expect_opt_int, "a process id or null"),
     "session_id": (_expect_opt_str, "a session id or null"),
     "current_task": (_expect_opt_str, "a task title or null"),
-    "verify_loops": (_expect_int, "a whole number >= 0"),
+    "verify_loops": WHOLE,
     "verify": (_expect_str_list, "a list of commands"),
     "control_offset": (_expect_int, "a byte offset >= 0"),
-    "escalated": (_expect_bool, "true or false"),
-    "consecutive_blocks": (_expect_int, "a whole number >= 0"),
+    "escalated": FLAG,
+    "consecutive_blocks": WHOLE,
     "transcript_path": (_expect_opt_str, "a path or null"),
     "waiting_for": (_expect_waiting, "null or a map with kind, reason and since"),
     "stuck": (lambda v: v is None or isinstance(v, dict), "a map"),

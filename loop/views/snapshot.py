@@ -15,10 +15,15 @@ from typing import Any
 from loop import trust
 from loop.core.errors import FileProblem
 from loop.core.model import Command
+from loop.core.timeutil import parse_iso
 from loop.sources.aggregate import Aggregate, SourceConfig, check_all
-from loop.store.journal import Event
+from loop.store import state as state_file  # `state_file.parse`: a test counts the parses
+from loop.store.archive import latest_summary
+from loop.store.control import pending
+from loop.store.journal import Event, Follower
 from loop.store.paths import Workspace
 from loop.store.proc import alive
+from loop.store.safeopen import NotRegularFile, read_regular
 from loop.store.state import LoopState, StateStore
 
 JOURNAL_TAIL = 300
@@ -280,8 +285,6 @@ def _durations(events: tuple[Event, ...]) -> tuple[float, ...]:
     found = tuple(d for d in runs if d is not None)
     if found:
         return found[-30:]
-    from loop.core.timeutil import parse_iso
-
     stamps = [parse_iso(e.ts) for e in events if e.kind == "blocked"]
     moments = [m for m in stamps if m is not None]
     return tuple((b - a).total_seconds() for a, b in itertools.pairwise(moments))[-30:]
@@ -308,8 +311,6 @@ class Reader:
     snapshot costs does not grow with the iterations, logs or archived loops behind it."""
 
     def __init__(self, workspace: Workspace) -> None:
-        from loop.store.journal import Follower
-
         self.workspace = workspace
         self.journal = Follower(workspace.journal, JOURNAL_TAIL)
         self.state_bytes: bytes | None = None
@@ -354,18 +355,15 @@ class Reader:
 
     def _state(self) -> LoopState | None:
         """The state, parsed again only when the file's bytes changed (StateError as `read`)."""
-        from loop.store.safeopen import NotRegularFile, read_regular
-        from loop.store.state import MAX_STATE_BYTES, parse
-
         store = StateStore(self.workspace)
         try:
-            data = read_regular(store.path, MAX_STATE_BYTES + 1)
+            data = read_regular(store.path, state_file.MAX_STATE_BYTES + 1)
         except (FileNotFoundError, IsADirectoryError, NotRegularFile, NotADirectoryError, OSError):
             self.state_bytes = self.state = None
             return store.read()  # no file (None), or the error as a reader of the state says it
         if data != self.state_bytes or self.state is None:
             self.state_bytes, self.state = None, None
-            self.state = parse(data, store.path)
+            self.state = state_file.parse(data, store.path)
             self.state_bytes = data
         return self.state
 
@@ -376,14 +374,14 @@ class Reader:
 
 
 def _parallel(state: LoopState) -> dict[str, Any] | None:
+    # Here, not at the top: ~7 ms (`-X importtime`, the task board's rules) that `loopdeck log`,
+    # `sources` and a folder with no loop never use.
     from loop.core.scheduler import section_of
 
     return section_of(state)
 
 
 def _pending(workspace: Workspace, state: LoopState) -> tuple[Command, ...]:
-    from loop.store.control import pending
-
     try:
         return tuple(pending(workspace, state))
     except (OSError, ValueError):
@@ -391,8 +389,6 @@ def _pending(workspace: Workspace, state: LoopState) -> tuple[Command, ...]:
 
 
 def _latest_archive(workspace: Workspace) -> dict[str, Any] | None:
-    from loop.store.archive import latest_summary
-
     found = latest_summary(workspace)
     if found is None:
         return None

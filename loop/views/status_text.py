@@ -6,15 +6,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from loop import formats
+from loop.core.model import same_loop
 from loop.core.policy import named
+from loop.store.archive import latest_summary
 from loop.store.paths import Workspace
+from loop.views.snapshot import read
+from loop.views.summary import archived_lines, cost_line, turn_line
 
 
 def render(ws: Workspace) -> tuple[int, list[str], list[str]]:
     """(exit status, the lines for stdout, the error lines for stderr) of the human status."""
-    from loop import formats
-    from loop.views.snapshot import read
-
     snap = read(ws)
     if snap.error is not None:
         errors = [f"error: {snap.error.message}"]
@@ -28,8 +30,6 @@ def render(ws: Workspace) -> tuple[int, list[str], list[str]]:
         lines.append(f"no loop in {ws.root}" if not neighbours else f"no loopdeck loop in {ws.root}")
         lines += _summary_lines(snap.archive)  # the snapshot found it: the archive is listed once
         return 0, lines, []
-    from loop.views.summary import cost_line
-
     limit = f"/{loop.max_iterations}" if loop.max_iterations else " (no limit)"
     driver = loop.driver or "none yet"
     if loop.pid is not None:
@@ -112,6 +112,8 @@ def _queued(pending: Sequence[Any], loop: Any) -> list[tuple[str, str]]:
 
 def _agents(recorded: dict[str, str]) -> str:
     """`codex (codex exec --json …); fallback: gemini (gemini …)`: which CLI runs the turns."""
+    # Here, not at the top: ~17 ms (`-X importtime`) that `log`, `sources` and a loop with no
+    # recorded agent never use.
     from loop.agents import adapter_for
 
     parts = []
@@ -127,8 +129,6 @@ TURNS_SHOWN = 3
 
 def _turns(events: Sequence[Any]) -> list[tuple[str, str]]:
     """The last iterations' agent, tokens and cost, as the runner journaled them."""
-    from loop.views.summary import turn_line
-
     done = [e for e in events if e.kind == "iteration-completed" and e.data.get("agent")]
     lines = [turn_line({"iteration": e.iteration, **e.data}) for e in done[-TURNS_SHOWN:]]
     return [("last turns" if i == 0 else "", line) for i, line in enumerate(lines)]
@@ -140,9 +140,6 @@ def _unconfirmed(ws: Workspace) -> str:
 
 def _last_summary(ws: Workspace, started_at: str, loop_id: str) -> list[str]:
     """The summary the last ending archived, if it is of this loop (`started_at`, `loop_id`)."""
-    from loop.core.model import same_loop
-    from loop.store.archive import latest_summary
-
     found = latest_summary(ws)
     if found is None or not same_loop(
         str(found[1].get("started_at") or ""), str(found[1].get("loop_id") or ""), started_at, loop_id
@@ -153,8 +150,6 @@ def _last_summary(ws: Workspace, started_at: str, loop_id: str) -> list[str]:
 
 def _summary_lines(record: dict[str, Any] | None) -> list[str]:
     """An archived summary (with the `folder` it is in) as the lines `status` prints."""
-    from loop.views.summary import archived_lines
-
     if record is None:
         return []
     shown = {k: v for k, v in record.items() if k != "folder"}
