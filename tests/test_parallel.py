@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from textual.pilot import Pilot
 
 from loop.demo import graph as demo_graph
 from loop.demo import workspace
@@ -251,35 +252,50 @@ def test_status_json_shows_workers_locks_and_the_streak(repo: Workspace) -> None
     assert json.loads((graph / "1.json").read_text())["status"] == "pending"
 
 
-async def test_the_monitor_shows_workers_and_keys_act_on_the_selected_one(tmp_path: Path) -> None:
-    from textual.widgets import DataTable
-
+def workers_loop(tmp_path: Path, second: dict[str, object]) -> Workspace:
+    """A loop of two workers, the second as `second` says, written as a runner would."""
     from loop.core import scheduler
     from loop.store.state import LoopState, StateStore
-    from tui.app import LoopdeckApp
-    from tui.widgets.workers import WorkersPanel
 
     ws = Workspace(tmp_path / "project")
     ws.claude_dir.mkdir(parents=True)
     state = LoopState.new("Build it", driver="runner")
     workers = (
         scheduler.Worker("worker-1", "3", ("src/api.py",), "2026-01-09T10:00:00+00:00"),
-        scheduler.Worker("worker-2", "5", ("README.md",), "2026-01-09T10:00:00+00:00", turns=2),
+        scheduler.Worker("worker-2", "5", ("README.md",), "2026-01-09T10:00:00+00:00", **second),  # type: ignore[arg-type]
     )
     scheduler.keep(state, scheduler.Board(graph="g", capacity=4, workers=workers, serial=2))
     StateStore(ws).write(state)
+    return ws
+
+
+async def on_second_worker(monitor: object, pilot: Pilot[None]) -> None:
+    """The monitor's workers table focused, its cursor on the second worker."""
+    from textual.widgets import DataTable
+
+    from tui.app import LoopdeckApp
+    from tui.widgets.workers import WorkersPanel
+
+    assert isinstance(monitor, LoopdeckApp)
+    panel = monitor.query_one(WorkersPanel)
+    deadline = time.monotonic() + 10
+    while not panel.rows and time.monotonic() < deadline:
+        await pilot.pause(0.05)
+    assert panel.rows == ["worker-1", "worker-2"]
+    assert panel.has_class("-shown")
+    table = panel.query_one(DataTable)
+    table.focus()
+    table.move_cursor(row=1)
+    await pilot.pause()
+
+
+async def test_the_monitor_shows_workers_and_keys_act_on_the_selected_one(tmp_path: Path) -> None:
+    from tui.app import LoopdeckApp
+
+    ws = workers_loop(tmp_path, {"turns": 2})
     monitor = LoopdeckApp(ws, git=False, prompts=False)
     async with monitor.run_test(size=(140, 50)) as pilot:
-        panel = monitor.query_one(WorkersPanel)
-        deadline = time.monotonic() + 10
-        while not panel.rows and time.monotonic() < deadline:
-            await pilot.pause(0.05)
-        assert panel.rows == ["worker-1", "worker-2"]
-        assert panel.has_class("-shown")
-        table = panel.query_one(DataTable)
-        table.focus()
-        table.move_cursor(row=1)
-        await pilot.pause()
+        await on_second_worker(monitor, pilot)
         await pilot.press("w")
         await pilot.pause()
     sent = [json.loads(line) for line in ws.control.read_text().splitlines()]
@@ -291,33 +307,13 @@ async def test_the_answer_key_asks_the_selected_workers_question_and_sends_it_to
 ) -> None:
     """`a` on a worker that asked: the app opens the question (the panel opens no screen of its
     own) and the answer goes to that worker by name."""
-    from textual.widgets import DataTable
-
-    from loop.core import scheduler
-    from loop.store.state import LoopState, StateStore
     from tui.app import LoopdeckApp
     from tui.screens.text import QuestionScreen
-    from tui.widgets.workers import WorkersPanel
 
-    ws = Workspace(tmp_path / "project")
-    ws.claude_dir.mkdir(parents=True)
-    state = LoopState.new("Build it", driver="runner")
-    asking = scheduler.Worker(
-        "worker-2", "5", ("README.md",), "2026-01-09T10:00:00+00:00", status="question", question="Keep it?"
-    )
-    workers = (scheduler.Worker("worker-1", "3", ("src/api.py",), "2026-01-09T10:00:00+00:00"), asking)
-    scheduler.keep(state, scheduler.Board(graph="g", capacity=4, workers=workers, serial=2))
-    StateStore(ws).write(state)
+    ws = workers_loop(tmp_path, {"status": "question", "question": "Keep it?"})
     monitor = LoopdeckApp(ws, git=False, prompts=False)
     async with monitor.run_test(size=(140, 50)) as pilot:
-        panel = monitor.query_one(WorkersPanel)
-        deadline = time.monotonic() + 10
-        while not panel.rows and time.monotonic() < deadline:
-            await pilot.pause(0.05)
-        table = panel.query_one(DataTable)
-        table.focus()
-        table.move_cursor(row=1)
-        await pilot.pause()
+        await on_second_worker(monitor, pilot)
         await pilot.press("a")
         deadline = time.monotonic() + 10
         while not isinstance(monitor.screen, QuestionScreen) and time.monotonic() < deadline:
