@@ -26,6 +26,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from loop.core.errors import LoopdeckError
+from loop.core.policy import named
 from loop.core.timeutil import utcnow
 from loop.drivers import resume
 from loop.repo import gitread
@@ -382,7 +383,7 @@ class LoopdeckApp(App[None]):
             self.notify(f"{kind} not sent: {exc}", severity="error")
             return
         self.awaiting[command.id] = kind
-        if loop is not None and loop.driver in (None, "hook"):
+        if loop is not None and named(loop.driver).in_session:
             self.notify(f"{kind} queued: it applies when the agent's turn ends", title="loopdeck")
         elif loop is not None and loop.alive is False:
             self.notify(f"{kind} queued: the runner is not running", title="loopdeck", severity="warning")

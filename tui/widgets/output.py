@@ -40,6 +40,7 @@ from textual.widgets import RichLog
 from textual.worker import Worker
 
 from loop.agents import live_line
+from loop.core.policy import named
 from loop.store.paths import Workspace
 from loop.store.state import StateStore
 from loop.views.snapshot import Snapshot
@@ -97,7 +98,7 @@ def followed(workspace: Workspace, snapshot: Snapshot | None, worker: str | None
         return None
     if snapshot.parallel is not None:
         return worker_turn(workspace, snapshot.parallel, worker)
-    if loop.driver == "runner":
+    if named(loop.driver).starts_agent:
         # this loop's own, never an earlier one's
         logs = workspace.iteration_logs_folder(loop.started_at, loop.loop_id)
         newest = _current_log(logs, loop.iteration, snapshot)
