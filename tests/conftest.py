@@ -147,3 +147,20 @@ def iteration_logs(root: Path) -> list[Path]:
     claude = root / ".claude"
     found = [*claude.glob("loopdeck/iterations/*/*.log"), *claude.glob("loops/*/iterations/*.log")]
     return sorted(found, key=lambda p: (p.name.split(".", 1)[0], p.name, str(p)))
+
+
+def alive_with(token: str) -> list[int]:
+    """The live processes (zombies aside) whose command line holds `token`: what a test checks
+    is gone after a turn, however the processes were started."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{name}/cmdline").read_bytes()
+            state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if token.encode() in argv and state != "Z":
+            found.append(int(name))
+    return found

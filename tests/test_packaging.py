@@ -155,3 +155,13 @@ def test_installed_as_a_tool_it_works_from_an_empty_folder_and_doctor_finds_move
     assert [c.status for c in checks] == ["FAIL"], checks
     assert f"{python} does not exist" in checks[0].found and "launcher.py does not exist" in checks[0].found
     assert checks[0].fix is not None and "loopdeck install" in checks[0].fix and str(project) in checks[0].fix
+
+
+def test_the_screenshot_tool_runs_as_the_docs_say_from_any_folder(tmp_path: Path) -> None:
+    """`python tools/screenshots.py` from a clone: the file finds the project's own modules (its
+    `tools` package included) wherever it is started from. Loaded, not run: shooting every
+    picture takes a minute."""
+    script = REPO / "tools" / "screenshots.py"
+    load = f"import runpy; runpy.run_path({str(script)!r}, run_name='loaded')"
+    done = subprocess.run([sys.executable, "-I", "-c", load], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

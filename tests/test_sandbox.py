@@ -21,7 +21,7 @@ from loop.processes import agent, refusal, sandbox
 from loop.processes.sandbox import Spec, Status
 from loop.store.paths import Workspace
 from loop.views.snapshot import read as read_snapshot
-from tests.conftest import loopdeck_cmd
+from tests.conftest import alive_with, loopdeck_cmd
 from tui.widgets.status_bar import bar_line
 
 BWRAP = Status("bwrap", "bubblewrap 0.8.0")
@@ -213,30 +213,14 @@ def test_refusals_are_the_lines_that_show_the_sandbox_refusing_at_most_five() ->
 # --- real turns --------------------------------------------------------------------------------
 
 
-def _alive_with(token: str) -> list[int]:
-    """The live processes (zombies aside) whose command line holds `token`."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            argv = Path(f"/proc/{name}/cmdline").read_bytes()
-            state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if token.encode() in argv and state != "Z":
-            found.append(int(name))
-    return found
-
-
 def _wait_gone(token: str, seconds: float = 10.0) -> list[int]:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        left = _alive_with(token)
+        left = alive_with(token)
         if not left:
             return []
         time.sleep(0.02)
-    return _alive_with(token)
+    return alive_with(token)
 
 
 TRYING_AGENT = r"""
@@ -322,7 +306,7 @@ def test_a_sandboxed_run_keeps_loopdeck_git_and_everything_outside_the_workspace
         assert "sandbox: bwrap (bubblewrap" in done.stdout
         assert _wait_gone(token) == []  # the setsid child died with the turn's PID namespace
     finally:
-        for pid in _alive_with(token):
+        for pid in alive_with(token):
             os.kill(pid, 9)
     report = json.loads((root / "report.json").read_text())
     for name in ("control", "state", "journal", "logs", "hooks", "var"):
@@ -386,7 +370,7 @@ def test_a_setsid_child_dies_with_the_turn_in_the_sandbox_even_without_a_sweep(t
         assert ran.exit_code == 0, ran.tail
         assert _wait_gone(token, 5) == []
     finally:
-        for pid in _alive_with(token):
+        for pid in alive_with(token):
             os.kill(pid, 9)
 
 
@@ -439,9 +423,9 @@ def test_without_the_sandbox_the_last_turn_leaves_no_setsid_child_behind(ws: Wor
     try:
         if ending == "SIGTERM":
             deadline = time.monotonic() + 30
-            while not _alive_with(token) and time.monotonic() < deadline:
+            while not alive_with(token) and time.monotonic() < deadline:
                 time.sleep(0.02)
-            assert _alive_with(token), "the agent never started its child"
+            assert alive_with(token), "the agent never started its child"
             runner.terminate()
         out, _ = runner.communicate(timeout=60)
         assert runner.returncode == (143 if ending == "SIGTERM" else 0), out
@@ -452,7 +436,7 @@ def test_without_the_sandbox_the_last_turn_leaves_no_setsid_child_behind(ws: Wor
     finally:
         if runner.poll() is None:
             runner.kill()
-        for pid in _alive_with(token):
+        for pid in alive_with(token):
             os.kill(pid, 9)
 
 

@@ -370,3 +370,36 @@ async def test_with_no_watcher_for_the_tree_git_is_read_after_a_loop_file_change
                 journal.write('{"ts": "2026-01-01T00:00:00Z", "kind": "warning", "data": {}}\n')
 
         await until_seen(pilot, loop_file_changes, lambda: "3 new" in text_of(monitor, "#git"))
+
+
+async def test_a_burst_of_tree_changes_reads_git_once_now_and_once_a_second_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A look at git is three git processes: the monitor reads it at most once a second, and a
+    change inside that second is read once when it ends, never lost."""
+    from loop.repo import gitread
+    from tui import app as app_module
+
+    reads: list[float] = []
+    real = gitread.status
+
+    def counted(root: Path) -> Any:
+        reads.append(time.monotonic())
+        return real(root)
+
+    monkeypatch.setattr(app_module.gitread, "status", counted)
+    ws = make(tmp_path, "running")
+    monitor = app(ws, watch=True, git=True)
+    async with monitor.run_test(size=screenshots.SIZE) as pilot:
+        await screenshots.settle(monitor)
+        assert len(reads) == 1  # the first look
+        monitor.post_message(watch.TreeChanged())
+        await until(pilot, lambda: len(reads) == 2)  # at once: the last look was long ago
+        for _ in range(3):  # within the second after it (a queued one replaces the one before)
+            monitor.post_message(watch.TreeChanged())
+            await pilot.pause(0.05)
+        assert len(reads) == 2
+        await until(pilot, lambda: len(reads) == 3, timeout=5)
+        await pilot.pause(0.5)
+    assert len(reads) == 3  # one at once, one for the rest of the burst: not one a change
+    assert reads[2] - reads[1] >= 0.9

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from a clone
+
 from loop import trust
 from loop.core import scheduler
 from loop.core.model import Result

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from loop.processes import sandbox
+from tests.conftest import alive_with
 from tests.e2e import mockclis
 from tests.e2e.agents_harness import CLIProject, cli_binary
 from tests.e2e.harness import Project, claude_binary
@@ -86,18 +87,7 @@ class Attack:
 
     def alive(self) -> list[int]:
         """The live processes (zombies aside) whose argv holds the token."""
-        found = []
-        for name in os.listdir("/proc"):
-            if not name.isdigit():
-                continue
-            try:
-                argv = Path(f"/proc/{name}/cmdline").read_bytes()
-                state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue
-            if self.token.encode() in argv and state != "Z":
-                found.append(int(name))
-        return found
+        return alive_with(self.token)
 
     def gone(self, seconds: float = 10.0) -> list[int]:
         """Polls until no process holds the token, or the deadline; what is left."""
