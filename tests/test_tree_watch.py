@@ -378,7 +378,6 @@ async def test_a_burst_of_tree_changes_reads_git_once_now_and_once_a_second_late
     """A look at git is three git processes: the monitor reads it at most once a second, and a
     change inside that second is read once when it ends, never lost."""
     from loop.repo import gitread
-    from tui import app as app_module
 
     reads: list[float] = []
     real = gitread.status
@@ -387,7 +386,7 @@ async def test_a_burst_of_tree_changes_reads_git_once_now_and_once_a_second_late
         reads.append(time.monotonic())
         return real(root)
 
-    monkeypatch.setattr(app_module.gitread, "status", counted)
+    monkeypatch.setattr(gitread, "status", counted)  # the module the app reads through
     ws = make(tmp_path, "running")
     monitor = app(ws, watch=True, git=True)
     async with monitor.run_test(size=screenshots.SIZE) as pilot:
