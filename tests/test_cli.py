@@ -67,6 +67,7 @@ def test_start_then_status_json(cli, ws: Workspace) -> None:
         "notify": [],
         "sandbox": None,  # no runner has run it yet
         "confirmed": True,
+        "last_validation": None,  # no check has run yet
     }
     assert "iteration    0/5" in cli("status").out
     cli("start", "again", "--force")

@@ -60,7 +60,7 @@ def test_building_the_parser_loads_no_verb_and_no_monitor() -> None:
         "loop.cli.definition",
         *(
             f"loop.cli.definition.{n}"
-            for n in ("base", "loops", "monitor", "run", "setup", "shared", "steering", "temporal")
+            for n in ("base", "loops", "monitor", "report", "run", "setup", "shared", "steering", "temporal")
         ),
         "loop.cli.place",
     }, sorted(cli)

@@ -57,7 +57,7 @@ def test_the_bash_script_completes_verbs_options_and_folders(cli: Callable[..., 
     assert checked.returncode == 0, checked.stderr
     offered = set(_bash_complete(script_file, ["loopdeck", ""], tmp_path))
     assert _verbs() <= offered and {"init", "completion", "run", "status"} <= offered
-    assert set(_bash_complete(script_file, ["loopdeck", "re"], tmp_path)) == {"resume", "restore"}
+    assert set(_bash_complete(script_file, ["loopdeck", "re"], tmp_path)) == {"report", "resume", "restore"}
     assert _bash_complete(script_file, ["loopdeck", "run", "--max-it"], tmp_path) == ["--max-iterations"]
     assert set(_bash_complete(script_file, ["loopdeck", "completion", ""], tmp_path)) == {
         "bash",

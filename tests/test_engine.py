@@ -105,7 +105,7 @@ def test_pending_blocks_with_continuation_prompt() -> None:
     assert "- TODO list: 0 pending, 1 in progress" in reason
     assert "ALL_TASKS_COMPLETE on a line by itself" in reason
     assert result.state.current_task == "task_file task 0"
-    assert kinds(result) == ["session-bound", "blocked"]
+    assert kinds(result) == ["session-bound", "progress", "blocked"]
 
 
 def test_singular_message_and_no_limit() -> None:

@@ -158,7 +158,8 @@ def test_a_whole_session(ws: Workspace, env: dict[str, str]) -> None:
     }
     kinds = session.kinds()
     assert kinds.count("blocked") == 7 and kinds.count("verification-loop") == 4
-    assert kinds[:3] == ["loop-started", "session-bound", "blocked"]
+    assert kinds[:4] == ["loop-started", "session-bound", "progress", "blocked"]
+    assert kinds.count("progress") == 8  # one per judged Stop, the last (completing) one too
     assert kinds[-3:] == ["completed", "allowed", "archived"]
     assert "completed" in session.loopdeck("status").stdout  # "last loop: completed …"
     # A Stop after the loop ended: no state, silent allow.

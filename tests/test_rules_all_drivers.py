@@ -268,6 +268,52 @@ def test_unreadable_sources_make_a_driver_that_waits_for_a_person_wait(policy: D
     assert result.blocked is not policy.waits_for_person
 
 
+PROGRESS = [
+    # (case, tests before, tests now, failing turns, moved)
+    ("fewer failing", (7, 3), (8, 2), True, ["fewer-failing", "more-passing"]),
+    ("new tests", (7, 3), (9, 3), True, ["more-passing", "new-tests"]),
+    ("no better", (7, 3), (7, 3), True, []),
+    ("all green", (7, 3), (10, 0), False, ["fewer-failing", "more-passing"]),
+]
+
+
+@BY_NAME
+@pytest.mark.parametrize(
+    ("case", "before", "now", "failing", "moved"), PROGRESS, ids=[c[0] for c in PROGRESS]
+)
+def test_every_driver_judges_a_turns_progress_on_the_tests_and_journals_it(
+    policy: DriverPolicy,
+    case: str,
+    before: tuple[int, int],
+    now: tuple[int, int],
+    failing: bool,
+    moved: list[str],
+) -> None:
+    """The engine, not the driver, judges the turn: the same checks give every driver the same
+    `progress` event and the same `last_validation`; the one difference is data (a driver that
+    starts the agent judges the turn it ran, in a session every Stop is one)."""
+
+    def checks(passed: int, failed: int) -> dict[str, object]:
+        tests = {"passed": passed, "failed": failed, "failing": [f"t{i}" for i in range(failed)]}
+        return {"tests": tests, "tests_pass": not failed, "build_succeeds": None, "git_clean": True, "ts": T0}
+
+    loop = running(last_validation=checks(*before), stuck={"tasks": "task_file:2/0/0", "mode": "work"})
+    turn = None if not policy.starts_agent else Turn(changed=False)
+    stop = StopInput(
+        last_text="x",
+        driver=policy.name,
+        session_id="s1",
+        turn=turn,
+        verification_failure="FAILED" if failing else None,
+        validation=checks(*now),
+    )
+    result = engine.decide(loop, stop, [], sources(task_file=2), NOW, policy)
+    (data,) = [d for kind, d in result.events if kind == "progress"]
+    assert data["moved"] == moved and data["tests"]["passed"] == now[0]
+    assert data["tasks"] == {"open": 2, "done": 0}
+    assert result.state is not None and result.state.last_validation["tests"]["failed"] == now[1]
+
+
 # --- no copies in the drivers ------------------------------------------------------------------
 
 DRIVERS = [

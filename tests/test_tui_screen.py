@@ -385,6 +385,7 @@ def holders() -> list[tuple[type[Any], tuple[str, ...]]]:
     """Every class that holds keys, and the registry's scopes it takes them from."""
     from tui.monitor import MonitorApp
     from tui.screens.fleet import FleetTable
+    from tui.screens.progress import ProgressScreen
     from tui.widgets.search import SearchInput
     from tui.widgets.workers import WorkersPanel
 
@@ -399,6 +400,7 @@ def holders() -> list[tuple[type[Any], tuple[str, ...]]]:
         (NoteScreen, ("note",)),
         (QuestionScreen, ("question",)),
         (TextScreen, ("text",)),
+        (ProgressScreen, ("progress",)),
         (FleetTable, ("fleet",)),
         (FleetScreen, ("fleet",)),
         (NeighbourScreen, ("neighbour",)),

@@ -119,8 +119,12 @@ def _started(iterations: int) -> datetime:
     return NOW - timedelta(seconds=sum(_took(n) + 2 for n in range(1, iterations + 1)) + 5)
 
 
-def _events(ws: Workspace, iterations: int, *, verify_fail_at: int | None = None) -> list[str]:
-    """The journal of `iterations` iterations, each verified and committed; returns the commits."""
+def _events(
+    ws: Workspace, iterations: int, *, verify_fail_at: int | None = None, judged: bool = False
+) -> list[str]:
+    """The journal of `iterations` iterations, each verified and committed; returns the commits.
+    `judged`: each turn also costs something and is judged (`progress`: the tasks and the tests
+    of `FAILING`, as the engine records them)."""
     journal = Journal(ws.journal)
     at = _started(iterations)
     journal.append("loop-started", 0, {"max_iterations": 50}, now=at)
@@ -143,11 +147,37 @@ def _events(ws: Workspace, iterations: int, *, verify_fail_at: int | None = None
             },
             now=at,
         )
-        journal.append("iteration-completed", n, {"duration_s": _took(n)}, now=at)
+        completed: dict[str, object] = {"duration_s": _took(n)}
+        if judged:
+            completed["cost_usd"] = round(0.04 + (n * 7) % 10 / 100, 2)
+        journal.append("iteration-completed", n, completed, now=at)
+        if judged:
+            journal.append("progress", n, _judged(n), now=at)
         sha = _commit(ws.root, n)
         commits.append(sha)
         journal.append("commit", n, {"sha": sha}, now=at)
     return commits
+
+
+FAILING = (10, 9, 9, 7, 6, 6, 4, 2, 1, 0)
+"""Tests failing after each iteration of the progress scenario (ten tests in all): stuck a turn
+twice on the way down, as real loops are."""
+DONE_BY = (0, 0, 1, 1, 1, 1, 2, 2, 2, 2)
+"""Tasks done after each iteration of the progress scenario (five in all)."""
+
+
+def _judged(n: int) -> dict[str, object]:
+    """Iteration n's `progress` event, as the engine journals it."""
+    failing, done = FAILING[min(n, len(FAILING)) - 1], DONE_BY[min(n, len(DONE_BY)) - 1]
+    before = FAILING[n - 2] if 1 < n <= len(FAILING) else failing
+    return {
+        "tasks": {"open": 5 - done, "done": done},
+        "tests": {"passed": 10 - failing, "failed": failing, "reader": "junit"},
+        "tests_pass": failing == 0,
+        "build_succeeds": None,
+        "git_clean": True,
+        "moved": ["fewer-failing", "more-passing"] if failing < before else [],
+    }
 
 
 def _commit(root: Path, n: int) -> str:
@@ -242,6 +272,24 @@ def running(root: Path) -> Workspace:
     )
     _events(ws, 11, verify_fail_at=9)  # the 12th is under way
     _iteration_log(ws, 12)
+    return ws
+
+
+def progress(root: Path) -> Workspace:
+    """A running loop whose turns report their tests: ten failing at first, none after ten
+    turns (the main screen's progress panel; `g` opens the charts)."""
+    ws = _repo(root)
+    _state(
+        ws,
+        10,
+        iteration=11,
+        status="running",
+        driver="runner",
+        pid=os.getpid(),
+        current_task="Expose the list endpoint",
+    )
+    _events(ws, 10, judged=True)
+    _iteration_log(ws, 11)
     return ws
 
 
@@ -475,7 +523,7 @@ def ralph_loop(root: Path) -> Workspace:
 def fleet(root: Path) -> Workspace:
     """Five workspaces below one folder, in five different states (no loop files of its own:
     `app_for` opens the fleet view on it)."""
-    running(root / "api")
+    progress(root / "api")  # its tests failing, drawn as a sparkline
     escalation(root / "billing")
     ralph_loop(root / "docs-site")
     stopped = _repo(root / "mobile")
@@ -518,6 +566,7 @@ SCENARIOS: dict[str, Callable[[Path], Workspace]] = {
     "completed": completed,
     "ralph-loop": ralph_loop,
     "fleet": fleet,
+    "progress": progress,
 }
 
 
@@ -541,6 +590,8 @@ PICTURES: dict[str, tuple[str, tuple[str, ...], tuple[int, int]]] = {
     "running-80x24": ("running", (), (80, 24)),
     "workers-80x24": ("workers", (), (80, 24)),
     "escalation-80x24": ("escalation", (), (80, 24)),
+    "progress-charts": ("progress", ("g",), SIZE),
+    "progress-charts-80x24": ("progress", ("g",), (80, 24)),
 }
 """Pictures beyond the scenarios: a scenario, the keys pressed before the shot, the terminal's
 size (the scenarios are shot at `SIZE`; an 80x24 terminal is the smallest the monitor fits)."""

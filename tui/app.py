@@ -34,13 +34,16 @@ from loop.repo.gitstate import GitStatus
 from loop.store import control
 from loop.store.paths import Workspace
 from loop.trust import key as trust_key
+from loop.views.progress import Series
 from loop.views.snapshot import Reader, Snapshot
 from tui import actions, collector, hangup
 from tui.pace import SummaryPace
+from tui.progress import ProgressReader, ProgressReady
 from tui.prompts import Prompts
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.main import MainScreen
 from tui.screens.number import NumberScreen
+from tui.screens.progress import ProgressScreen
 from tui.screens.resume import ResumeScreen
 from tui.screens.text import NoteScreen, QuestionScreen, TextScreen
 from tui.watch import (
@@ -99,6 +102,9 @@ class LoopdeckApp(App[None]):
     summary: var[Snapshot | None] = var(None, init=False)
     """`snapshot` as the summary panels see it: every change, paced while a loop races
     (`tui.pace`); the journal and the output follow `snapshot` itself."""
+    progress: var[Series] = var(Series, init=False)
+    """The loop's figures per iteration, from the whole journal (`tui.progress`): the main
+    screen's progress panel and the Progress view follow it."""
 
     def __init__(
         self,
@@ -137,6 +143,8 @@ class LoopdeckApp(App[None]):
         """The keymap file's rebindings (binding id → keys), as applied."""
         self.reader: Reader | None = None
         """Reads the workspace's snapshots, each only what changed since the last."""
+        self.progress_reader: ProgressReader | None = None
+        """Reads the journal's progress, each time only what was appended (`tui.progress`)."""
         self.pace = SummaryPace(self._show_summary, self.set_timer, time.monotonic)
         """When a snapshot reaches the summary panels."""
         self.settles = False
@@ -167,6 +175,10 @@ class LoopdeckApp(App[None]):
     def watch_summary(self, summary: Snapshot | None) -> None:
         if self.screen_stack:
             self.main.summary = summary
+
+    def watch_progress(self, progress: Series) -> None:
+        if self.screen_stack:
+            self.main.progress = progress
 
     def watch_git_status(self, status: GitStatus | None) -> None:
         if self.screen_stack:
@@ -225,6 +237,10 @@ class LoopdeckApp(App[None]):
         if reader is None or reader.workspace != self.workspace:  # another folder: start afresh
             reader = self.reader = Reader(self.workspace)
         self.post_message(SnapshotReady(reader.read()))
+        progress = self.progress_reader
+        if progress is None or progress.path != self.workspace.journal:
+            progress = self.progress_reader = ProgressReader(self.workspace.journal)
+        self.post_message(ProgressReady(progress.read()))
 
     @work(thread=True, exclusive=True, group="git", exit_on_error=False)
     def load_git(self) -> None:
@@ -279,6 +295,10 @@ class LoopdeckApp(App[None]):
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
         if self.screen_stack:  # a worker's answer that lands while the app shuts down is dropped
             self.show_snapshot(message.snapshot)
+
+    def on_progress_ready(self, message: ProgressReady) -> None:
+        if self.screen_stack:
+            self.progress = message.series
 
     def on_git_ready(self, message: GitReady) -> None:
         if not self.screen_stack:
@@ -517,6 +537,10 @@ class LoopdeckApp(App[None]):
             return
         self.notify(message.line, title="loopdeck")
         self.load_snapshot()
+
+    def action_progress(self) -> None:
+        """The Progress view: the loop's charts per iteration, over the main screen."""
+        self.push_screen(ProgressScreen())
 
     def action_help(self) -> None:
         keys = self.bound_keys()

@@ -19,9 +19,22 @@ def cmd_start(args: argparse.Namespace) -> int:
     refuse_inside_agent("`loopdeck start` (in a session, type /orchestrator-loop)")
     ws = workspace_here(args)
     prompt = " ".join(args.prompt)
-    if prompt.strip():  # else the one thing to say is that a PROMPT is needed
+    named = getattr(args, "design", None)
+    if not prompt.strip() and not named:
+        # No PROMPT and no design named: the newest design in the workspace is what the person
+        # prepared for this loop. A PROMPT given is the person's word and takes no design.
+        from loop.design import newest
+
+        found = newest(ws.root)
+        if found is not None:
+            args.design = str(found)
+            print(f"loopdeck: starting from the newest design, {found.name} (--design names another)")
+    if prompt.strip() or getattr(
+        args, "design", None
+    ):  # else the one thing to say is that a PROMPT is needed
         _start_defaults(args, ws)
-    _state, lines = start_loop(ws, request_from(args, prompt, force=args.force), "start")
+    request = request_from(args, prompt, force=args.force)
+    _state, lines = start_loop(ws, with_design(args, ws, request), "start")
     for line in lines:
         print(f"loopdeck: {line}" if not line.startswith("To finish") else line)
     return 0
@@ -54,3 +67,43 @@ def request_from(args: argparse.Namespace, prompt: str, **given: Any) -> Request
     if "limits" not in values:
         values["limits"] = limits_from(args)
     return Request(prompt, **values)
+
+
+def with_design(args: argparse.Namespace, ws: Workspace, request: Request) -> Request:
+    """`request` as the design `--design` names makes it: the prompt made from the design (a
+    PROMPT given too goes into it as the person's note), the design's promise unless one was
+    given, its commands as checks. A person at a terminal confirms those commands now; anywhere
+    else they wait for `loopdeck trust`."""
+    named = getattr(args, "design", None)
+    if not named:
+        return request
+    from pathlib import Path
+
+    from loop.design import lock, prompt, read
+
+    path = Path(named)
+    if not path.is_absolute():  # as the workspace names it, else as the terminal's folder does
+        path = (
+            ws.root / path
+            if (ws.root / path).exists() or not (Path.cwd() / path).exists()
+            else Path.cwd() / path
+        )
+    design = read(path)
+    request.design = lock.record(ws.root, design)
+    request.prompt = prompt.build(design, request.design["path"], note=request.prompt)
+    if request.completion_promise in (None, "", "null"):
+        request.completion_promise = design.promise
+    if request.design_commands and sys.stdin.isatty():
+        request.design_confirmed = _ask_commands(request.design["path"], request.design_commands)
+    return request
+
+
+def _ask_commands(where: str, commands: list[str]) -> bool:
+    """Ask the person at the terminal to confirm the commands a design names."""
+    print(f"{where} names commands loopdeck runs to check the work:", file=sys.stderr)
+    for command in commands:
+        print(f"  {command}", file=sys.stderr)
+    try:
+        return input("Run them after each turn? [y/N] ").strip().lower() in ("y", "yes")
+    except EOFError:
+        return False

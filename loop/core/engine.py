@@ -62,7 +62,7 @@ from loop.core.transitions import (
     limit_until,
     unconfirmed_line,
 )
-from loop.core.workers import TURN_VERDICTS, admit, escalate, finish, worker_turn
+from loop.core.workers import TURN_VERDICTS, admit, checked, escalate, finish, worker_turn
 
 __all__ = [
     "ANSWER_KEEPS_WAITING",
@@ -84,6 +84,7 @@ __all__ = [
     "admit",
     "adopt",
     "agent_for_turn",
+    "checked",
     "commands",
     "configure",
     "decide",

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from loop.core.model import JournalEvent as Event
+from loop.core.progress import tests_line
 from loop.core.timeutil import human_duration, log_stamp
 
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
@@ -40,6 +41,24 @@ def _spent(data: Mapping[str, Any]) -> str:
     return "; " + ", ".join(parts)
 
 
+def _progress(data: Mapping[str, Any]) -> str:
+    """A judged turn in one line: the tests, the tasks, what moved."""
+    parts = []
+    tests = data.get("tests")
+    if isinstance(tests, Mapping):
+        parts.append(f"tests {tests_line(tests)}")
+    tasks = data.get("tasks")
+    if isinstance(tasks, Mapping) and any(tasks.get(key) for key in ("open", "done")):
+        parts.append(f"tasks {tasks.get('open', '?')} open, {tasks.get('done', '?')} done")
+    moved = data.get("moved")
+    parts.append(f"moved: {', '.join(str(m) for m in moved)}" if moved else "nothing moved")
+    return "Progress: " + "; ".join(parts)
+
+
+TURN_KINDS = frozenset({"progress"})
+"""Events about the turn that just ended: journaled with that turn's iteration (the decision
+that judges it may already have counted the next one)."""
+
 KINDS: dict[str, Callable[[Event], str]] = {
     # the loop's life
     "loop-started": lambda e: f"Loop started (max {e.data.get('max_iterations', '?')} iterations)",
@@ -47,6 +66,7 @@ KINDS: dict[str, Callable[[Event], str]] = {
     "iteration-completed": lambda e: (
         f"Iteration {e.iteration} complete ({human_duration(e.data.get('duration_s'))}{_spent(e.data)})"
     ),
+    "progress": lambda e: _progress(e.data),
     "agent-switched": lambda e: (
         f"Agent switched: {e.data.get('from', '?')} → {e.data.get('to', '?')}"
         + (f" ({e.data['reason']})" if e.data.get("reason") else "")

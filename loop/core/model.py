@@ -123,6 +123,11 @@ class LoopState:
     notify: list[str] = field(default_factory=list)
     """Where to tell a person when they are needed or the loop ends (desktop, a webhook URL, a
     command)."""
+    last_validation: dict[str, Any] = field(default_factory=dict)
+    """The last verification run's results, as the engine recorded them: `{ts, tests_pass,
+    build_succeeds, git_clean, tests}` (`tests`: the summed test counts, when a command's output
+    could be read). Empty until the checks first run; the next turn's progress is judged
+    against it."""
     extra: dict[str, Any] = field(default_factory=dict)
     body: str = ""
     """Everything after the closing `---`, byte for byte (the prompt, with its blank lines)."""
@@ -182,6 +187,7 @@ class LoopState:
             limits=dict(self.limits),
             usage=dict(self.usage),
             notify=list(self.notify),
+            last_validation=dict(self.last_validation),
         )
 
     def limit(self, name: str) -> int:
@@ -229,6 +235,7 @@ KNOWN_KEYS = (
     "limits",
     "usage",
     "notify",
+    "last_validation",
 )
 
 
@@ -437,6 +444,9 @@ class Turn:
     refused: str | None = None
     """What the sandbox refused the agent this turn, as one line for its next prompt (loopdeck's
     files, git's config, folders outside the workspace): expected, and said so."""
+    files: Mapping[str, Any] | None = None
+    """What the turn changed, from git: `created`, `modified`, `deleted` (files) and `added`,
+    `removed` (lines), with `paths` (at most 50); None when unknown (outside git)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -469,6 +479,13 @@ class StopInput:
     unconfirmed: tuple[str, ...] = ()
     """What the loop names that no person on this machine confirmed (its prompt, commands,
     notification targets, paths): while anything is listed, nothing of the loop is driven."""
+    design_changed: str | None = None
+    """The loop's design file (its path) when it differs from the one the loop started with:
+    the contract changed under the loop, so a person decides."""
+    validation: Mapping[str, Any] | None = None
+    """The verification commands' results as data, when the driver ran them for this decision:
+    per command, the summed test counts, `tests_pass`, `build_succeeds`, `git_clean` and `ts`.
+    None when no check ran."""
 
 
 @dataclass(frozen=True, slots=True)

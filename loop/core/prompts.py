@@ -7,6 +7,10 @@ under Claude Code's 10,000-character cap for hook strings.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from loop.core import progress
 from loop.core.model import SOURCE_LABELS, Aggregate, LoopState
 from loop.core.signals import COMPLETE_MARKER
 
@@ -135,9 +139,21 @@ def continuation_prompt(state: LoopState, sources: Aggregate) -> str:
         f"{pending_summary(sources)}\n\n"
         "Continue with the next pending task. When every task source is empty, "
         f"{state.verify_loops} verification loops follow before you may stop.\n"
+        + last_checks(state)
         + (f"{recording}\n" if recording else "")
         + finish_line(state)
     )
+
+
+def last_checks(state: LoopState) -> str:
+    """The last checks' results for a prompt (empty before any ran), with the next action when
+    they show a failure: commit the work when only the working tree is not clean."""
+    lines = progress.validation_lines(state.last_validation)
+    if not lines:
+        return ""
+    kind = progress.failure_kind(state.last_validation)
+    step = f"\n{progress.NEXT_STEP[kind]}" if kind in progress.NEXT_STEP else ""
+    return "\nLast checks:\n" + "\n".join(f"- {line}" for line in lines) + step + "\n"
 
 
 def escalation_prompt(state: LoopState, sources: Aggregate | None) -> str:
@@ -172,11 +188,20 @@ def verification_prompt(state: LoopState, number: int) -> str:
     )
 
 
-def failure_prompt(state: LoopState, failure: str, sources: Aggregate) -> str:
+def failure_prompt(
+    state: LoopState, failure: str, sources: Aggregate, validation: Mapping[str, Any] | None = None
+) -> str:
+    """The checks failed: the next action by the failure's kind (the build, the tests, another
+    check), the results as data (counts, failing tests, first error), then their output."""
     pending = f"\n\nPending work:\n{pending_summary(sources)}" if sources.pending_total else ""
+    kind = progress.failure_kind(validation)
+    results = "\n".join(progress.validation_lines(validation))
+    step = progress.NEXT_STEP.get(kind or "", "") if kind != "git" else ""
     return cap(
         "VERIFICATION FAILED - FIX THIS FIRST\n\n"
-        "The verification commands failed after your last turn:\n\n"
+        + (f"{step}\n\n" if step else "")
+        + (f"{results}\n\n" if results else "")
+        + "The verification commands failed after your last turn:\n\n"
         f"{failure}\n\n"
         "Fix the cause (not the check), then continue."
         f"{pending}\n\n{recording_help(sources)}\n\nOriginal task:\n{state.prompt}\n\n{finish_line(state)}"

@@ -17,9 +17,13 @@ Where the drivers' situations differ, the driver's `DriverPolicy` says how, neve
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import replace as evolve
 from datetime import datetime
+from typing import Any
 
+from loop.core import progress
 from loop.core.commands import apply_all, refusal, replayed
 from loop.core.model import SOURCE_LABELS, Aggregate, Command, LoopState, Result, StopInput, Turn, replace
 from loop.core.policy import DriverPolicy, named
@@ -76,6 +80,10 @@ class _Ask:
     stop: StopInput
     policy: DriverPolicy
     now: datetime
+    moved: tuple[str, ...] = ()
+    """How the tests moved since the last validation (`progress.test_moves`)."""
+    on_tests: bool = False
+    """The turn is judged on the tests (and the tasks), not on the workspace changing."""
 
 
 # --- asking first --------------------------------------------------------------------------
@@ -182,6 +190,13 @@ def decide(
         # A driver outside the session, driving a loop whose file changed under it.
         escalate_unconfirmed(state, result, stop.unconfirmed, now)
         return result
+    if stop.design_changed:
+        # The design is the loop's contract, locked while it runs: nobody rewrites it mid-loop.
+        reason = (
+            f"the design {stop.design_changed} changed while the loop ran; put it back as it was and "
+            "resume, or start a new loop from it (loopdeck start --force --design)"
+        )
+        return escalation(state, result, now, "design-changed", reason, design=stop.design_changed)
 
     settled = state.copy()
     settled_events = list(events)
@@ -246,7 +261,40 @@ def _unconfirmed(stop: StopInput) -> Result:
 
 def _rules(result: Result, state: LoopState, ask: _Ask, sources: Aggregate | None) -> Result:
     """The loop's rules, once the commands are applied and the loop is neither paused nor
-    stopped: the turn's facts, the sources, the signal, the review loops."""
+    stopped, with the turn's progress judged on the checks' results: the last validation is
+    recorded, and a judged turn journals one `progress` event (before what it led to)."""
+    at, tasks_before = len(result.events), state.stuck.get("tasks")
+    validation = ask.stop.validation
+    ask = evolve(
+        ask,
+        moved=tuple(progress.test_moves(state.last_validation, validation)),
+        on_tests=progress.judged_on_tests(state.last_validation, validation),
+    )
+    if validation is not None:
+        state.last_validation = progress.record(validation, state.last_validation)
+    ruled = _ruled(result, state, ask, sources)
+    if sources is not None and _judged(ask):
+        tasks = task_mark(sources)
+        moved = ["tasks"] if tasks_before is not None and tasks_before != tasks else []
+        if not ask.policy.starts_agent:
+            count_tasks(state, tasks)  # in a session every Stop is a turn: the next one's baseline
+        files = ask.stop.turn.files if ask.stop.turn is not None else None
+        data = progress.event(sources, validation, files, [*moved, *ask.moved])
+        result.events.insert(at, ("progress", data))
+    return ruled
+
+
+def _judged(ask: _Ask) -> bool:
+    """Is this decision's turn judged for progress? A turn the agent worked through (not failed,
+    cut short or held by a usage limit); in a session, every Stop."""
+    turn = ask.stop.turn
+    if turn is None:  # a driver's first decision is judged when it checked the starting point
+        return not ask.policy.starts_agent or ask.stop.validation is not None
+    return turn.failure is None and turn.interrupted is None and turn.limited is None
+
+
+def _ruled(result: Result, state: LoopState, ask: _Ask, sources: Aggregate | None) -> Result:
+    """The turn's facts, the sources, the signal, the review loops."""
     held = _turn_facts(result, state, ask)
     if held is not None:
         return held
@@ -274,8 +322,9 @@ def _rules(result: Result, state: LoopState, ask: _Ask, sources: Aggregate | Non
             result,
             state,
             ask,
-            failure_prompt(state, stop.verification_failure, sources),
-            "Orchestrator iteration {of} | VERIFICATION FAILED: fix it before anything else",
+            failure_prompt(state, stop.verification_failure, sources, stop.validation),
+            "Orchestrator iteration {of} | VERIFICATION FAILED: fix it before anything else"
+            + _tests_said(stop.validation),
             sources,
             "work",
         )
@@ -343,32 +392,52 @@ def _failures(result: Result, state: LoopState, ask: _Ask, turn: Turn) -> Result
         if stuck["task_failures"] >= state.limit("same_task_after"):
             reason = f"task {task!r} failed {stuck['task_failures']} times"
             return stuck_wait(result, state, now, reason, kind="repeated-failures")
-    elif failed_checks is not None and same_error(state, turn.error):
-        return stuck_wait(result, state, now, same_error_reason(state))
+    elif failed_checks is not None and ask.moved:
+        state.stuck.pop("error", None)  # failing, but better: not the same error, whatever it says
+        state.stuck.pop("errors", None)
+    elif failed_checks is not None:
+        signature = progress.error_signature(ask.stop.validation)
+        if same_error(state, signature or turn.error):
+            return stuck_wait(result, state, now, _same_error_why(state, ask))
     elif failed_checks is None:
         state.stuck.pop("error", None)
         state.stuck.pop("errors", None)
     return None
 
 
+def _same_error_why(state: LoopState, ask: _Ask) -> str:
+    """Why the same error escalates: the rule, and the failing tests when they are known."""
+    reason = same_error_reason(state)
+    tests = progress.tests_of(ask.stop.validation)
+    names = progress.failing_names(tests, 3) if tests is not None else ""
+    return f"{reason} ({names} failing)" if names else reason
+
+
 def _progress(result: Result, state: LoopState, ask: _Ask, sources: Aggregate) -> Result | None:
-    """Did the turn move anything (the task counts, else the workspace)? No progress too often
-    escalates as stuck. Unreadable sources escalate once per stretch: a driver that waits for a
-    person waits; in a session the loop goes on, conservatively."""
+    """Did the turn move anything (the task counts, the tests, else the workspace)? No progress
+    too often escalates as stuck. While tests fail and their counts are known, only the tasks
+    and the tests count: a workspace that changes without a test getting better is no progress.
+    Unreadable sources escalate once per stretch: a driver that waits for a person waits; in a
+    session the loop goes on, conservatively."""
     turn = ask.stop.turn
     if turn is not None and turn.failure is None and turn.interrupted is None:
         tasks = task_mark(sources)
-        same = no_task_progress(state, tasks)
-        if same and turn.changed is None:
-            raise ValueError("decide() needs to know whether the workspace changed (ask needs_look first)")
-        same = same and not turn.changed
+        same = no_task_progress(state, tasks) and not ask.moved
+        if same and not ask.on_tests:
+            if turn.changed is None:
+                raise ValueError(
+                    "decide() needs to know whether the workspace changed (ask needs_look first)"
+                )
+            same = not turn.changed
         state.stuck["no_progress"] = state.stuck.get("no_progress", 0) + 1 if same else 0
         count_tasks(state, tasks)
         if state.stuck["no_progress"] >= state.limit("stuck_after"):
-            reason = (
-                f"no progress in {state.stuck['no_progress']} iterations (no change in the "
-                "workspace, no task change)"
+            what = (
+                "no task change, no test got better"
+                if ask.on_tests
+                else ("no change in the workspace, no task change")
             )
+            reason = f"no progress in {state.stuck['no_progress']} iterations ({what})"
             return stuck_wait(result, state, ask.now, reason)
     elif ask.policy.starts_agent and "tasks" not in state.stuck:
         count_tasks(state, task_mark(sources))  # the first turn's baseline
@@ -384,6 +453,12 @@ def _progress(result: Result, state: LoopState, ask: _Ask, sources: Aggregate) -
     elif not sources.uncertain:
         state.extra.pop("uncertain_escalated", None)
     return None
+
+
+def _tests_said(validation: Mapping[str, Any] | None) -> str:
+    """` | tests: 7 passed, 3 failed` when the checks' test counts are known."""
+    tests = progress.tests_of(validation)
+    return f" | tests: {progress.tests_line(tests)}" if tests is not None else ""
 
 
 def _uncertain(result: Result, state: LoopState, ask: _Ask, sources: Aggregate) -> Result:

@@ -82,6 +82,8 @@ def ending_summary(
         "tasks": _task_names(aggregate),
         "usage": dict(state.usage),
     }
+    if state.last_validation:
+        summary["validation"] = dict(state.last_validation)
     return summary
 
 

@@ -10,9 +10,11 @@ repeating), escalations and the ending.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from loop.core import progress
 from loop.core.model import Aggregate, LoopState, Result, Turn
 from loop.core.transitions import (
     add_usage,
@@ -123,6 +125,22 @@ def worker_turn(
     if spent is not None:
         budget_wait(state, result, now, spent)
     return verdict, result
+
+
+def checked(
+    state: LoopState, validation: Mapping[str, Any], done: int, files: Mapping[str, Any] | None = None
+) -> Result:
+    """The checks ran on the loop's work (a merged tree, or a task checked in place): the
+    progress the turn's work made is judged on them, as the runner's turn is (`progress`
+    journaled, `last_validation` recorded). `done`: the tasks the loop completed so far."""
+    state = state.copy()
+    result = Result("allow", state)
+    moved = progress.test_moves(state.last_validation, validation)
+    state.last_validation = progress.record(validation, state.last_validation)
+    data = progress.event(None, validation, files, moved)
+    data["tasks"] = {"done": done}
+    result.events.append(("progress", data))
+    return result
 
 
 def escalate(state: LoopState, kind: str, reason: str, now: datetime, **data: Any) -> Result:

@@ -10,9 +10,10 @@ only says in which order they are asked.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
 from loop.core import engine, model, scheduler
 from loop.core.model import Aggregate, Command, LoopState, Turn
@@ -100,8 +101,25 @@ def worker_turn_ended(
     return step
 
 
-def audited(state: LoopState, worker: str, approved: bool, feedback: str, now: datetime) -> Step:
-    return settle(scheduler.audited(scheduler.step_of(state), worker, approved, feedback), now)
+def audited(
+    state: LoopState,
+    worker: str,
+    approved: bool,
+    feedback: str,
+    now: datetime,
+    validation: Mapping[str, Any] | None = None,
+) -> Step:
+    """The audit's word on a worker's turn; `validation`: the checks' results when they ran on
+    the task's work (outside git), judged for the loop's progress."""
+    step = scheduler.audited(scheduler.step_of(state), worker, approved, feedback)
+    return settle(_checked(step, validation), now)
+
+
+def _checked(step: Step, validation: Mapping[str, Any] | None) -> Step:
+    """The step with the checks' results judged (`engine.checked`), when they ran."""
+    if validation is None:
+        return step
+    return step.absorb(engine.checked(step.state, validation, len(step.board.done)))
 
 
 def merged(state: LoopState, worker: str, sha: str | None) -> Step:
@@ -123,12 +141,28 @@ def merge_ended(
     conflicts: Sequence[str] = (),
     hunks: str = "",
     failure: str | None = None,
+    validation: Mapping[str, Any] | None = None,
     now: datetime,
 ) -> Step:
     """A merge of a worker's branch into the loop's, as any driver saw it: a problem with the
     merge itself (the workspace, the remote) needs a person; a conflict goes back to the worker
     with its hunks; a verification that failed on the merged tree goes back with its output;
-    else the task is merged."""
+    else the task is merged. `validation`: the checks' results on the merged tree, when they
+    ran: the loop's progress is judged on them."""
+    step = _merge_ended(state, worker, sha, problem, conflicts, hunks, failure, now)
+    return _checked(step, validation)
+
+
+def _merge_ended(
+    state: LoopState,
+    worker: str,
+    sha: str | None,
+    problem: str | None,
+    conflicts: Sequence[str],
+    hunks: str,
+    failure: str | None,
+    now: datetime,
+) -> Step:
     if problem is not None:
         return escalate(state, "merge-failed", problem, now)
     if conflicts:

@@ -213,7 +213,10 @@ class Claim:
         if not changed:
             return False
         refuse_inside_agent("confirming a loop (a new one, or options that change what it runs)")
-        pending = trust.unconfirmed(ws, state, given=self.given(fresh))
+        given = self.given(fresh)
+        if state.extra.get("design"):
+            given.discard("verify")  # a design's commands are the workspace's text: shown, confirmed
+        pending = trust.unconfirmed(ws, state, given=given)
         asked = options.confirm
         if pending and not options.trusted and (asked is None or not asked(pending)):
             listed = "\n".join(f"  {c}" for c in pending)

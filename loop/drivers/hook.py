@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loop import trust
-from loop.core import engine
+from loop.core import engine, progress
 from loop.core.errors import FileProblem, LoopdeckError, os_problem
 from loop.core.limits import usage_limit
 from loop.core.model import RUNNER_ENV, Aggregate, LoopState
-from loop.core.timeutil import utcnow
+from loop.core.timeutil import iso_s, utcnow
 from loop.drivers import writer
 from loop.drivers.classify import stop_waits
 from loop.sources.aggregate import SourceConfig, check_all
@@ -232,12 +232,18 @@ def handle(
             and _tool_round(transcript, state.extra.get("transcript_seen"), size),
             transcript_size=size,
         )
+        if "design" in state.extra:  # locked while the loop runs: one read and hash a Stop
+            from loop.design import lock
+
+            stop = replace(stop, design_changed=lock.changed(ws.root, state))
         sources = (
             _count(ws, state, stop) if engine.needs_sources(state, stop, commands, engine.HOOK) else None
         )
         if sources is not None and engine.wants_verification(state, stop, sources):
-            failure = _verify(ws, state, journal)
-            stop = replace(stop, verification_failure=failure, verified=failure is None)
+            failure, validation = _verify(ws, state, journal, now)
+            stop = replace(
+                stop, verification_failure=failure, verified=failure is None, validation=validation
+            )
         result = engine.decide(state, stop, commands, sources, now, engine.HOOK)
         writer.carry_out(ws, store, journal, state, result, now, end, bad)
     after = result.state
@@ -354,8 +360,13 @@ def _sandbox(ws: Workspace) -> tuple[Spec, Status] | None:
     return (sandbox.Spec(ws.root, ws.root, beside=True), status) if status.on else None
 
 
-def _verify(ws: Workspace, state: LoopState, journal: Journal) -> str | None:
-    """Run the loop's verification commands; the failures' output, or None when all pass."""
+def _verify(
+    ws: Workspace, state: LoopState, journal: Journal, now: datetime
+) -> tuple[str | None, dict[str, Any]]:
+    """Run the loop's verification commands, one at a time within the hook's budget: the
+    failures' output (None when all pass), and their results as data (`StopInput.validation`:
+    the commands' together, with the time; the hook leaves git alone, so `git_clean` is not
+    known)."""
     # Here, not at the top: ~48 ms (`-X importtime`) that every Stop without a check would pay.
     from loop import verify
     from loop.verify.suite import run_all
@@ -363,6 +374,7 @@ def _verify(ws: Workspace, state: LoopState, journal: Journal) -> str | None:
     allow = state.extra.get("verify_allow") or []
     budget = VERIFY_BUDGET_S / max(1, len(state.verify))
     failures: list[str] = []
+    parts: list[dict[str, Any]] = []
     for command in state.verify:
         try:
             item = verify.check(
@@ -376,6 +388,7 @@ def _verify(ws: Workspace, state: LoopState, journal: Journal) -> str | None:
                 state.iteration,
                 {"command": command, "exit_code": None, "tail": str(exc)},
             )
+            parts.append({"commands": [{"command": command, "exit_code": None}]})
             continue
         verdict = run_all(
             [item],
@@ -385,7 +398,12 @@ def _verify(ws: Workspace, state: LoopState, journal: Journal) -> str | None:
             sandbox=_sandbox(ws),
         )
         failures += verdict.failures
-    return "\n\n".join(failures) if failures else None
+        read = getattr(verdict, "validation", None)
+        if callable(read):
+            parts.append(read())
+    validation = progress.combined(parts)
+    validation["ts"] = iso_s(now)
+    return ("\n\n".join(failures) if failures else None), validation
 
 
 FAILED = "loopdeck: the Stop hook failed safe and allowed this stop"

@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import os
 from pathlib import Path
+from typing import Any
 
 MAX_MARK_FILES = 20_000
 """Outside git, the progress fingerprint looks at this many files at most."""
@@ -38,6 +39,12 @@ class StartedMark:
             mark = self.look.result()
             self.value = mark if mark is not None else files_mark(self.root)
         return self.value
+
+    @property
+    def head(self) -> str | None:
+        """HEAD's commit as the look found it ("" before the first), None outside git; once
+        read (`result`)."""
+        return self.look.head
 
     def close(self) -> None:
         self.look.close()
@@ -68,13 +75,18 @@ class Marks:
         """The mark of the turn that just ended, started as it ended: the next turn's start."""
         self.start: str | None = None
         """The workspace's mark when the current turn started."""
+        self.start_head: str | None = None
+        """HEAD when the current turn started ("" before the first commit; None outside git):
+        what the turn changed is counted from it."""
 
     def begin(self) -> None:
         """A turn starts. After a turn that was not judged (failed, interrupted, limited) the
         start stays: what that turn changed is progress for the next one judged."""
         if self.looking is not None or self.start is None:
             look, self.looking = self.looking, None
-            self.start = (look if look is not None else StartedMark(self.root)).result()
+            mark = look if look is not None else StartedMark(self.root)
+            self.start = mark.result()
+            self.start_head = mark.head
 
     def ended(self) -> None:
         """The turn is over (its checks and commit included): its look starts now."""
@@ -85,6 +97,21 @@ class Marks:
         if self.looking is None:
             self.looking = StartedMark(self.root)
         return self.start is None or self.looking.result() != self.start
+
+    def files(self) -> dict[str, Any] | None:
+        """What the turn changed in git since it started (`gitstate.changes`): files created,
+        modified and deleted, lines added and removed; None outside git."""
+        if self.start_head is None:
+            return None
+        from loop.repo import gitstate
+
+        return gitstate.changes(self.root, self.start_head)
+
+    def clean(self) -> bool | None:
+        """Is the work all committed? None outside git."""
+        from loop.repo import gitstate
+
+        return gitstate.clean(self.root)
 
     def forget(self) -> None:
         """The loop waits (for a person, for a reset): what changes meanwhile is nobody's turn.

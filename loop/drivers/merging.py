@@ -111,6 +111,7 @@ class Merges:
     def verify_tree(self, cwd: Path | None = None) -> str | None:
         """The loop's verification commands on the tree as it is now (the workspace, or a
         task's rebased worktree); their failures."""
+        self.verification.validation = None
         if not self.verification:
             return None
         state = self.session.store.read()
@@ -142,17 +143,25 @@ class Merges:
             why = str(exc)
             self.apply(lambda s: workflow.merge_ended(s, worker.name, sha=None, problem=why, now=now()))
             return True
+        checked = self.verification.validation if clash is None else None  # the merged tree's checks
         if clash is not None or failure is not None:
             conflicts, hunks = (clash.conflicts, clash.hunks) if clash is not None else ((), "")
             self.apply(
                 lambda s: workflow.merge_ended(
-                    s, worker.name, sha=None, conflicts=conflicts, hunks=hunks, failure=failure, now=now()
+                    s,
+                    worker.name,
+                    sha=None,
+                    conflicts=conflicts,
+                    hunks=hunks,
+                    failure=failure,
+                    validation=checked,
+                    now=now(),
                 )
             )
             return True
         assert sha is not None
         self.session.tally.commits.append(sha)
-        self.apply(lambda s: workflow.merge_ended(s, worker.name, sha=sha, now=now()))
+        self.apply(lambda s: workflow.merge_ended(s, worker.name, sha=sha, validation=checked, now=now()))
         if worker.worktree:
             worktrees.remove(self.root, Path(worker.worktree), worker.branch)
         return True

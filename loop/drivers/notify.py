@@ -34,14 +34,20 @@ if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
 
 NOTIFY_KINDS = ("escalation", "question", "usage-limit", "completed", "failed")
 """The events a person is told about."""
+REPORTED_KINDS = ("escalation", "completed", "failed")
+"""The endings whose notification links the loop's report (`loopdeck report`)."""
 
 TIMEOUT_S = 10.0
 TARGETS = "use desktop, bell, an http(s) URL, cmd:PROGRAM or apprise:URL"
 
 
 def messages(events: list[tuple[str, dict[str, Any]]], where: str, iteration: int) -> list[dict[str, Any]]:
-    """The notifications due for these journaled events (pure: what to say, not how)."""
+    """The notifications due for these journaled events (pure: what to say, not how). An ending
+    whose events name the loop's archive folder links the report kept there (`report.html`)."""
     out = []
+    folder = next(
+        (str(d["folder"]) for k, d in events if k in ("archived", "summary-kept") and d.get("folder")), None
+    )
     for kind, data in events:
         if kind not in NOTIFY_KINDS:
             continue
@@ -55,8 +61,12 @@ def messages(events: list[tuple[str, dict[str, Any]]], where: str, iteration: in
             text = f"loopdeck: loop complete ({data.get('reason', '')})"
         else:
             text = f"loopdeck: loop FAILED ({data.get('reason', '')})"
-        text = redact(f"{text} [{where}, iteration {iteration}]")
-        out.append({"kind": kind, "text": text, "iteration": iteration})
+        text = f"{text} [{where}, iteration {iteration}]"
+        message: dict[str, Any] = {"kind": kind, "iteration": iteration}
+        if folder is not None and kind in REPORTED_KINDS:
+            message["report"] = os.path.join(folder, "report.html")
+            text += f" Report: {message['report']}"
+        out.append({**message, "text": redact(text)})
     return out
 
 
@@ -163,12 +173,26 @@ def main() -> int:
         return 2
     journal = Journal(Workspace(root).journal)
     for message in due:
+        if message.get("report"):
+            ensure_report(root, Path(str(message["report"])))
         for target in targets:
             try:
                 send(target, message, root)
             except Exception as exc:  # a target failing must never stop anything: say it
                 journal.append("warning", message.get("iteration"), {"message": failure_line(target, exc)})
     return 0
+
+
+def ensure_report(root: Path, path: Path) -> None:
+    """The report a notification links, written here when no driver wrote it (the Stop hook
+    leaves it to this detached sender: it is not cheap enough for the hook's path)."""
+    if path.exists():
+        return
+    # Here, not at the top: the report's modules and its plotting library (~60 ms) load only in
+    # this detached process, and only for a notification that links one.
+    from loop.views.report.files import ending_report
+
+    ending_report(Workspace(root), path.parent)
 
 
 def failure_line(target: str, exc: BaseException) -> str:

@@ -507,8 +507,10 @@ class ParallelRunner:
         """The audit's word (or the engine's approval with no audit). Outside git an approved
         task is checked by the verification commands and completed here; with worktrees it
         joins the merge queue."""
+        checked = None
         if approved and self.merges.isolation == LOCKS:
             failure = self.merges.verify_tree()
+            checked = self.verification.validation
             if failure is not None:
                 approved, feedback = False, f"VERIFICATION FAILED AFTER YOUR WORK:\n{failure}"
             elif self.options.commit:
@@ -518,7 +520,7 @@ class ParallelRunner:
                     message = f"loopdeck: task {worker.task} ({worker.name})"
                     self.commits.files(worker.files, message, {"task": worker.task, "worker": worker.name})
         self.outputs.pop(name, None)
-        self.apply(lambda s: workflow.audited(s, name, approved, feedback, self.now()))
+        self.apply(lambda s: workflow.audited(s, name, approved, feedback, self.now(), checked))
 
     def on_signal(self) -> int:
         signals = self.signals

@@ -18,6 +18,7 @@ from loop.drivers.claim import Claim
 from loop.drivers.session import Session
 from loop.store.archive import latest
 from loop.store.state import StateError
+from loop.views.report.files import ending_report
 from loop.views.summary import Whole, progress_line, summary_lines
 
 LOOP_COMMITS = frozenset({"loop-started", "commit", "task-merged"})
@@ -80,6 +81,7 @@ class Report:
         The task figures are counted from the sources now, also for an archived loop (its
         state as the last decision left it): a forced completion with tasks open says so."""
         session = self.session
+        self.count_files()
         state = session.final if archived else None
         if not archived:
             with contextlib.suppress(StateError):  # a corrupt one is told, never archived
@@ -97,7 +99,8 @@ class Report:
                 session.ws, state, how, self.summary_data(how, reason, counts, state)
             )
         whole = self.whole(state, recorded) if self.claim.continued else None
-        for line in summary_lines(how, reason, session.tally, counts, folder, state, recorded, whole):
+        page = ending_report(session.ws, folder) if folder is not None else None
+        for line in summary_lines(how, reason, session.tally, counts, folder, state, recorded, whole, page):
             session.out(line)
         return EXIT_DONE if how in ("completed", "stopped") else EXIT_FAILED
 
@@ -122,7 +125,17 @@ class Report:
             "pending_at_end": counts.pending_total if counts and not counts.uncertain else None,
             "usage": dict(state.usage) if state is not None else None,
             "duration_this_run_s": this_run,
+            **({"files": tally.files} if tally.files else {}),
         }
+
+    def count_files(self) -> None:
+        """What this run changed in git since its first turn started (once, as it ends)."""
+        tally = self.session.tally
+        if tally.start_head is None or tally.files is not None:
+            return
+        from loop.repo import gitstate
+
+        tally.files = gitstate.changes(self.session.ws.root, tally.start_head)
 
     def loop_commits(self) -> list[str]:
         """Every commit the loop made, in every run (the journal's since it started), and this

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from loop import agents
 from loop.agents.turn import Judgement, error_signature
@@ -111,6 +112,8 @@ class Runner:
         self.report = Report(self.session, self.claim)
         self.offset = 0
         """The state's control queue offset as last written: commands past it are pending."""
+        self.validation: dict[str, Any] | None = None
+        """The checks' results of the turn that just ended, with `git_clean` (None: none ran)."""
 
     # --- the decision --------------------------------------------------------------------------
 
@@ -120,17 +123,23 @@ class Runner:
         failure: str | None = None,
         verified: bool = False,
         turn: Turn | None = None,
+        validation: dict[str, Any] | None = None,
     ) -> Result:
         """Ask the engine what the turn that just ended means, and write its answer down. A state
         file found corrupt is recovered first (`Session.recover`), and the turn decided on what it holds."""
         try:
-            return self._decide(last_text, failure, verified, turn)
+            return self._decide(last_text, failure, verified, turn, validation)
         except StateError as exc:
             self.session.recover(exc)  # CorruptState when it cannot be
-            return self._decide(last_text, failure, verified, turn)
+            return self._decide(last_text, failure, verified, turn, validation)
 
     def _decide(
-        self, last_text: str | None, failure: str | None, verified: bool, turn: Turn | None
+        self,
+        last_text: str | None,
+        failure: str | None,
+        verified: bool,
+        turn: Turn | None,
+        validation: dict[str, Any] | None = None,
     ) -> Result:
         session, ws = self.session, self.ws
         with session.store.locked():
@@ -148,7 +157,12 @@ class Runner:
                 ralph_active=ws.ralph_state.exists(),
                 turn=turn,
                 unconfirmed=self.claim.unconfirmed(state),
+                validation=validation,
             )
+            if "design" in state.extra:  # locked while the loop runs: one read and hash a turn
+                from loop.design import lock
+
+                stop = replace(stop, design_changed=lock.changed(ws.root, state))
             now = self.now()
             needed = engine.needs_sources(state, stop, commands, self.policy)
             sources = session.count(state) if needed else None
@@ -165,6 +179,16 @@ class Runner:
             if result.state is not None:
                 session.final = result.state
         return result
+
+    def baseline(self, state: LoopState) -> dict[str, Any] | None:
+        """The checks once before a new loop's first turn: where the tests start (journaled as
+        iteration 0), so the first turn's progress is judged too. None when there are no checks,
+        or the loop has worked or been checked already."""
+        if state.iteration or state.last_validation or not self.verification or state.waiting_for:
+            return None
+        self.verification.run(0, counted=False)
+        found = self.verification.validation
+        return {**found, "git_clean": self.marks.clean()} if found is not None else None
 
     def pending_interrupt(self) -> str | None:
         """Why the running agent must end now: a signal, or a skip/complete in the queue."""
@@ -191,11 +215,14 @@ class Runner:
         with a fallback agent free, the turn goes to it at once; else the engine waits.
         """
         n = state.iteration
+        self.validation = None
         self.session.tally.iterations += 1
         backend = self.turns.backend_for_turn(n)
         started = {"max_iterations": state.max_iterations, "task": state.current_task, "agent": backend.name}
         self.session.event("iteration-started", n, started)
         self.marks.begin()
+        if self.session.tally.start_head is None:
+            self.session.tally.start_head = self.marks.start_head
         tried = self.attempts(state, prompt, backend)
         if tried.limited is not None:
             return tried.limited, None, None, False
@@ -227,7 +254,7 @@ class Runner:
             log = logs / (f"{n:04d}.log" if runs == 0 else f"{n:04d}.retry{runs}.log")
             runs += 1
             env = tried.backend.env()
-            box = self.turns.sandbox_for()
+            box = self.turns.sandbox_for(read_only=design_paths(self.ws.root, state))
             tried.run = run = agent.run(
                 agents.in_sandbox(tried.backend.choice, box is not None),
                 prompt,
@@ -295,6 +322,8 @@ class Runner:
         if failure is None and self.options.commit:
             unresolved = self.commits.turn(n)
         self.marks.ended()  # what the turn left, checks and commit included
+        if self.verification.validation is not None:
+            self.validation = {**self.verification.validation, "git_clean": self.marks.clean()}
         elapsed = round(time.monotonic() - self.session.tally.started, 1)
         spent = self.turns.spent(n, tried.backend, judged, tried.usage)
         data = {"duration_s": tried.run.duration_s, "elapsed_s": elapsed, **spent}
@@ -306,6 +335,7 @@ class Runner:
             denied_hint=judged.facts.denied_hint,
             unresolved=unresolved,
             refused=refused,
+            files=self.marks.files(),
         )
         return turn, judged.text, failure, bool(self.verification) and failure is None
 
@@ -364,7 +394,7 @@ class Runner:
         ending = engine.run_ends(self.policy, state, at_start=True)
         if ending is not None and not self.queued():
             return self.report.finish(*ending)
-        result = self.decide(None)
+        result = self.decide(None, validation=self.baseline(state))
         while True:
             if self.signals.caught is not None:
                 return self.on_signal()
@@ -373,7 +403,7 @@ class Runner:
                 turn, text, failure, verified = self.iterate(state, result.reason or state.prompt)
                 if self.signals.caught is not None:
                     return self.on_signal()
-                result = self.decide(text, failure, verified, turn)
+                result = self.decide(text, failure, verified, turn, self.validation)
                 continue
             if result.effects.archive is not None:
                 return self.report.finish(
@@ -431,3 +461,13 @@ class Runner:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit("use `loopdeck run`")
+
+
+def design_paths(root: Path, state: LoopState) -> tuple[Path, ...]:
+    """The loop's design, which its sandboxed agent reads but never writes (most loops have
+    none, and load nothing for it)."""
+    if "design" not in state.extra:
+        return ()
+    from loop.design import lock
+
+    return lock.paths(root, state)

@@ -40,6 +40,23 @@ class Request:
     limits: dict[str, int] = field(default_factory=dict)
     notify: list[str] = field(default_factory=list)
     force: bool = False
+    design: dict[str, Any] | None = None
+    """The design file the loop was started from (`loop.design.lock.record`): its commands join
+    `verify`, and the drivers lock it."""
+    design_confirmed: bool = False
+    """The person confirmed the design's commands as they started the loop; else they wait for
+    `loopdeck trust` (they are the workspace's text, not the person's)."""
+
+    @property
+    def design_commands(self) -> list[str]:
+        """The design's commands the person did not give themselves (`--verify`)."""
+        commands = self.design.get("commands", []) if self.design else []
+        return [str(c) for c in commands if c not in self.verify]
+
+    @property
+    def held(self) -> list[str]:
+        """The commands whose confirmation waits for `loopdeck trust`."""
+        return [] if self.design_confirmed else self.design_commands
 
 
 def start_loop(ws: Workspace, request: Request, by: str) -> tuple[LoopState, list[str]]:
@@ -56,6 +73,12 @@ def start_loop(ws: Workspace, request: Request, by: str) -> tuple[LoopState, lis
 
     for command in request.verify:
         verify.check(command, request.verify_allow, cwd=ws.root)  # refused before the loop starts
+    for command in request.design_commands:
+        try:
+            verify.check(command, request.verify_allow, cwd=ws.root)
+        except LoopdeckError as exc:
+            where = request.design["path"] if request.design else "the design"
+            raise LoopdeckError(f"{where}: {exc}") from None
     if request.task_file:
         try:
             resolve(ws.root, request.task_file)
@@ -72,10 +95,16 @@ def start_loop(ws: Workspace, request: Request, by: str) -> tuple[LoopState, lis
     with store.locked():
         state = new_state(request, control_offset=end_offset(ws))
         writer.start(ws, store, journal, state, force=request.force)
-        lines = confirm(ws, state, by)
+        lines = confirm(ws, state, by, held=request.held)
     journal.append("loop-started", 0, writer.started_data(state))
     limit = state.max_iterations or "no limit"
     lines.append(f"loop started in {ws.root} (max iterations: {limit})")
+    if request.held:
+        n = len(request.held)
+        lines.append(
+            f"the design names {n} command{'s' if n > 1 else ''} to check the work; nothing of the loop "
+            f"runs until you confirm {'them' if n > 1 else 'it'}: loopdeck trust"
+        )
     if state.promise:
         lines.append(f"To finish, the agent outputs <promise>{state.promise}</promise> (only when true).")
     else:
@@ -96,7 +125,7 @@ def new_state(request: Request, *, control_offset: int = 0, **driver: Any) -> Lo
         check_tasks=request.check_tasks,
         check_github=request.check_github,
         github_project_id=request.github_project or "",
-        verify=list(request.verify),
+        verify=list(dict.fromkeys([*request.verify, *request.design_commands])),
         control_offset=control_offset,
         limits=dict(request.limits),
         notify=list(request.notify),
@@ -104,6 +133,8 @@ def new_state(request: Request, *, control_offset: int = 0, **driver: Any) -> Lo
     )
     if request.verify_allow:
         state.extra["verify_allow"] = list(request.verify_allow)
+    if request.design:
+        state.extra["design"] = dict(request.design)
     return state
 
 
@@ -124,11 +155,16 @@ def check_promise(promise: str | None) -> None:
         )
 
 
-def confirm(ws: Workspace, state: LoopState, by: str) -> list[str]:
-    """Record that a person here confirmed the loop. A home folder that cannot keep the record
-    is said (the loop then asks to be confirmed again), never a traceback."""
+def confirm(ws: Workspace, state: LoopState, by: str, held: list[str] | None = None) -> list[str]:
+    """Record that a person here confirmed the loop, but for the `held` commands (a design's,
+    which `loopdeck trust` shows them first). A home folder that cannot keep the record is said
+    (the loop then asks to be confirmed again), never a traceback."""
+    kept = state
+    if held:
+        kept = state.copy()
+        kept.verify = [c for c in state.verify if c not in held]
     try:
-        trust.record(ws, state, by)
+        trust.record(ws, kept, by)
     except OSError as exc:
         reason: Any = exc.strerror or exc
         return [

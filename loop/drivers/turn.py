@@ -109,7 +109,7 @@ class Turns:
         return sandbox.describe(self.sandboxed(), self.session.options.sandbox_net)
 
     def sandbox_for(
-        self, root: Path | None = None, beside: bool = False
+        self, root: Path | None = None, beside: bool = False, read_only: tuple[Path, ...] = ()
     ) -> tuple[sandbox.Spec, sandbox.Status] | None:
         """One turn's sandbox: `root` (the workspace, or a task's worktree) writable; `beside`:
         other turns run meanwhile, or loopdeck's git runs next (a check), so the repository's
@@ -118,7 +118,9 @@ class Turns:
         if not status.on:
             return None
         options, ws = self.session.options, self.session.ws
-        spec = sandbox.Spec(root or ws.root, ws.root, options.sandbox_net, options.sandbox_env, beside)
+        spec = sandbox.Spec(
+            root or ws.root, ws.root, options.sandbox_net, options.sandbox_env, beside, read_only
+        )
         return spec, status
 
     def refused(

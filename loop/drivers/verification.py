@@ -6,10 +6,11 @@ the loop runs (`admit`), then run after a turn, on a merged tree or on a worker'
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from loop.core.errors import LoopdeckError
 from loop.core.model import LoopState, Settings
+from loop.core.timeutil import iso_s, utcnow
 from loop.drivers.children import Children, Signals
 from loop.drivers.session import Session
 from loop.drivers.turn import Turns
@@ -30,6 +31,8 @@ class Verification:
         self.children = children
         self.signals = signals
         self.checks: list[Check] = []
+        self.validation: dict[str, Any] | None = None
+        """The last run's results as data (`validation_of`), None before any ran."""
 
     def __bool__(self) -> bool:
         return bool(self.checks)
@@ -52,9 +55,10 @@ class Verification:
 
         self.checks = checks_of(commands, allow, self.session.ws.root)
 
-    def run(self, n: int, cwd: Path | None = None) -> str | None:
+    def run(self, n: int, cwd: Path | None = None, counted: bool = True) -> str | None:
         """The verification commands, in the workspace (or `cwd`: a task's worktree); the
         failures' output, or None when every one passed (or a signal ended them)."""
+        self.validation = None
         if not self.checks:
             return None
         from loop.verify.suite import run_all  # loaded with the checks (`admit`)
@@ -71,7 +75,21 @@ class Verification:
             env=self.children.env(),
             sandbox=self.turns.sandbox_for(cwd, beside=True),
         )
+        if not verdict.interrupted:
+            self.validation = validation_of(verdict)
         if verdict.failure is None:
             return None
-        session.tally.verify_failures += 1
+        if counted:  # a failure along the way (not the starting point before any turn)
+            session.tally.verify_failures += 1
         return verdict.failure
+
+
+def validation_of(verdict: Any, git_clean: bool | None = None) -> dict[str, Any]:
+    """A verdict's results as data (`Verdict.validation()`: per command, the summed test counts,
+    whether the tests pass and the build succeeds), with when it ran; `git_clean` when known."""
+    read = getattr(verdict, "validation", None)
+    data: dict[str, Any] = dict(read()) if callable(read) else {"tests_pass": None, "build_succeeds": None}
+    data["ts"] = iso_s(utcnow())
+    if git_clean is not None:
+        data["git_clean"] = git_clean
+    return data

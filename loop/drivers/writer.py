@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loop.core import engine
+from loop.core.events import TURN_KINDS
 from loop.core.model import LoopState, Result, same_loop
 from loop.drivers import notify
 from loop.store import control
@@ -58,7 +59,9 @@ def carry_out(
     for command, outcome in result.applied:
         control.journal_applied(journal, iteration, command, outcome)
     for kind, data in result.events:
-        event = journal.append(kind, iteration, data, now=now)
+        # an event about the turn that just ended carries that turn's number, not the next one's
+        at = before.iteration if kind in TURN_KINDS else iteration
+        event = journal.append(kind, at, data, now=now)
         if echo:
             echo(event)
     if (new or before).notify:

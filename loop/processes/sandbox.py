@@ -67,6 +67,11 @@ class Spec:
     repository meanwhile: its git folder is read-only to the agent but for the objects and a
     worktree's own index (loopdeck commits the agent's work), so that no agent can point
     loopdeck's git at a config of its own (`commondir`, `info/attributes`) while it runs."""
+    read_only: tuple[Path, ...] = ()
+    """Files of the root the agent may read but not write: the loop's design, its contract."""
+    scratch: tuple[Path, ...] = ()
+    """Folders outside the root it may write too: loopdeck's private folder for the report a
+    verification's test runner writes (pytest's JUnit XML)."""
 
 
 # --- which sandbox -----------------------------------------------------------------------------
@@ -235,6 +240,7 @@ def protected(spec: Spec) -> list[Path]:
             _touch(claude / name)
         found += [claude / name for name in LOOP_FILES]
     found += [root / name for name in SETTINGS]
+    found += [p for p in spec.read_only if _under(p, root)]
     if (root / ".git").is_file():
         found.append(root / ".git")  # a worktree's pointer to its git folder: never another's
     dirs = git_dirs(root)
@@ -439,6 +445,8 @@ def bwrap_argv(argv: list[str], spec: Spec, env: Mapping[str, str], bwrap: str =
         out += ["--ro-bind", folder, folder]
     root = str(spec.root)
     out += ["--bind", root, root]
+    for path in spec.scratch:
+        out += ["--bind", str(path), str(path)]
     shielded = protected(spec)  # first: it makes the folders `anchors` pins
     for path in [*anchors(spec), *writable_git(spec)]:
         out += ["--bind", str(path), str(path)]
@@ -495,7 +503,7 @@ def macos_profile(spec: Spec, env: Mapping[str, str] | None = None) -> str:
     loopdeck's files and git's config denied again, its folders unreadable, and the network
     denied when it is off. The last matching rule wins."""
     env = os.environ if env is None else env
-    writable = [spec.root, *writable_git(spec), *agent_dirs(env)]
+    writable = [spec.root, *spec.scratch, *writable_git(spec), *agent_dirs(env)]
     lines = ["(version 1)", "(allow default)", "(deny file-write*)", "(allow file-write*"]
     lines += [f"    (subpath {_quote(p)})" for p in writable]
     lines += [

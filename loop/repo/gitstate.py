@@ -16,6 +16,7 @@ import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from loop.repo.gitargv import NO_DIFF_PROGRAMS, git_argv
 from loop.repo.gitargv import git_program as git_program
@@ -119,6 +120,8 @@ class Fingerprint:
         self.proc: subprocess.Popen[bytes] | None = None
         self.done = False
         self.value: str | None = None
+        self.head: str | None = None
+        """HEAD's commit as the look found it ("" before the first commit), once read."""
         if self.top is None:
             self.done = True
             return
@@ -158,6 +161,8 @@ class Fingerprint:
             self._failed()
             return None
         text = out.decode("utf-8", "surrogateescape")
+        oid = next((e[len("# branch.oid ") :] for e in text.split("\0") if e.startswith("# branch.oid ")), "")
+        self.head = "" if oid.startswith("(") else oid
         digest = hashlib.sha256(out)
         for path in _changed_paths(text):
             try:
@@ -205,6 +210,74 @@ def _changed_paths(porcelain_v2_z: str) -> list[str]:
         elif kind in "?!":
             paths.append(entry[2:])
     return paths
+
+
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+"""git's empty tree: what a repository without a commit is compared against."""
+MAX_PATHS = 50
+MAX_COUNTED_BYTES = 1 << 20
+"""A new file untracked by git has its lines counted up to this size (larger: none counted)."""
+
+
+def changes(root: Path, base: str) -> dict[str, Any] | None:
+    """What the work changed since commit `base` ("" for none), uncommitted work included:
+    files created, modified and deleted, lines added and removed, and the paths (at most 50).
+    loopdeck's own files left out. None outside git or when git cannot say."""
+    top = toplevel(root)
+    if top is None:
+        return None
+    since = base or EMPTY_TREE
+    scope = ("--", ".", *LOOP_FILES)
+    try:
+        numstat = _run(top, "diff", *NO_DIFF_PROGRAMS, "--no-renames", "--numstat", "-z", since, *scope)
+        names = _run(top, "diff", *NO_DIFF_PROGRAMS, "--no-renames", "--name-status", "-z", since, *scope)
+        new = _run(top, "ls-files", "--others", "--exclude-standard", "-z", *scope)
+    except GitError:
+        return None
+    counts = {"created": 0, "modified": 0, "deleted": 0, "added": 0, "removed": 0}
+    paths: list[str] = []
+    fields = names.split("\0")
+    for status, path in zip(fields[0::2], fields[1::2], strict=False):
+        if not status or is_ours(path):
+            continue
+        key = {"A": "created", "D": "deleted"}.get(status[0], "modified")
+        counts[key] += 1
+        paths.append(path)
+    for entry in numstat.split("\0"):
+        added, _tab, rest = entry.partition("\t")
+        removed, _tab, path = rest.partition("\t")
+        if path and not is_ours(path):
+            counts["added"] += int(added) if added.isdigit() else 0
+            counts["removed"] += int(removed) if removed.isdigit() else 0
+    for path in (p for p in new.split("\0") if p and not is_ours(p)):
+        counts["created"] += 1
+        paths.append(path)
+        counts["added"] += _lines(top / path)
+    return {**counts, "paths": sorted(paths)[:MAX_PATHS]}
+
+
+def _lines(path: Path) -> int:
+    """A new text file's lines (0 for a large or binary one, or one gone)."""
+    try:
+        if path.is_symlink() or path.stat().st_size > MAX_COUNTED_BYTES:
+            return 0
+        data = path.read_bytes()
+    except OSError:
+        return 0
+    if b"\0" in data[:8192]:
+        return 0
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
+def clean(root: Path) -> bool | None:
+    """Is the work all committed (loopdeck's own files left out)? None outside git."""
+    top = toplevel(root)
+    if top is None:
+        return None
+    try:
+        return not _work_paths(top)
+    except GitError:
+        return None
 
 
 OWN_PATHS = (

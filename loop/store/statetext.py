@@ -133,6 +133,7 @@ _SCHEMA: dict[str, tuple[Any, str]] = {
     "limits": (lambda v: v is None or _int_map(v), "a map of whole numbers >= 0"),
     "usage": (lambda v: v is None or _int_map(v), "a map of whole numbers >= 0"),
     "notify": (_expect_str_list, "a list of notification targets"),
+    "last_validation": (lambda v: v is None or isinstance(v, dict), "a map"),
 }
 assert tuple(_SCHEMA) == KNOWN_KEYS
 REQUIRED_KEYS = ("iteration", "max_iterations")
@@ -452,6 +453,7 @@ _UNSET: dict[str, Any] = {
     "stuck": dict,
     "limits": dict,
     "usage": dict,
+    "last_validation": dict,
 }
 """What a null in the file means for the keys that have a "not set" value of their own."""
 

@@ -35,8 +35,8 @@ from temporalio.exceptions import ApplicationError, CancelledError
 from loop import agents, verify
 from loop.agents.turn import judge, usage_of
 from loop.core.errors import LoopdeckError
-from loop.core.redact import redact
-from loop.core.timeutil import utcnow
+from loop.core.redact import redact, redact_obj
+from loop.core.timeutil import iso_s, utcnow
 from loop.processes import agent, sandbox
 from loop.processes.workers import Pool
 from loop.repo import worktrees
@@ -109,6 +109,13 @@ class Activities:
             return None
         settings = self.settings  # turns run side by side in the cache's repository: `beside`
         return sandbox.Spec(path, repo, settings.sandbox_net, settings.sandbox_env, beside=True), self.box
+
+    def validation(self, verdict: Any) -> dict[str, Any] | None:
+        """The checks' results as data, redacted like everything a worker sends back."""
+        read = getattr(verdict, "validation", None)
+        if not callable(read):
+            return None
+        return {**redact_obj(read(), self.scrub), "ts": iso_s(utcnow())}
 
     def scrub(self, text: str) -> str:
         """Redacted, and every secret value of this machine's environment taken out."""
@@ -364,16 +371,18 @@ class Activities:
                         False, problem=self.scrub(self.refused(exc, command, inp.verify_allow))
                     )
             verdict = run_all(checks, path, interrupted=_cancelled, sandbox=self.boxed(path, repo))
+            checked = self.validation(verdict) if checks and not verdict.interrupted else None
             if not verdict.passed:
                 worktrees.abandon(path)
                 failures = verdict.failures or ("the checks were cancelled",)
-                return MergeOutput(False, failure="\n\n".join(_clip(self.scrub(f)) for f in failures))
+                failure = "\n\n".join(_clip(self.scrub(f)) for f in failures)
+                return MergeOutput(False, failure=failure, validation=checked)
             sha = worktrees.conclude(path, inp.message)
             if git.push(path, inp.remote, sha, inp.loop_branch, loop_sha):
                 touched = bool(inp.graph) and bool(
                     git.git(path, "diff", "--name-only", loop_sha, sha, "--", inp.graph).stdout.strip()
                 )
-                return MergeOutput(True, sha=sha, graph_changed=touched)
+                return MergeOutput(True, sha=sha, graph_changed=touched, validation=checked)
             return None  # the loop's branch moved meanwhile: merge again onto it
         finally:
             self.cache.drop(repo, path)

@@ -211,6 +211,8 @@ class MergeOutput:
     """The verification of the merged tree failed (its output): the merge was not pushed."""
     problem: str | None = None
     """The merge could not be tried (a git error): the loop needs a person."""
+    validation: dict[str, Any] | None = None
+    """The checks' results on the merged tree as data (redacted), when they ran."""
 
 
 @dataclass

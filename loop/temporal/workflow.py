@@ -473,6 +473,7 @@ class LoopWorkflow:
                 conflicts=out.conflicts,
                 hunks=out.hunks,
                 failure=out.failure,
+                validation=out.validation,
                 now=self.now(),
             )
         )

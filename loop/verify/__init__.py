@@ -39,11 +39,12 @@ import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,8 @@ from loop.core.redact import redact
 from loop.processes.agent import child_preexec, kill_group
 from loop.processes.sandbox import Spec, Status, wrap
 from loop.verify import options as verify_options
+from loop.verify import results
+from loop.verify.results import TestCounts
 
 __all__ = [
     "DEFAULT_ALLOW",
@@ -390,6 +393,14 @@ class Outcome:
     timed_out: bool = False
     interrupted: bool = False
     """The runner was told to stop (SIGINT/SIGTERM) and ended the command early."""
+    tests: TestCounts | None = None
+    """What its test runner said (`loop.verify.results`); None when its output could not be
+    read as a test run: it then counts by its exit status."""
+    kind: str = "build"
+    """Either "tests" (a test reader read it, or its program runs tests) or "build"."""
+    errors: int | None = None
+    """A build or lint command's errors, when it said how many."""
+    warnings: int | None = None
 
     @property
     def passed(self) -> bool:
@@ -414,17 +425,66 @@ def run(
     its environment (default this process's; the runner marks it, see `loop.processes.sweep`).
     `sandbox`: it runs in the agent's sandbox, since it runs code the agent may have written
     (a `conftest.py`, a Makefile) and must not reach what the agent cannot."""
+    if item.argv is not None and resolve(item.argv[0], cwd) is None:
+        said = f"cannot start: {item.argv[0]!r} not found on PATH"
+        return Outcome(item.command, 127, 0.0, said, kind=_kind(item))
+    report = _report_folder(item)
+    try:
+        outcome = _run(
+            item, cwd, timeout, last_lines, report, interrupted, poll, preexec, register, env, sandbox
+        )
+    finally:
+        if report is not None:
+            shutil.rmtree(report, ignore_errors=True)
+    if report is not None and outcome.exit_code == 4 and "unrecognized arguments: --junitxml" in outcome.tail:
+        # the workspace's configuration turned pytest's report plugin off: run it as the person wrote it
+        return _run(item, cwd, timeout, last_lines, None, interrupted, poll, preexec, register, env, sandbox)
+    return outcome
+
+
+def _kind(item: Check) -> str:
+    """The command's kind from its program alone ("tests" for a test runner, else "build"),
+    for an outcome with no output to read."""
+    return "tests" if results.is_test_runner(results.words_of(item.command, item.argv)) else "build"
+
+
+def _report_folder(item: Check) -> Path | None:
+    """A private folder, outside the workspace, for the report loopdeck asks a test runner
+    for (pytest's JUnit XML); None when the command is not one that writes such a report."""
+    if item.argv is None or results.junit_argv(item.argv, "x") is None:
+        return None
+    try:
+        return Path(tempfile.mkdtemp(prefix="loopdeck-verify-"))
+    except OSError:
+        return None
+
+
+def _run(
+    item: Check,
+    cwd: Path,
+    timeout: float,
+    last_lines: int,
+    report: Path | None,
+    interrupted: Callable[[], bool] | None,
+    poll: float,
+    preexec: Callable[[], None] | None,
+    register: Callable[[int], None] | None,
+    env: Mapping[str, str] | None,
+    sandbox: tuple[Spec, Status] | None,
+) -> Outcome:
     start = time.monotonic()
+    junit = report / "junit.xml" if report is not None else None
     if item.argv is None:
         argv: list[str] = ["/bin/sh", "-c", item.command]
         executable: str | None = "/bin/sh"
     else:
         argv = list(item.argv)
         executable = resolve(argv[0], cwd)
-        if executable is None:
-            return Outcome(item.command, 127, 0.0, f"cannot start: {argv[0]!r} not found on PATH")
+        if junit is not None:  # added here, after `check`: the person's command is what is checked
+            argv = results.junit_argv(argv, str(junit)) or argv
     if sandbox is not None and sandbox[1].on:
-        argv, boxed_env = wrap([executable or argv[0], *argv[1:]], sandbox[0], env or os.environ, sandbox[1])
+        spec = sandbox[0] if report is None else replace(sandbox[0], scratch=(*sandbox[0].scratch, report))
+        argv, boxed_env = wrap([executable or argv[0], *argv[1:]], spec, env or os.environ, sandbox[1])
         env, executable = boxed_env, None
     try:
         proc = subprocess.Popen(
@@ -441,19 +501,31 @@ def run(
         if register is not None:
             register(proc.pid)
     except OSError as exc:
-        return Outcome(item.command, 127, time.monotonic() - start, f"cannot start: {exc.strerror}")
+        return Outcome(
+            item.command, 127, time.monotonic() - start, f"cannot start: {exc.strerror}", kind=_kind(item)
+        )
     lines: deque[bytes] = deque(maxlen=max(1, last_lines))
+    whole = bytearray()  # the last MAX_OUTPUT bytes, for the test readers
+    ours = str(report).encode() if report is not None else None
+
+    def keep(line: bytes) -> None:
+        if ours is None or ours not in line or b"generated xml file" not in line:  # a varying path
+            lines.append(line[-64 * 1024 :])
 
     def pump() -> None:
         assert proc.stdout is not None
         pending = b""
         while chunk := os.read(proc.stdout.fileno(), 65536):
+            whole.extend(chunk)
+            if len(whole) > 2 * results.MAX_OUTPUT:
+                del whole[: -results.MAX_OUTPUT]
             pending += chunk
             *done, pending = pending.split(b"\n")
-            lines.extend(line[-64 * 1024 :] for line in done)
+            for line in done:
+                keep(line)
             pending = pending[-64 * 1024 :]
         if pending:
-            lines.append(pending)
+            keep(pending)
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
@@ -478,6 +550,26 @@ def run(
         tail += f"\n(timed out after {timeout:g} s)"
     if stopped:
         tail += "\n(interrupted: the runner was told to stop)"
+    duration = round(time.monotonic() - start, 3)
+    text = whole[-results.MAX_OUTPUT :].decode("utf-8", "replace")
+    if ours is not None and "generated xml file" in text:
+        text = "\n".join(ln for ln in text.split("\n") if str(report) not in ln or "generated xml" not in ln)
+    found = results.examine(
+        item.command,
+        item.argv,
+        text,
+        junit=results.read_report(junit) if junit is not None else None,
+        root=cwd,
+    )
     return Outcome(
-        item.command, proc.returncode, round(time.monotonic() - start, 3), tail, timed_out, stopped
+        item.command,
+        proc.returncode,
+        duration,
+        tail,
+        timed_out,
+        stopped,
+        tests=found.tests,
+        kind=found.kind,
+        errors=found.errors,
+        warnings=found.warnings,
     )

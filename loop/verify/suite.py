@@ -17,6 +17,7 @@ from typing import Any
 
 from loop.processes.sandbox import Spec, Status
 from loop.verify import Check, Outcome, check, run
+from loop.verify.results import summed
 
 Report = Callable[[str, dict[str, Any]], object]
 """Told each command's `verification-started`, then `-passed` or `-failed` with its outcome."""
@@ -29,6 +30,8 @@ class Verdict:
     failures: tuple[str, ...] = ()
     interrupted: bool = False
     """A signal ended a command early: the commands after it did not run."""
+    outcomes: tuple[Outcome, ...] = ()
+    """Every command that ran to its end, in order (an interrupted one is not among them)."""
 
     @property
     def passed(self) -> bool:
@@ -38,6 +41,37 @@ class Verdict:
     def failure(self) -> str | None:
         """The failures as one prompt for the agent, or None when none failed."""
         return "\n\n".join(self.failures) if self.failures else None
+
+    def validation(self) -> dict[str, Any]:
+        """The checks as data for the engine and the state's `last_validation`: each command's
+        exit status, duration, kind and tests; the tests of all test commands summed; whether
+        the test commands and the build commands passed (None when there was none of them)."""
+        commands = [command_json(o) for o in self.outcomes]
+        out: dict[str, Any] = {"commands": commands}
+        tests = summed(o.tests for o in self.outcomes if o.kind == "tests")
+        if tests is not None:
+            out["tests"] = tests.to_json()
+        for key, kind in (("tests_pass", "tests"), ("build_succeeds", "build")):
+            ran = [o for o in self.outcomes if o.kind == kind]
+            out[key] = all(o.passed for o in ran) if ran else None
+        return out
+
+
+def command_json(outcome: Outcome) -> dict[str, Any]:
+    """One command's outcome as plain JSON (without its output)."""
+    out: dict[str, Any] = {
+        "command": outcome.command,
+        "exit_code": outcome.exit_code,
+        "duration_s": outcome.duration_s,
+        "kind": outcome.kind,
+    }
+    if outcome.tests is not None:
+        out["tests"] = outcome.tests.to_json()
+    if outcome.errors is not None:
+        out["errors"] = outcome.errors
+    if outcome.warnings is not None:
+        out["warnings"] = outcome.warnings
+    return out
 
 
 def checks_of(commands: Iterable[str], allow: Iterable[str], cwd: Path, **allowlist: Any) -> list[Check]:
@@ -68,6 +102,7 @@ def run_all(
     pid as it starts and `released` is called once it ended (a runner's supervisor);
     `interrupted` ends the command running and the rest are skipped."""
     failures: list[str] = []
+    outcomes: list[Outcome] = []
     for item in checks:
         if report is not None:
             report("verification-started", {"command": item.command})
@@ -76,16 +111,12 @@ def run_all(
         )
         if released is not None:
             released()
-        if outcome.interrupted:
-            return Verdict(tuple(failures), interrupted=True)  # the loop stops or pauses now
+        if outcome.interrupted:  # the loop stops or pauses now
+            return Verdict(tuple(failures), interrupted=True, outcomes=tuple(outcomes))
+        outcomes.append(outcome)
         if report is not None:
-            data = {
-                "command": item.command,
-                "exit_code": outcome.exit_code,
-                "duration_s": outcome.duration_s,
-                "tail": outcome.tail,
-            }
+            data = {**command_json(outcome), "tail": outcome.tail}
             report("verification-passed" if outcome.passed else "verification-failed", data)
         if not outcome.passed:
             failures.append(failure_of(outcome))
-    return Verdict(tuple(failures))
+    return Verdict(tuple(failures), outcomes=tuple(outcomes))

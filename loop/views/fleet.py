@@ -108,6 +108,11 @@ class FleetRow:
     problem: str | None = None
     needs_person: bool = False
     read_only: bool = False
+    trend: tuple[float, ...] = ()
+    """The loop's recent iterations, oldest first: its tests failing, or its tasks open when no
+    test was counted (`trend_of` says which); the fleet draws it as a sparkline."""
+    trend_of: str = ""
+    """"failing" or "open" ("" with no trend)."""
 
     @property
     def rank(self) -> int:
@@ -159,6 +164,7 @@ def read_rows(folder: Path) -> list[FleetRow]:
                     snap.events[-1].ts if snap.events else loop.started_at,
                     _cost(snap.events),
                     needs_person=waiting is not None or loop.status in ("paused", "failed"),
+                    **_trend(snap.events),
                 )
             )
     for item in formats.detect(folder):
@@ -195,6 +201,22 @@ def _mtime_iso(path: Path) -> str | None:
         return datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat()
     except OSError:
         return None
+
+
+TREND_POINTS = 30
+"""The iterations a fleet row's trend keeps (the most recent): a sparkline a few cells wide."""
+
+
+def _trend(events: tuple[Any, ...]) -> dict[str, Any]:
+    """The row's `trend` and `trend_of` from the journal's recent events (`loop.views.progress`)."""
+    from loop.views.progress import series
+
+    found = series(events)
+    for column, word in (("tests_failed", "failing"), ("tasks_open", "open")):
+        values = tuple(float(v) for v in found.column(column) if v is not None)
+        if values:
+            return {"trend": values[-TREND_POINTS:], "trend_of": word}
+    return {}
 
 
 def _cost(events: tuple[Any, ...]) -> float | None:

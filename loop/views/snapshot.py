@@ -58,6 +58,9 @@ class LoopView:
     """The runner's agent command and its fallback's (`agent`, `fallback_agent`), as recorded."""
     loop_id: str = ""
     """Which loop this is (see `LoopState.loop_id`); "" for a loop from before loops had one."""
+    last_validation: dict[str, Any] | None = None
+    """The last verification run's results (`LoopState.last_validation`): when, whether the
+    tests pass, the build succeeds and the tree is clean, and the test counts; None before any."""
     sandbox: str | None = None
     """The sandbox the runner's agent turns run in (`bwrap (bubblewrap 0.8.0), network on`, or
     `off: …` and why), as the last runner recorded it; None before any runner ran."""
@@ -117,6 +120,7 @@ class LoopView:
             notify=tuple(state.notify),
             agents=agents,
             sandbox=sandbox,
+            last_validation=dict(state.last_validation) or None,
         )
 
     @property
@@ -252,6 +256,7 @@ def _loop_json(view: LoopView) -> dict[str, Any]:
         "usage",
         "limits",
         "notify",
+        "last_validation",
     )
     obj = {key: getattr(view, key) for key in keys}
     if view.agents:

@@ -12,7 +12,7 @@ from loop.core.policy import named
 from loop.store.archive import latest_summary
 from loop.store.paths import Workspace
 from loop.views.snapshot import read
-from loop.views.summary import archived_lines, cost_line, turn_line
+from loop.views.summary import archived_lines, cost_line, turn_line, validation_line
 
 
 def render(ws: Workspace) -> tuple[int, list[str], list[str]]:
@@ -54,6 +54,7 @@ def render(ws: Workspace) -> tuple[int, list[str], list[str]]:
         *([("agent", _agents(loop.agents))] if loop.agents else []),
         *([("sandbox", loop.sandbox)] if loop.sandbox else []),
         *_turns(snap.events),
+        *([("tests", validation_line(loop.last_validation))] if loop.last_validation else []),
         *([("notify", ", ".join(loop.notify))] if loop.notify else []),
         ("iteration", f"{loop.iteration}{limit}"),
         (

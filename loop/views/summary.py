@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loop.core import progress
 from loop.core.model import Aggregate, LoopState
 from loop.core.redact import redact
 
@@ -23,6 +24,11 @@ class Tally:
     commits: list[str] = field(default_factory=list)
     turns: list[dict[str, Any]] = field(default_factory=list)
     """One record per completed iteration: its agent, tokens and cost (`runner.spent_data`)."""
+    start_head: str | None = None
+    """HEAD as this run's first turn started ("" before any commit; None outside git or before
+    a turn): what the run changed is counted from it."""
+    files: dict[str, Any] | None = None
+    """What the run changed in git, counted as it ends (`gitstate.changes`)."""
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,7 @@ def summary_lines(
     state: LoopState | None,
     recorded: dict[str, Any] | None = None,
     whole: Whole | None = None,
+    report: Path | None = None,
 ) -> list[str]:
     """The summary a person reads at the end of a run. Task figures come from `counts`, the
     sources as the run ended, or else from the tasks the loop's own `recorded` summary names
@@ -192,6 +199,9 @@ def summary_lines(
             unread = ", ".join(r.name for r in counts.unavailable)
             remaining += f" (and unknown in {unread}: could not be read)"
         lines.append(remaining)
+    lines += validation_lines(
+        state.last_validation if state is not None else None, tally.files, criteria_line(state)
+    )
     if tally.agent_failures:
         lines.append(f"Failed:      {len(tally.agent_failures)} agent run(s): {tally.agent_failures[-1]}")
     if tally.verify_failures:
@@ -213,8 +223,86 @@ def summary_lines(
         lines += [f"  {turn_line(record)}" for record in shown]
     if folder is not None:
         lines.append(f"Archive:     {folder}")
+    if report is not None:  # the loop's report with its charts (`loopdeck report`)
+        lines.append(f"Report:      {report}")
     lines.append(f"Next:        {next_step}")
     return [redact(line) for line in lines]  # printed, and copied into bug reports
+
+
+def validation_line(validation: dict[str, Any] | None) -> str:
+    """`7 passed, 3 failed (test_a, test_b); build succeeds; uncommitted changes` from the last
+    checks' results (`LoopState.last_validation`)."""
+    validation = validation or {}
+    tests = progress.tests_of(validation)
+    parts = []
+    if tests is not None:
+        names = progress.failing_names(tests, 3)
+        parts.append(progress.tests_line(tests) + (f" ({names})" if names else ""))
+    elif validation.get("tests_pass") is not None:
+        parts.append("pass" if validation["tests_pass"] else "fail")
+    else:
+        parts.append("none run")
+    if validation.get("build_succeeds") is not None:
+        parts.append("build " + ("succeeds" if validation["build_succeeds"] else "fails"))
+    if validation.get("git_clean") is not None:
+        parts.append("git clean" if validation["git_clean"] else "uncommitted changes")
+    return "; ".join(parts)
+
+
+def files_line(files: dict[str, Any]) -> str:
+    """`2 created, 3 modified, 0 deleted (+120 -30 lines)`."""
+    counts = {key: files.get(key) if isinstance(files.get(key), int) else 0 for key in progress.FILE_KEYS}
+    return (
+        f"{counts['created']} created, {counts['modified']} modified, {counts['deleted']} deleted "
+        f"(+{counts['added']} -{counts['removed']} lines)"
+    )
+
+
+def validation_lines(
+    validation: dict[str, Any] | None, files: dict[str, Any] | None, criteria: str | None = None
+) -> list[str]:
+    """The final validation block of a summary: the tests (coverage), the build, git, the
+    files the run changed and the tests it added; nothing when neither is known."""
+    lines = []
+    if validation:
+        tests = progress.tests_of(validation)
+        lines.append("Final validation:")
+        if tests is not None:
+            names = progress.failing_names(tests, 5)
+            lines.append(f"  Tests:     {progress.tests_line(tests)}" + (f" ({names})" if names else ""))
+        elif validation.get("tests_pass") is not None:
+            lines.append(f"  Tests:     {'pass' if validation['tests_pass'] else 'fail'}")
+        if validation.get("build_succeeds") is not None:
+            lines.append(f"  Build:     {'succeeds' if validation['build_succeeds'] else 'fails'}")
+        if validation.get("git_clean") is not None:
+            lines.append(f"  Git:       {'clean' if validation['git_clean'] else 'uncommitted changes'}")
+        if criteria:
+            lines.append(criteria)
+        added = progress.tests_added(validation)
+        if added is not None:
+            lines.append(f"  Tests added: {added}")
+    if files:
+        lines.append(f"Files:       {files_line(files)}")
+    return lines
+
+
+def criteria_line(state: LoopState | None) -> str | None:
+    """`  Criteria:  1 of 1 checked by a command met; 1 left to the agent's judgement (…)` for a
+    loop started from a design: a criterion naming a command is met when that command passed
+    at the last validation."""
+    design = state.extra.get("design") if state is not None else None
+    if state is None or not isinstance(design, dict) or not isinstance(design.get("criteria"), list):
+        return None
+    criteria = [c for c in design["criteria"] if isinstance(c, dict)]
+    passed = (state.last_validation or {}).get("passed")
+    passed = passed if isinstance(passed, dict) else {}
+    checked = [str(c["command"]) for c in criteria if c.get("command")]
+    met = sum(1 for command in checked if passed.get(command))
+    judged = len(criteria) - len(checked)
+    return (
+        f"  Criteria:  {met} of {len(checked)} checked by a command met; "
+        f"{judged} left to the agent's judgement ({design.get('path', 'the design')})"
+    )
 
 
 def archived_lines(record: dict[str, object]) -> list[str]:
@@ -231,5 +319,8 @@ def archived_lines(record: dict[str, object]) -> list[str]:
     usage = record.get("usage")
     if isinstance(usage, dict) and usage:
         lines.append(f"Cost:        {cost_line({str(k): int(v) for k, v in usage.items()})}")
+    validation = record.get("validation")
+    if isinstance(validation, dict) and validation:
+        lines.append(f"Tests:       {validation_line(validation)}")
     lines.append(f"Next:        {NEXT_STEPS.get(str(outcome), 'read the journal (`loopdeck log`)')}")
     return [redact(line) for line in lines]

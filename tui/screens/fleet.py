@@ -16,9 +16,13 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 
+from rich.color import Color
+from rich.console import Group, RenderableType
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.message import Message
+from textual.renderables.sparkline import Sparkline as Spark
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
@@ -29,19 +33,25 @@ from tui import actions
 from tui.widgets.common import minutes_ago
 from tui.widgets.footer import Footer
 
+TREND = "Trend"
+TREND_WIDTH = 7
+"""The sparkline's cells: the loop's tests failing (or tasks open) over its recent iterations."""
+LOW, HIGH = Color.parse("#4ebf71"), Color.parse("#e06c75")
+"""The sparkline at its lowest (green: fewest failing) and at its highest (red)."""
 POLL_S = 2.0
 """How often the fleet looks at every workspace (a few `stat`s each): a loop that needs a person
 shows within 2 s; looking every second cost an idle fleet of 200 loops a third more."""
 RESCAN_S = 60.0
 """A `--scan` fleet looks for new loops this often (a walk of the tree, bounded in depth)."""
 COLUMNS = (
-    ("Folder", 16),
+    ("Folder", 12),
     ("Loop", 18),
     ("Status", 20),
     ("Iter.", 7),
     ("Pending", 7),
+    (TREND, TREND_WIDTH),
     ("Waiting for", 12),
-    ("Last event", 14),
+    ("Last event", 11),
     ("Cost", 7),
 )
 """(label, width): fixed widths, so a row arriving never shifts the columns."""
@@ -57,11 +67,18 @@ NARROW_COLUMNS = (
     ("Cost", 6),
 )
 """Below `WIDE` cells (80 columns): two lines a row, every column kept: the loop's kind under
-its folder, "read-only" under its status, two-line headers; the folder's column takes what the
-others leave (0 here)."""
+its folder, "read-only" (or the trend's sparkline) under its status, two-line headers; the
+folder's column takes what the others leave (0 here)."""
 
 
-class FleetTable(DataTable[str]):
+def sparkline(values: Sequence[float], width: int) -> RenderableType:
+    """Textual's sparkline of a row's trend, `width` cells: green at its lowest, red at its
+    highest (more tests failing, more tasks open); one value is drawn flat."""
+    data = list(values) if len(values) > 1 else list(values) * 2
+    return Spark(data, width=min(width, len(data)), min_color=LOW, max_color=HIGH)
+
+
+class FleetTable(DataTable[RenderableType]):
     """The fleet's rows; Enter (shown in the footer) opens the loop under the cursor."""
 
     BINDINGS = actions.bindings("fleet", only={"select_cursor"})
@@ -136,7 +153,7 @@ class FleetScreen(FleetBase):
     """Whether the table has its two-line columns (None before it has any)."""
 
     def set_columns(
-        self, table: DataTable[str], narrow: bool, width: int = 80, scrolls: bool = False
+        self, table: DataTable[RenderableType], narrow: bool, width: int = 80, scrolls: bool = False
     ) -> None:
         """The wide table's columns, or the narrow one's: the folder's column fitted to `width`,
         less a scrollbar's two cells when the rows will not all fit (`scrolls`)."""
@@ -245,14 +262,15 @@ class FleetScreen(FleetBase):
             table.clear()
         base = self.base()
         for row in rows:
-            cells = self.cells(row, base, now)
-            if self.narrow:  # the kind under the folder, "read-only" under the status
-                status, _, ro = cells[2].partition(" (")
-                cells = (
-                    f"{cells[0]}\n{cells[1]}",
-                    status + ("\n" + ro.rstrip(")") if ro else ""),
-                    *cells[3:],
-                )
+            cells: tuple[RenderableType, ...] = self.cells(row, base, now)
+            if self.narrow:  # the kind under the folder, "read-only" or the trend under the status
+                status, _, ro = str(cells[2]).partition(" (")
+                under: RenderableType = status + ("\n" + ro.rstrip(")") if ro else "")
+                if row.trend and not ro:
+                    under = Group(Text(status), sparkline(row.trend, NARROW_COLUMNS[1][1]))
+                cells = (f"{cells[0]}\n{cells[1]}", under, *cells[3:])
+            else:
+                cells = (*cells[:5], sparkline(row.trend, TREND_WIDTH) if row.trend else "-", *cells[5:])
             table.add_row(*cells, key=f"{row.folder}\0{row.kind}", height=2 if self.narrow else 1)
         if key is not None:
             keys = [f"{r.folder}\0{r.kind}" for r in rows]

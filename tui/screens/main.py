@@ -20,6 +20,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Input
 
 from loop.repo.gitstate import GitStatus
+from loop.views.progress import Series
 from loop.views.snapshot import Snapshot
 from tui import actions
 from tui.screens.text import TextScreen
@@ -30,6 +31,7 @@ from tui.widgets.git import GitPanel
 from tui.widgets.iteration import IterationPanel
 from tui.widgets.journal import JournalPanel
 from tui.widgets.output import OutputPanel
+from tui.widgets.progress import ProgressPanel
 from tui.widgets.sources import SourcesPanel
 from tui.widgets.status_bar import StatusBar
 from tui.widgets.verification import VerificationPanel
@@ -59,6 +61,8 @@ class MainScreen(Screen[None]):
     loop races (`tui.pace`); the journal, the output and the layout follow `snapshot` itself."""
     git_status: var[GitStatus | None] = var(None, init=False)
     """The repository as last read (by the app's own worker, on its own clock)."""
+    progress: var[Series] = var(Series, init=False)
+    """The loop's figures per iteration (set by the app, `tui.progress`): the progress panel's."""
 
     def compose(self) -> ComposeResult:
         snapshot = MainScreen.snapshot
@@ -72,6 +76,7 @@ class MainScreen(Screen[None]):
             with Vertical(id="right"):
                 yield VerificationPanel(id="verification").data_bind(**summary)
                 yield GitPanel(id="git").data_bind(status=MainScreen.git_status)
+                yield ProgressPanel(id="progress").data_bind(series=MainScreen.progress)
         yield WorkersPanel(id="workers").data_bind(**summary)
         with Horizontal(id="logs"):
             yield JournalPanel(id="journal").data_bind(snapshot)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import cast
 
-from loop.cli.definition import loops, monitor, run, setup, steering, temporal
+from loop.cli.definition import loops, monitor, report, run, setup, steering, temporal
 from loop.cli.definition.base import VerbParser, Verbs, Version, WorkspaceVerbs
 
 __all__ = ["build_parser"]
@@ -47,5 +47,6 @@ def build_parser() -> argparse.ArgumentParser:
     monitor.add(verbs)
     setup.add(verbs)
     loops.add_log(verbs)
+    report.add(verbs)
     temporal.add(verbs)  # options on the verbs above too: it comes last
     return parser

@@ -48,6 +48,12 @@ def _start(verbs: VerbGroup) -> None:
         help="the agent finishes by printing <promise>T</promise>",
     )
     start.add_argument("--task-file", metavar="P", help="a markdown checklist of tasks")
+    start.add_argument(
+        "--design",
+        metavar="P",
+        help="a DESIGN-<timestamp>.md: its acceptance criteria, checks and task type make the loop "
+        "(default without a PROMPT: the newest DESIGN-*.md here)",
+    )
     start.add_argument("--no-tasks", action="store_true", help="do not check Claude Code Tasks")
     start.add_argument("--no-github", action="store_true", help="do not check GitHub Projects")
     start.add_argument("--github-project", metavar="ID", help="the GitHub project to check")
