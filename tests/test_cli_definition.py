@@ -37,7 +37,13 @@ LEAVES = sorted(_leaves(build_parser()))
 @pytest.mark.parametrize("path", LEAVES, ids=" ".join)
 def test_every_verb_names_a_function_that_exists(path: tuple[str, ...]) -> None:
     parser = build_parser()
-    extra = {"completion": ["bash"], "set-max-iterations": ["3"], "say": ["hi"], "answer": ["yes"]}
+    extra = {
+        "completion": ["bash"],
+        "set-max-iterations": ["3"],
+        "say": ["hi"],
+        "answer": ["yes"],
+        "undo": ["1"],
+    }
     args = parser.parse_args([*path, *extra.get(path[0], [])])
     if path[0] in MONITOR_VERBS:
         assert args.func is None  # tui's, found through the `loopdeck.monitor` entry points

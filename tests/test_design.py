@@ -202,3 +202,49 @@ def test_the_designs_commands_wait_for_a_person_and_loopdeck_trust_lists_them(pr
     assert confirmed.returncode == 0, confirmed.stderr
     again = run_loopdeck("-C", str(project), "trust", cwd=project)
     assert "everything this loop names was confirmed" in again.stdout
+
+
+def test_a_symlinked_design_is_refused_and_a_link_put_in_its_place_is_a_change(
+    project: Path, tmp_path: Path
+) -> None:
+    from loop.design import lock
+
+    outside = tmp_path / "elsewhere.md"
+    outside.write_text(SEED_STYLE)
+    (project / "DESIGN-link.md").symlink_to(outside)
+    with pytest.raises(DesignError, match="is a symbolic link"):
+        read(project / "DESIGN-link.md")
+    done = run_loopdeck("-C", str(project), "start", "--design", "DESIGN-link.md", cwd=project)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "DESIGN-link.md: is a symbolic link" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not StateStore(Workspace(project)).exists()
+
+    real = project / "DESIGN-20260119-143022.md"
+    real.write_text(SEED_STYLE)
+    state = StateStore(Workspace(project))
+    started = run_loopdeck("-C", str(project), "start", "--no-github", "--no-tasks", cwd=project)
+    assert started.returncode == 0, started.stderr
+    loop = state.read()
+    assert loop is not None and lock.changed(project, loop) is None
+    real.unlink()
+    real.symlink_to(outside)  # the very same bytes, through a link
+    assert lock.changed(project, loop) == "DESIGN-20260119-143022.md"
+
+
+def test_a_designs_refused_command_names_the_start_command_the_person_typed(project: Path) -> None:
+    text = "## Acceptance Criteria\n- [ ] greeting file exists: `test -f greeting.txt`\n"
+    (project / "DESIGN-20260119-143022.md").write_text(text)
+    done = run_loopdeck(
+        "-C", str(project), "start", "--design", "DESIGN-20260119-143022.md", "--no-github", cwd=project
+    )
+    assert done.returncode != 0 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert (
+        "`loopdeck start --design DESIGN-20260119-143022.md --verify-allow 'test -f greeting.txt'`"
+        in done.stderr
+    )
+    assert "loopdeck run" not in done.stderr
+    allowed = run_loopdeck(
+        "-C", str(project), "start", "--design", "DESIGN-20260119-143022.md", "--no-github",
+        "--verify-allow", "test -f greeting.txt", cwd=project,
+    )  # fmt: skip
+    assert allowed.returncode == 0, allowed.stderr

@@ -103,6 +103,23 @@ def test_a_claim_does_not_complete_while_a_criterions_command_fails(tmp_path: Pa
     assert f"{criteria} (DESIGN-20260119-143022.md)" in out  # the summary's final validation
 
 
+def test_a_failing_criterion_is_named_in_the_next_prompt_and_is_not_the_build(tmp_path: Path) -> None:
+    """The criterion's command is neither a test runner nor a build tool: its failure is said as
+    the criterion that names it, and the agent is not told to fix a build."""
+    root = project(tmp_path)
+    start(root)
+    assert run_loopdeck("-C", str(root), "trust", "--yes", cwd=root).returncode == 0
+    code, out = run(root, "honest")
+    assert code == 0, out
+    second = (root / "prompt-2.txt").read_text()
+    assert f"Criterion not met: The check passes: `{CHECK}` (`{CHECK}` exited 1)" in second
+    assert "Make the design's failing criteria hold" in second
+    assert "Build: fails" not in second and "Fix the build" not in second
+    failed = [e["data"] for e in events(root) if e["kind"] == "verification-failed"]
+    assert failed and failed[0]["kind"] == "check"
+    assert "Build:" not in out  # the summary's final validation names no build
+
+
 def test_the_agent_editing_the_design_escalates(tmp_path: Path) -> None:
     root = project(tmp_path)
     start(root)

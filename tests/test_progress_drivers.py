@@ -183,6 +183,60 @@ def test_the_same_real_failure_escalates_and_a_busy_agent_that_fixes_nothing_is_
     assert "no test got better" in escalations[0]["reason"]
 
 
+FLIP = (
+    "if grep -q BROKEN tests/test_calc.py; then sed -i '/BROKEN/d' tests/test_calc.py; "
+    'else echo "BROKEN = (" >> tests/test_calc.py; fi'
+)
+"""Breaks the test file (a collection error) one turn, mends it the next."""
+PAD = 'printf "\\ndef test_pad_$(date +%s%N)():\\n    assert True\\n" >> tests/test_calc.py'
+"""Adds a passing test a turn; the same tests fail with the same error."""
+
+
+def test_a_test_file_broken_and_mended_turn_after_turn_is_stuck(project: Workspace, tmp_path: Path) -> None:
+    """A collection error is not fewer failing, and the suite back is not new tests."""
+    limits = ["--same-error-after", "9", "--stuck-after", "3", "--max-iterations", "8"]
+    assert run(project, agent(tmp_path, FLIP), *limits) != 0
+    escalations = [e.data for e in Journal(project.journal).tail(100_000).events if e.kind == "escalation"]
+    assert len(escalations) == 1 and escalations[0]["kind"] == "stuck", escalations
+    assert "no test got better" in escalations[0]["reason"]
+    seen = progress(project)
+    assert len(seen) == 4 and all(d["moved"] == [] for _, d in seen)
+    assert [d["tests"].get("errors", 0) for _, d in seen] == [0, 1, 0, 1]
+
+
+def test_passing_tests_added_beside_the_same_failures_escalate_the_same_error(
+    project: Workspace, tmp_path: Path
+) -> None:
+    limits = ["--same-error-after", "3", "--stuck-after", "9", "--max-iterations", "8"]
+    assert run(project, agent(tmp_path, PAD), *limits) != 0
+    escalations = [e.data for e in Journal(project.journal).tail(100_000).events if e.kind == "escalation"]
+    assert len(escalations) == 1 and escalations[0]["reason"].startswith("the same error 3 times in a row")
+    assert [d["moved"] for _, d in progress(project)][1:] == [["more-passing", "new-tests"]] * 3
+
+
+def test_passing_checks_on_uncommitted_work_ask_for_a_commit_without_holding_up_completion(
+    project: Workspace, tmp_path: Path
+) -> None:
+    """The runner without `--commit` leaves the tree dirty: each review turn's prompt says to
+    commit; with `--commit` it commits itself and never asks. Neither blocks completion."""
+    step = 'n=$(ls prompt-*.txt 2>/dev/null | wc -l); cat > "prompt-$n.txt"; echo "FIXED = 10" > calc.py'
+    script = tmp_path / "agent.sh"
+    script.write_text(f"#!/bin/sh\n{step}\necho did my turn\n")
+    script.chmod(0o755)
+    assert run(project, script) == 0
+    prompts = sorted(project.root.glob("prompt-*.txt"), key=lambda p: int(p.stem.split("-")[1]))
+    assert len(prompts) == 5  # the first turn, then four reviews
+    assert "Commit your changes" not in prompts[0].read_text()
+    assert all("Commit your changes" in p.read_text() for p in prompts[1:])
+
+    for p in prompts:
+        p.unlink()
+    project.journal.unlink()
+    (project.root / "calc.py").write_text("FIXED = 0\n")
+    assert run(project, script, "--commit") == 0
+    assert not any("Commit your changes" in p.read_text() for p in project.root.glob("prompt-*.txt"))
+
+
 def test_what_a_turn_changed_is_counted_from_its_starting_commit_uncommitted_work_included(
     project: Workspace,
 ) -> None:

@@ -115,14 +115,67 @@ def test_a_different_first_error_is_not_the_same_error() -> None:
         loop = result.state
 
 
-def test_neither_rule_fires_while_tests_are_added() -> None:
-    """The same failing tests and error, but new tests passing each turn: the tests improve."""
-    loop = running(limits={"same_error_after": 2, "stuck_after": 2})
+def test_tests_added_beside_the_same_failures_are_not_stuck_but_still_the_same_error() -> None:
+    """The same failing tests and error, but new passing tests each turn: a move, so never
+    stuck; yet the failure itself did not move, so it escalates as the same error."""
+    loop = running(limits={"same_error_after": 9, "stuck_after": 2})
     for n in range(5):
         result = turn_of(loop, checks(7 + n, 3))
         assert result.escalation is None, result.escalation
         loop = result.state
     assert progress_of(result)["moved"] == ["more-passing", "new-tests"]
+
+    loop = running(limits={"same_error_after": 3, "stuck_after": 9})
+    for n in range(3):
+        result = turn_of(loop, checks(7 + n, 3))
+        loop = result.state
+    escalation = result.escalation
+    assert escalation is not None and escalation["reason"].startswith("the same error 3 times in a row")
+
+
+def test_fewer_failing_clears_the_same_error_and_a_new_error_starts_it_over() -> None:
+    loop = running(limits={"same_error_after": 3, "stuck_after": 9})
+    for passed, failed, first in ((7, 3, "a"), (7, 3, "a"), (8, 2, "a"), (8, 2, "b"), (8, 2, "b")):
+        result = turn_of(loop, checks(passed, failed, first=first))
+        assert result.escalation is None, result.escalation
+        loop = result.state
+
+
+def broken_suite() -> dict[str, Any]:
+    """A suite that cannot even be collected: one error, nothing passing."""
+    data = checks(0, 0)
+    data.update(tests={"errors": 1, "first_error": "SyntaxError: '(' was never closed"}, tests_pass=False)
+    data["commands"][0]["exit_code"] = 2
+    return data
+
+
+def test_breaking_deleting_or_skipping_tests_is_no_move() -> None:
+    def counts(passed: int, failed: int, errors: int = 0, skipped: int = 0) -> dict[str, Any]:
+        return {"tests": {"passed": passed, "failed": failed, "errors": errors, "skipped": skipped}}
+
+    ten = counts(0, 10)
+    assert progress.test_moves(ten, counts(0, 0, errors=1)) == []  # a collection error
+    assert progress.test_moves(counts(0, 0, errors=1), ten) == []  # and back
+    assert progress.test_moves(ten, counts(0, 9)) == []  # a failing test deleted
+    assert progress.test_moves(ten, counts(0, 9, skipped=1)) == []  # or skipped
+    assert progress.test_moves(counts(5, 5), counts(4, 4)) == []  # a passing one lost with a failing one
+    assert progress.test_moves(counts(2, 10), counts(2, 12)) == []  # new tests that fail
+    assert progress.test_moves(ten, counts(1, 9)) == ["fewer-failing", "more-passing"]
+    assert progress.test_moves(counts(0, 0, errors=1), counts(1, 9)) == ["more-passing", "new-tests"]
+
+
+def test_a_suite_broken_and_mended_turn_after_turn_is_stuck() -> None:
+    loop = running(limits={"same_error_after": 9, "stuck_after": 3})
+    results = []
+    for n in range(6):
+        result = turn_of(loop, broken_suite() if n % 2 else checks(0, 10), changed=True)
+        results.append(result)
+        loop = result.state
+        if result.escalation:
+            break
+    assert all(progress_of(r)["moved"] == [] for r in results)
+    escalation = results[-1].escalation
+    assert len(results) == 4 and escalation is not None and "no test got better" in escalation["reason"]
 
 
 def test_a_failures_kind_picks_the_next_prompt_with_the_results_shown() -> None:
@@ -218,3 +271,15 @@ def test_a_merge_checked_on_the_loops_branch_is_judged_for_the_workers_too() -> 
     assert step.state.last_validation["tests"]["failed"] == 2
     unchecked = workflow.merge_ended(loop, "worker-1", sha=None, failure="FAILED", now=NOW)
     assert "progress" not in [kind for kind, _ in unchecked.events]
+
+
+def test_the_final_validation_block_lines_up_its_values() -> None:
+    import re
+
+    from loop.views.summary import validation_lines
+
+    validation = progress.record(checks(7, 0, git_clean=False), {"tests_at_start": 5})
+    lines = validation_lines(validation, {"created": 1}, "  Criteria:  1 of 1 checked by a command met")
+    block = [line for line in lines if line.startswith("  ")]
+    assert len(block) == 4 and "  New tests: 2" in block
+    assert {re.match(r"  [A-Za-z ]+:\s+", line).end() for line in block} == {13}  # type: ignore[union-attr]

@@ -277,3 +277,40 @@ def test_the_ending_writes_the_report_and_its_summary_and_notification_link_it(w
     notify.ensure_report(ws.root, folder / "report.html")  # the detached sender, for the hook
     assert path.is_file()
     assert notify.messages([("question", {"question": "?"})], "p", 1)[0].get("report") is None
+
+
+def test_an_infinite_or_nan_cost_or_duration_is_left_out_not_a_crash(
+    ws: Workspace, cli: Callable[..., Ran]
+) -> None:
+    from loop.agents.output import as_float
+
+    StateStore(ws).write(loop_state(driver="runner", iteration=3))
+    lines = Lines(ws)
+    lines.add("loop-started", 0, started_at=START, loop_id="aaaa11112222", prompt="x", driver="runner")
+    for n, value in ((1, float("inf")), (2, float("nan")), (3, 0.5)):
+        lines.add("iteration-completed", n, duration_s=value, cost_usd=value)
+        lines.add("progress", n, tests=counts_json(3 - n, n), moved=[])
+    assert "Infinity" in ws.journal.read_text() and "NaN" in ws.journal.read_text()
+    report = gather(ws)
+    assert report.series.column("cost_usd") == [None, None, 0.5]
+    assert report.series.column("duration_s") == [None, None, 0.5]
+    for text in (markdown.render(report), page.render(report)):
+        assert not re.search(r"\b(?:nan|inf|infinity)\b", text, re.IGNORECASE)
+    shown = cli("report", "--markdown", "--out", "-")
+    assert shown.code == 0 and "| 3 |" in shown.out, shown.err
+    assert cli("report").code == 0
+    assert [as_float(v) for v in (float("inf"), float("nan"), -1.0, 10**400, 2)] == [None] * 4 + [2.0]
+
+
+def test_the_markdown_mentions_nobody_and_uncommitted_work_needs_a_look(ws: Workspace) -> None:
+    validation = {"ts": START, "tests_pass": True, "build_succeeds": None, "git_clean": False}
+    StateStore(ws).write(loop_state(driver="runner", status="completed", last_validation=validation))
+    lines = Lines(ws)
+    lines.add("loop-started", 0, started_at=START, loop_id="aaaa11112222", prompt="x", driver="runner")
+    lines.add("iteration-started", 1, task="ask @octocat and @github/security, not a@b")
+    report = gather(ws)
+    assert any("uncommitted changes" in item for item in report.attention)
+    md = markdown.render(report)
+    assert "Nothing needs you" not in md and "uncommitted changes" in md
+    assert not re.search(r"@[A-Za-z0-9]", md)
+    assert "@\u200doctocat" in md

@@ -213,21 +213,16 @@ def escalations(events: list[dict[str, object]]) -> list[tuple[object, str]]:
     ]
 
 
-def test_a_loop_failing_the_same_pytest_test_escalates_same_error_at_the_third_turn(tmp_path: Path) -> None:
-    # No test gets better either: left at its default (2), "stuck" would speak first.
-    events = run_loop(project(tmp_path / "repo"), extra=("--stuck-after", "9"))
-    # The checks also run once before the first turn (iteration 0): the starting point.
-    failed = [e for e in events if e["kind"] == "verification-failed" and e["iteration"]]
-    assert len(failed) == 3, [e["kind"] for e in events]
-    assert escalations(events) == [(3, "the same error 3 times in a row (test_app.py::test_total failing)")]
+# The same real pytest failure escalating as the same error under a runner is in
+# tests/test_progress_drivers.py.
 
 
 def test_a_loop_whose_failure_changes_every_turn_never_escalates_same_error(tmp_path: Path) -> None:
     events = run_loop(
-        project(tmp_path / "repo"), "--change", extra=("--max-iterations", "4", "--stuck-after", "9")
+        project(tmp_path / "repo"), "--change", extra=("--max-iterations", "3", "--stuck-after", "9")
     )
     failed = [e for e in events if e["kind"] == "verification-failed"]
-    assert len(failed) >= 4, [e["kind"] for e in events]
+    assert len(failed) >= 3, [e["kind"] for e in events]
     found = escalations(events)
     assert found and not any("same error" in reason for _n, reason in found), found
 

@@ -286,7 +286,8 @@ def test_a_loop_run_in_the_foreground_is_read_and_paused_from_its_workspace(
     from tests.conftest import REPO
     from tests.temporal_support import loopdeck
 
-    proj = project(tmp_path, tasks=2, agent_args="--sleep 1 1")
+    # Task 2 asks a question: the loop cannot end before the verbs run, however busy the machine.
+    proj = project(tmp_path, tasks=2, agent_args="--sleep 1 1 --ask-on 2")
     earlier = verb("start", "An earlier loop", "--no-github", "--no-tasks", cwd=proj.ws)
     assert earlier.returncode == 0, earlier.stderr
     workers = Workers(server, proj, queue="here")
@@ -320,6 +321,12 @@ def test_a_loop_run_in_the_foreground_is_read_and_paused_from_its_workspace(
         assert now["loop"]["status"] == "paused" and now["loop"]["waiting_for"]["kind"] == "pause"
         resumed = verb("resume", "--wait", "20", cwd=proj.ws)
         assert resumed.returncode == 0 and "resume applied" in resumed.stdout, resumed.stdout + resumed.stderr
+        until(
+            "task 2's question",
+            lambda: [w for w in board(query(server.address, wf))["workers"] if w["status"] == "question"],
+        )
+        answered = verb("answer", "keep it", cwd=proj.ws)
+        assert answered.returncode == 0, answered.stderr
         out, _ = run.communicate(timeout=120)
         assert run.returncode == 0 and "loop completed" in out, out
     finally:

@@ -61,7 +61,14 @@ def spec_for(proj: Any, agent: str, queue: str, tasks: list[Any]) -> Any:
     )
 
 
-async def run_loop(server: Server, spec: Any, work: Path, during: Any = None) -> dict[str, Any]:
+async def run_loop(
+    server: Server,
+    spec: Any,
+    work: Path,
+    during: Any = None,
+    accepts: tuple[str, ...] = (),
+    timeout: float = 60,
+) -> dict[str, Any]:
     from loop.temporal import client as tc
     from loop.temporal.worker import WorkerOptions, _run
 
@@ -70,12 +77,12 @@ async def run_loop(server: Server, spec: Any, work: Path, during: Any = None) ->
     handle, started = await tc.start(client, target, spec)
     assert started
     stop = asyncio.Event()
-    options = WorkerOptions(target, work, agents=(spec.agent,), concurrency=2)
+    options = WorkerOptions(target, work, agents=(spec.agent, *accepts), concurrency=2, heartbeat_s=0.5)
     serving = asyncio.create_task(_run(options, [], stop))
     try:
         if during is not None:
             await during(client)
-        result: dict[str, Any] = await asyncio.wait_for(handle.result(), 60)
+        result: dict[str, Any] = await asyncio.wait_for(handle.result(), timeout)
         return result
     finally:
         stop.set()

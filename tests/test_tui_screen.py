@@ -386,6 +386,7 @@ def holders() -> list[tuple[type[Any], tuple[str, ...]]]:
     from tui.monitor import MonitorApp
     from tui.screens.fleet import FleetTable
     from tui.screens.progress import ProgressScreen
+    from tui.screens.undo import UndoScreen
     from tui.widgets.search import SearchInput
     from tui.widgets.workers import WorkersPanel
 
@@ -395,6 +396,7 @@ def holders() -> list[tuple[type[Any], tuple[str, ...]]]:
         (SearchInput, ("search",)),
         (EscalationScreen, ("escalation",)),
         (ConfirmScreen, ("confirm",)),
+        (UndoScreen, ("undo",)),
         (ResumeScreen, ("resume",)),
         (NumberScreen, ("number",)),
         (NoteScreen, ("note",)),

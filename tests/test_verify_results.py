@@ -350,7 +350,8 @@ def test_pytests_closing_lines_and_coverage_are_read_when_there_is_no_report() -
 def test_a_command_whose_output_cannot_be_read_counts_by_its_exit_status() -> None:
     assert results.examine("make test", ("make", "test"), "all good\n") == results.Examined("tests")
     assert results.examine("make", ("make",), "cc -o x x.c\n") == results.Examined("build")
-    assert results.examine("sh: ./run-tests.sh && true", None, "ok\n").kind == "build"
+    assert results.examine("sh: ./run-tests.sh && true", None, "ok\n").kind == "check"
+    assert results.examine("test -f out.txt", ("test", "-f", "out.txt"), "") == results.Examined("check")
     assert results.examine("npm test", ("npm", "test"), "> x@1 test\n> mocha\n").kind == "tests"
 
 
@@ -530,3 +531,21 @@ def test_which_programs_run_tests() -> None:
     no = [["ruff", "check"], ["mypy", "."], ["cargo", "build"], ["npm", "run", "build"], ["make"], []]
     assert all(results.is_test_runner(a) for a in yes)
     assert not any(results.is_test_runner(a) for a in no)
+
+
+def test_only_build_and_lint_tools_say_whether_the_build_succeeds() -> None:
+    """A command that is neither a test runner nor a build or lint tool is a check: its failure
+    is not a failing build."""
+    builds = [["tsc"], ["npx", "tsc", "--noEmit"], ["cargo", "clippy"], ["make"], ["cmake", "--build", "b"]]
+    builds += [
+        ["go", "vet", "./..."],
+        ["npm", "run", "build"],
+        ["yarn", "lint"],
+        ["python", "-m", "mypy", "."],
+    ]
+    builds += [["ruff", "check"], ["eslint", "src"], ["flake8"], ["ninja"]]
+    checks = [["test", "-f", "greeting.txt"], ["python", "-c", "import x"], ["./check.sh"], ["true"]]
+    checks += [["git", "diff", "--check"], ["npm", "run", "start"], []]
+    assert [results.kind_of("", a) for a in builds] == ["build"] * len(builds)
+    assert [results.kind_of("", a) for a in checks] == ["check"] * len(checks)
+    assert results.kind_of("pytest", ("pytest",)) == "tests"

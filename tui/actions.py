@@ -59,6 +59,7 @@ SCOPES: dict[str, str] = {
     "search": "Searching the journal or the output",
     "escalation": "The escalation prompt",
     "confirm": "A yes-or-no question",
+    "undo": "Picking a landed task to undo",
     "resume": "The resume prompt",
     "number": "Max iterations",
     "note": "A note for the agent",
@@ -146,6 +147,15 @@ KEYS: tuple[Key, ...] = (
         "Restore",
         "Restore the state backup",
         "put the last good state file back",
+        "app",
+    ),
+    Key(
+        "task.undo",
+        "u",
+        "app.undo",
+        "Undo",
+        "Undo a landed task",
+        "revert a task the workers landed, reopen it (asks first; not while a runner drives the loop)",
         "app",
     ),
     # --- the main screen: its views ----------------------------------------------------------------------
@@ -315,6 +325,8 @@ KEYS: tuple[Key, ...] = (
     Key("confirm.yes", "y", "answer(True)", "Yes", "Yes", "answer yes", "confirm"),
     Key("confirm.no", "n", "answer(False)", "No", "No", "answer no", "confirm"),
     Key("app.back", BACK, "answer(False)", "Cancel", "Cancel", "answer no", "confirm"),
+    # --- picking a landed task to undo (arrows and enter pick) ---------------------------------------------
+    Key("app.back", BACK, "cancel", "Cancel", "Cancel", "undo nothing", "undo"),
     # --- the resume prompt -------------------------------------------------------------------------------
     Key("resume.yes", "y,enter", "answer(True)", "Resume", "Resume", "resume the loop", "resume"),
     Key(

@@ -26,6 +26,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from loop.core.errors import LoopdeckError
+from loop.core.model import ACTIVE_STATUSES
 from loop.core.policy import named
 from loop.core.timeutil import utcnow
 from loop.drivers import resume
@@ -46,6 +47,8 @@ from tui.screens.number import NumberScreen
 from tui.screens.progress import ProgressScreen
 from tui.screens.resume import ResumeScreen
 from tui.screens.text import NoteScreen, QuestionScreen, TextScreen
+from tui.screens.undo import LandedRead, Landings
+from tui.screens.undo import offer as offer_undo
 from tui.watch import (
     FilesChanged,
     GitReady,
@@ -145,6 +148,10 @@ class LoopdeckApp(App[None]):
         """Reads the workspace's snapshots, each only what changed since the last."""
         self.progress_reader: ProgressReader | None = None
         """Reads the journal's progress, each time only what was appended (`tui.progress`)."""
+        self.landings: Landings | None = None
+        """Follows the journal's landed tasks (`tui.screens.undo`): whether undo applies."""
+        self.landed: tuple[str, ...] = ()
+        """The landed tasks' ids, newest first, as last read."""
         self.pace = SummaryPace(self._show_summary, self.set_timer, time.monotonic)
         """When a snapshot reaches the summary panels."""
         self.settles = False
@@ -236,7 +243,12 @@ class LoopdeckApp(App[None]):
         reader = self.reader
         if reader is None or reader.workspace != self.workspace:  # another folder: start afresh
             reader = self.reader = Reader(self.workspace)
-        self.post_message(SnapshotReady(reader.read()))
+        landings = self.landings
+        if landings is None or landings.path != self.workspace.journal:
+            landings = self.landings = Landings(self.workspace.journal)
+        snapshot = reader.read()
+        self.post_message(LandedRead(landings.read()))  # first: the snapshot's keys count on it
+        self.post_message(SnapshotReady(snapshot))
         progress = self.progress_reader
         if progress is None or progress.path != self.workspace.journal:
             progress = self.progress_reader = ProgressReader(self.workspace.journal)
@@ -295,6 +307,9 @@ class LoopdeckApp(App[None]):
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
         if self.screen_stack:  # a worker's answer that lands while the app shuts down is dropped
             self.show_snapshot(message.snapshot)
+
+    def on_landed_read(self, message: LandedRead) -> None:
+        self.landed = message.tasks
 
     def on_progress_ready(self, message: ProgressReady) -> None:
         if self.screen_stack:
@@ -433,6 +448,10 @@ class LoopdeckApp(App[None]):
             return loop is not None and loop.status in ("running", "paused", "initializing", "stopping")
         if action == "restore_backup":
             return snapshot is not None and snapshot.error is not None and snapshot.backup_exists
+        if action == "undo":  # a loop of workers that landed a task, and no runner driving it
+            return bool(self.landed) and not (
+                loop is not None and loop.status in ACTIVE_STATUSES and loop.alive
+            )
         return True
 
     def disabled_reason(self, action: str) -> str | None:
@@ -537,6 +556,11 @@ class LoopdeckApp(App[None]):
             return
         self.notify(message.line, title="loopdeck")
         self.load_snapshot()
+
+    def action_undo(self) -> None:
+        """Undo a landed task: pick, confirm, then `loopdeck undo`'s own code on a thread; the
+        outcome, done or refused, is a notice (`tui.screens.undo`)."""
+        offer_undo(self, self.workspace, self.load_snapshot)
 
     def action_progress(self) -> None:
         """The Progress view: the loop's charts per iteration, over the main screen."""

@@ -5,10 +5,16 @@ Only the reading and the sending differ: a loop's snapshot comes from its workfl
 (`loop.temporal.view.snapshot`, the same `Snapshot` the panels are bound to), polled once a
 second instead of watched on disk, and the keys' commands go to the workflow as signals instead
 of the control queue. Every panel, key and prompt is `LoopdeckApp`'s.
+
+The Output panel follows a remote turn as it follows a local worker's log: each poll fetches
+the turns' last heartbeats (their agents' last lines, `loop.temporal.output`) and appends what
+is new to a file of the monitor's own (a folder removed when it closes), which the panel reads.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -20,6 +26,7 @@ from loop.core.errors import LoopdeckError
 from loop.core.timeutil import utcnow
 from loop.store.paths import Workspace
 from loop.temporal.client import Remote, Target, command
+from loop.temporal.output import Mirror
 from loop.temporal.protocol import CommandSignal
 from loop.views.snapshot import Snapshot
 from tui.app import LoopdeckApp
@@ -49,6 +56,9 @@ class TemporalApp(LoopdeckApp):
         self.remote = Remote(target)
         self.workflow_id = workflow_id
         self.polling = poll
+        self.outputs_root = Path(tempfile.mkdtemp(prefix="loopdeck-monitor-"))
+        """Where the remote turns' output is kept while the monitor runs (one folder a loop)."""
+        self.mirrors: dict[str, Mirror] = {}
 
     def on_mount(self) -> None:
         # LoopdeckApp's on_mount runs too: the keymap, the first read.
@@ -60,6 +70,7 @@ class TemporalApp(LoopdeckApp):
 
     def on_unmount(self) -> None:
         self.remote.close()
+        shutil.rmtree(self.outputs_root, ignore_errors=True)
 
     # --- reading and sending -------------------------------------------------------------------
 
@@ -74,8 +85,35 @@ class TemporalApp(LoopdeckApp):
             answer = self.remote.read(wf)
         except (LoopdeckError, TimeoutError):
             return  # the server away for a moment: the next poll tries again
+        if not answer.get("ended"):
+            self.fetch_outputs(wf)  # before the snapshot: the panel finds their lines with it
         if wf == self.workflow_id:
             self.post_message(SnapshotReady(view.snapshot(answer, wf, self.target)))
+
+    def fetch_outputs(self, wf: str) -> list[Path]:
+        """The remote turns' latest lines into the loop's files here (the files that grew)."""
+        try:
+            details = self.remote.outputs(wf)
+        except (LoopdeckError, TimeoutError):
+            return []
+        return self.mirror(wf).take(details)
+
+    def mirror(self, wf: str) -> Mirror:
+        if wf not in self.mirrors:
+            from loop.repo.worktrees import safe_name
+
+            self.mirrors[wf] = Mirror(Workspace(self.outputs_root / safe_name(wf)).private_dir)
+        return self.mirrors[wf]
+
+    def followed_output(self, snapshot: Snapshot | None, worker: str | None) -> Any:
+        """What the Output panel follows: the selected (else the first running) worker's turn,
+        in the files its heartbeats were fetched into."""
+        from tui.widgets.output import worker_turn
+
+        wf = self.workflow_id
+        if snapshot is None or snapshot.parallel is None or wf is None:
+            return None
+        return worker_turn(Workspace(self.mirror(wf).folder.parent.parent), snapshot.parallel, worker)
 
     def send(
         self, kind: str, *, value: int | None = None, reason: str | None = None, target: str | None = None

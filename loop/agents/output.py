@@ -4,6 +4,7 @@ short line for people. The adapters share these; each CLI's shapes stay in its o
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -77,8 +78,15 @@ def as_int(value: Any) -> int | None:
 
 
 def as_float(value: Any) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-        return float(value)
+    """A finite number of 0 or more, else None: JSON's `Infinity` and `NaN` parse, and a cost or
+    a duration that is neither would break every sum and chart after it."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:  # an int too large for a float
+            return None
+        if math.isfinite(number) and number >= 0:
+            return number
     return None
 
 

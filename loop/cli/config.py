@@ -30,6 +30,10 @@ BUILT_IN: dict[str, Any] = {
     "sandbox": "auto",
     "sandbox_net": True,
     "sandbox_env": [],
+    "worktree_copy": [],
+    "worktree_setup": [],
+    "port_base": 20000,
+    "ports_per_worker": 100,
 }
 """What loopdeck uses when neither the command line nor a file says (see each option's help)."""
 assert tuple(BUILT_IN) == tuple(KEYS)

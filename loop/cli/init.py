@@ -52,6 +52,10 @@ MEANINGS: dict[str, tuple[str, str | None]] = {
         "more variables passed into the sandbox (the agents' own keys always are)",
         '["MY_TOKEN"]',
     ),
+    "worktree_copy": ("untracked files copied into each worker's new worktree", '[".env"]'),
+    "worktree_setup": ("commands run once in each worker's new worktree, in the sandbox", '["npm ci"]'),
+    "port_base": ("worker N finds port_base + ports_per_worker × N in LOOPDECK_PORT_BASE", None),
+    "ports_per_worker": ("how many ports each worker's slot spans", None),
 }
 """What each configuration key means, and an example value for a key with no built-in default."""
 

@@ -70,6 +70,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.workers is None and existing is not None:
         args.workers = recorded_workers(existing)  # a loop of workers goes on as one (`resume` too)
     if args.workers is None:
+        if getattr(args, "pr", False):
+            raise LoopdeckError("--pr works with --workers N: each task of the graph becomes a pull request")
         return runner.run(create)
     if args.fallback_agent and args.workers > 1:
         raise LoopdeckError(

@@ -6,18 +6,25 @@ today's runner, unchanged."""
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from loop.cli.options import ask_config
 from loop.cli.starting import request_from
 from loop.core.errors import LoopdeckError
-from loop.core.scheduler import MAX_WORKERS, board_of
+from loop.core.scheduler import BATCH, MAX_WORKERS, Board, board_of
+from loop.drivers import defaults
 from loop.drivers.runner import Options, Runner
 from loop.drivers.start import new_state
 from loop.sources.claude_tasks import claude_home
 from loop.store.control import end_offset
 from loop.store.paths import Workspace
 from loop.store.state import LoopState
+
+if TYPE_CHECKING:
+    from loop.drivers.worktree_setup import WorktreeSetup
 
 DEFAULT_GOAL = "Work through the task graph"
 
@@ -62,7 +69,9 @@ def run_parallel(
 ) -> int:
     if not 1 <= args.workers <= MAX_WORKERS:
         raise LoopdeckError(f"--workers takes 1 to {MAX_WORKERS}, not {args.workers}")
-    if args.workers == 1:
+    board = board_of(existing) if existing is not None else None
+    pr = bool(getattr(args, "pr", False)) or (board is not None and board.pr)  # a --pr loop goes on as one
+    if args.workers == 1 and not pr:
         return runner.run(create)
     # Imported here: the parallel driver (and the verification it loads) would cost every
     # single runner's start ~90 ms (measured: 90-150 ms on top of the runner's own modules).
@@ -93,6 +102,9 @@ def run_parallel(
         given=given,
         isolation=getattr(args, "isolation", None),
         strategy=getattr(args, "merge", None) or (board.strategy if board is not None else "merge"),
+        batch=merge_batch(getattr(args, "merge_batch", None), board),
+        pr=pr,
+        worktree_setup=worktree_setup(args, ws),
     )
 
     def create_parallel() -> LoopState:
@@ -105,8 +117,34 @@ def run_parallel(
     return ParallelRunner(ws, options, parallel, settings=runner.settings).run(create_parallel)
 
 
+def worktree_setup(args: argparse.Namespace, ws: Workspace) -> WorktreeSetup:
+    """The saved worktree setup (`loop.drivers.worktree_setup`), checked before anything runs. A
+    project file's copies, commands and ports are its text: used once a person confirmed them
+    (at the terminal, `--yes`, or `loopdeck config --trust`), else the run is refused."""
+    from loop.drivers.worktree_setup import KEYS, from_values
+
+    def confirm(lines: list[str], shown: str) -> bool:
+        if args.yes:
+            return True
+        if args.headless or not sys.stdin.isatty():
+            return False
+        return ask_config(lines, shown)
+
+    saved = defaults.settle(ws, KEYS, confirm=confirm, by="run")
+    return from_values(saved.values, args.workers, ws.root, saved.where)
+
+
 def recorded_workers(state: LoopState) -> int | None:
     """How many workers a loop of workers had (its board), so that `run` and `resume` go on
     with the parallel driver; None for the other loops."""
     board = board_of(state)
     return board.capacity if board.graph and board.capacity > 1 else None
+
+
+def merge_batch(given: int | None, board: Board | None) -> int:
+    """How many branches the merge train lands together: the command line's, else the loop's."""
+    if given is None:
+        return board.batch if board is not None else BATCH
+    if not 1 <= given <= 100:
+        raise LoopdeckError(f"--merge-batch takes 1 to 100, not {given}")
+    return given

@@ -30,8 +30,14 @@ def stall_turns(state: LoopState) -> int:
 
 MAX_REPLACEMENTS = 2
 """A task whose workers were replaced this often needs a person: a fresh worker won't help."""
-MAX_CONFLICTS = 3
-"""Merges of one task that conflicted before a person is asked to resolve it."""
+MAX_CONFLICTS = 2
+"""Merges of one task that conflicted before a person is asked to resolve it: the first goes
+to an agent turn (the task's worker, told both sides' intent), the second to a person."""
+MAX_COLLISIONS = 2
+"""Merges of one task that failed the checks only beside another task's work before a person
+is asked how the two fit together."""
+BATCH = 8
+"""How many approved branches the merge train lands together at most (verified once)."""
 SECTION = "parallel"
 """The state's key holding the board (`LoopState.extra`), as one line of JSON: the state file
 stays on its fast path (no PyYAML for nested maps), which the runner reads on every change."""
@@ -104,6 +110,10 @@ class Worker:
     rework: str | None = None
     """Why the next turn is a rework: "conflict" (the loop's branch is taken into the worktree
     first, for the worker to resolve), "rejected", "unchanged", "failed", "verification"."""
+    collisions: int = 0
+    """Merges of this task that failed the checks only beside another task's work."""
+    beside: str | None = None
+    """The task whose work this task's branch last failed beside (passing alone)."""
 
     def to_json(self) -> dict[str, Any]:
         obj: dict[str, Any] = {
@@ -114,10 +124,10 @@ class Worker:
             "turns": self.turns,
             "status": self.status,
         }
-        for key in ("feedback", "question", "branch", "worktree", "rework"):
+        for key in ("feedback", "question", "branch", "worktree", "rework", "beside"):
             if getattr(self, key) is not None:
                 obj[key] = getattr(self, key)
-        for key in ("stalls", "replaced", "conflicts"):
+        for key in ("stalls", "replaced", "conflicts", "collisions"):
             if getattr(self, key):
                 obj[key] = getattr(self, key)
         return obj
@@ -143,6 +153,8 @@ class Worker:
             worktree=opt("worktree"),
             conflicts=_int(obj.get("conflicts"), 0),
             rework=opt("rework"),
+            collisions=_int(obj.get("collisions"), 0),
+            beside=opt("beside"),
         )
 
 
@@ -186,6 +198,11 @@ class Board:
     """The branch approved tasks merge into (worktree isolation): the workspace's at the start."""
     strategy: str = "merge"
     """How an approved branch joins the loop's: "merge" or "rebase"."""
+    batch: int = BATCH
+    """How many approved branches land together at most (1: one at a time)."""
+    pr: bool = False
+    """Each task a pull request (`--pr`): an approved turn waits for its host's checks and review
+    (`loop.core.pulls`), as for an audit, before it may land."""
     workers: tuple[Worker, ...] = ()
     queue: tuple[str, ...] = ()
     """Workers whose approved branch waits to be merged, in order."""
@@ -223,6 +240,8 @@ class Board:
             "isolation": self.isolation,
             "loop_branch": self.loop_branch,
             "strategy": self.strategy,
+            "batch": self.batch,
+            **({"pr": True} if self.pr else {}),
             "workers": [w.to_json() for w in self.workers],
             "locks": self.locks(),
             "queue": list(self.queue),
@@ -259,6 +278,8 @@ class Board:
             isolation=WORKTREE if obj.get("isolation") == WORKTREE else LOCKS,
             loop_branch=str(branch) if branch else None,
             strategy="rebase" if obj.get("strategy") == "rebase" else "merge",
+            batch=max(1, _int(obj.get("batch"), BATCH)),
+            pr=obj.get("pr") is True,
             workers=workers,
             queue=tuple(str(q) for q in obj.get("queue") or () if str(q) in names),
             done=tuple(str(d) for d in obj.get("done") or ()),

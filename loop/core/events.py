@@ -170,9 +170,22 @@ KINDS: dict[str, Callable[[Event], str]] = {
         f"Task {e.data.get('task', '?')} queued to merge "
         f"({e.data.get('branch') or e.data.get('worker', '?')})"
     ),
+    "pr-opened": lambda e: f"Task {e.data.get('task', '?')}: pull request opened, {e.data.get('url', '?')}",
+    "pr-updated": lambda e: f"Task {e.data.get('task', '?')}: pull request updated, {e.data.get('url', '?')}",
+    "pr-rework": lambda e: (
+        f"Task {e.data.get('task', '?')}: "
+        + (f"checks failed ({', '.join(e.data['checks'])})" if e.data.get("checks") else "changes requested")
+        + f" on {e.data.get('url', '?')}, back to {e.data.get('worker', '?')}"
+    ),
+    "pr-merged": lambda e: f"Task {e.data.get('task', '?')}: pull request merged, {e.data.get('url', '?')}",
     "task-merged": lambda e: (
         f"Task {e.data.get('task', '?')} merged into the loop's branch"
         + (f" ({str(e.data['sha'])[:8]})" if e.data.get("sha") else "")
+    ),
+    "task-undone": lambda e: (
+        f"Task {e.data.get('task', '?')} undone: reverted on the loop's branch"
+        + (f" ({str(e.data['revert'])[:8]})" if e.data.get("revert") else "")
+        + "; it is open again"
     ),
     "merge-conflict": lambda e: (
         f"Task {e.data.get('task', '?')}: merge CONFLICT, back to {e.data.get('worker', '?')} to resolve "
@@ -188,6 +201,21 @@ KINDS: dict[str, Callable[[Event], str]] = {
     ),
     "locks-freed": lambda e: (
         f"{e.data.get('worker', '?')} released " + (", ".join(e.data.get("files") or []) or "no files")
+    ),
+    "worktree-setup-started": lambda e: (
+        f"{e.data.get('worker', '?')}: setting up task {e.data.get('task', '?')}'s worktree: "
+        f"{e.data.get('command', '?')}"
+    ),
+    "worktree-setup-passed": lambda e: (
+        f"{e.data.get('worker', '?')}: setup passed: {e.data.get('command', '?')} "
+        f"({human_duration(e.data.get('duration_s'))})"
+    ),
+    "worktree-setup-failed": lambda e: (
+        f"{e.data.get('worker', '?')}: task {e.data.get('task', '?')}'s worktree is NOT READY: "
+        f"{e.data.get('message', '')}"
+    ),
+    "worktree-ready": lambda e: (
+        f"{e.data.get('worker', '?')}: task {e.data.get('task', '?')}'s worktree is ready"
     ),
     "warning": lambda e: f"WARNING: {e.data.get('message', '')}",
     "error": lambda e: f"ERROR: {e.data.get('message', '')}",

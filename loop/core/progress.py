@@ -17,9 +17,10 @@ from loop.core.model import Aggregate
 MOVES = ("tasks", "fewer-failing", "more-passing", "new-tests")
 """What a turn may move, in the order the `progress` event lists them."""
 
-KINDS = ("build", "tests", "checks", "git")
+KINDS = ("build", "tests", "criteria", "checks", "git")
 """A failure's kind, most urgent first: a broken build hides the tests, a failing test hides
-the rest; a dirty tree only matters once the checks pass."""
+the rest; then a design's criterion whose command fails, another check that fails; a dirty
+tree only matters once the checks pass."""
 
 RECORD_KEYS = ("ts", "tests_pass", "build_succeeds", "git_clean")
 FILE_KEYS = ("created", "modified", "deleted", "added", "removed")
@@ -89,18 +90,38 @@ def tests_added(validation: Mapping[str, Any] | None) -> int | None:
     return max(0, total(tests) - start)
 
 
+def ran(tests: Mapping[str, Any]) -> int:
+    """Tests that ran: passed, failed or errored (a skipped test did not run)."""
+    return _int(tests, "passed") + failing(tests)
+
+
+def broken(tests: Mapping[str, Any]) -> bool:
+    """A suite that could not run: errors and nothing passing (a collection error, a syntax
+    error in a test file). Its counts say nothing about the tests, so it is never a move."""
+    return _int(tests, "errors") > 0 and _int(tests, "passed") == 0
+
+
 def test_moves(before: Mapping[str, Any] | None, now: Mapping[str, Any] | None) -> list[str]:
     """How the tests moved from the last validation to this one: fewer failing, more passing,
-    new tests (the total grew). [] when either has no test counts."""
+    new tests. [] when either has no test counts, or this run is a broken suite.
+
+    Only a real improvement counts, so that breaking, deleting or skipping tests never looks
+    like progress: fewer failing only when no passing test was lost and no test stopped running
+    (a failing test deleted or skipped is not one fixed); new tests only when they pass too."""
     was, tests = tests_of(before), tests_of(now)
-    if was is None or tests is None:
+    if was is None or tests is None or broken(tests):
         return []
     moved = []
-    if failing(tests) < failing(was):
+    more_passing = _int(tests, "passed") > _int(was, "passed")
+    if (
+        failing(tests) < failing(was)
+        and _int(tests, "passed") >= _int(was, "passed")
+        and ran(tests) >= ran(was)
+    ):
         moved.append("fewer-failing")
-    if _int(tests, "passed") > _int(was, "passed"):
+    if more_passing:
         moved.append("more-passing")
-    if total(tests) > total(was):
+    if total(tests) > total(was) and more_passing:
         moved.append("new-tests")
     return moved
 
@@ -125,20 +146,38 @@ def error_signature(validation: Mapping[str, Any] | None) -> str | None:
     return f"failing: {listed} | first error: {tests.get('first_error') or ''}"
 
 
-def failure_kind(validation: Mapping[str, Any] | None) -> str | None:
+def failed_commands(validation: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The commands that failed and are neither tests nor a build: the checks (a design's
+    criterion, `test -f out.txt`, a script), which the tests' and the build's verdicts leave out."""
+    commands = validation.get("commands") if isinstance(validation, Mapping) else None
+    if not isinstance(commands, list | tuple):
+        return []
+    return [
+        c
+        for c in commands
+        if isinstance(c, Mapping)
+        and c.get("exit_code") not in (0, None)
+        and c.get("kind") not in ("tests", "build")
+    ]
+
+
+def failure_kind(
+    validation: Mapping[str, Any] | None, criteria: Mapping[str, str] | None = None
+) -> str | None:
     """What kind of failure the checks show, most urgent first (`KINDS`), or None when they
-    show none: the build, the tests, another check (a criterion's command), a dirty tree."""
+    show none: the build, the tests, a criterion's command (`criteria`: each command a design's
+    criterion names, with its words), another check, a dirty tree."""
     if not isinstance(validation, Mapping):
         return None
     if validation.get("build_succeeds") is False:
         return "build"
     if validation.get("tests_pass") is False:
         return "tests"
-    commands = validation.get("commands")
-    if isinstance(commands, list | tuple):
-        for command in commands:
-            if isinstance(command, Mapping) and command.get("exit_code") not in (0, None):
-                return "checks"
+    failed = failed_commands(validation)
+    if any(str(c.get("command")) in (criteria or {}) for c in failed):
+        return "criteria"
+    if failed:
+        return "checks"
     if validation.get("git_clean") is False:
         return "git"
     return None
@@ -170,9 +209,12 @@ def failing_names(tests: Mapping[str, Any], shown: int = SHOWN_FAILING) -> str:
     return listed + (f" and {more} more" if more > 0 else "")
 
 
-def validation_lines(validation: Mapping[str, Any] | None) -> list[str]:
+def validation_lines(
+    validation: Mapping[str, Any] | None, criteria: Mapping[str, str] | None = None
+) -> list[str]:
     """The checks' results as the agent reads them: the test counts, the failing tests, the
-    first error, the build, the working tree."""
+    first error, the build, each other check that failed (by the criterion that names it, when
+    `criteria` has it), the working tree."""
     if not isinstance(validation, Mapping):
         return []
     lines = []
@@ -188,6 +230,13 @@ def validation_lines(validation: Mapping[str, Any] | None) -> list[str]:
         lines.append(f"Tests: {'pass' if validation['tests_pass'] else 'fail'}")
     if validation.get("build_succeeds") is not None:
         lines.append(f"Build: {'succeeds' if validation['build_succeeds'] else 'fails'}")
+    for command in failed_commands(validation)[:SHOWN_FAILING]:
+        name, code = str(command.get("command")), command.get("exit_code")
+        said = (criteria or {}).get(name)
+        if said is not None:
+            lines.append(f"Criterion not met: {said} (`{name}` exited {code})")
+        else:
+            lines.append(f"Check failed: `{name}` (exit {code})")
     if validation.get("git_clean") is False:
         lines.append("Working tree: uncommitted changes")
     return lines
@@ -196,6 +245,8 @@ def validation_lines(validation: Mapping[str, Any] | None) -> list[str]:
 NEXT_STEP = {
     "build": "Fix the build errors first: nothing else can be checked while the build fails.",
     "tests": "Fix the failing tests (the code, not the tests' expectations), starting with the first error.",
+    "criteria": "Make the design's failing criteria hold: fix the code until each criterion's command passes "
+    "(the cause, not the command).",
     "checks": "Fix what the failing checks report (the cause, not the check).",
     "git": "Commit your changes: the working tree has uncommitted work.",
 }

@@ -145,13 +145,26 @@ def continuation_prompt(state: LoopState, sources: Aggregate) -> str:
     )
 
 
+def criteria_commands(state: LoopState) -> dict[str, str]:
+    """Each command a design's criterion names, with the criterion's words (a loop started
+    from a design; else empty): a failing check is then said as the criterion it checks."""
+    design = state.extra.get("design")
+    listed = design.get("criteria") if isinstance(design, Mapping) else None
+    found: dict[str, str] = {}
+    for criterion in listed if isinstance(listed, list) else []:
+        if isinstance(criterion, Mapping) and isinstance(criterion.get("command"), str):
+            found.setdefault(criterion["command"], str(criterion.get("text") or criterion["command"]))
+    return found
+
+
 def last_checks(state: LoopState) -> str:
     """The last checks' results for a prompt (empty before any ran), with the next action when
     they show a failure: commit the work when only the working tree is not clean."""
-    lines = progress.validation_lines(state.last_validation)
+    criteria = criteria_commands(state)
+    lines = progress.validation_lines(state.last_validation, criteria)
     if not lines:
         return ""
-    kind = progress.failure_kind(state.last_validation)
+    kind = progress.failure_kind(state.last_validation, criteria)
     step = f"\n{progress.NEXT_STEP[kind]}" if kind in progress.NEXT_STEP else ""
     return "\nLast checks:\n" + "\n".join(f"- {line}" for line in lines) + step + "\n"
 
@@ -183,19 +196,32 @@ def verification_prompt(state: LoopState, number: int) -> str:
         "Examine your changes in depth.\n"
         f"{VERIFICATION_CHECKLIST}\n\n"
         "IDENTIFY every issue, DOCUMENT it, and add a task for each (to the task file or the TODO list);\n"
-        "a new task sends the loop back to work. Re-verify in the next loop that issues are resolved.\n\n"
-        f"Original task:\n{state.prompt}"
+        "a new task sends the loop back to work. Re-verify in the next loop that issues are resolved.\n"
+        + uncommitted(state)
+        + f"\nOriginal task:\n{state.prompt}"
     )
+
+
+def uncommitted(state: LoopState) -> str:
+    """The next action when the last checks passed but left the working tree uncommitted (a
+    loop that commits nothing itself: the runner commits after passing checks when asked to, so
+    its tree is clean then; the Stop hook leaves git alone and never says): commit the work. A
+    line for a turn that goes on; it never holds up completion."""
+    if progress.failure_kind(state.last_validation, criteria_commands(state)) != "git":
+        return ""
+    return f"\n{progress.NEXT_STEP['git']}\n"
 
 
 def failure_prompt(
     state: LoopState, failure: str, sources: Aggregate, validation: Mapping[str, Any] | None = None
 ) -> str:
-    """The checks failed: the next action by the failure's kind (the build, the tests, another
-    check), the results as data (counts, failing tests, first error), then their output."""
+    """The checks failed: the next action by the failure's kind (the build, the tests, a
+    design's criterion, another check), the results as data (counts, failing tests, first
+    error, which check failed), then their output."""
     pending = f"\n\nPending work:\n{pending_summary(sources)}" if sources.pending_total else ""
-    kind = progress.failure_kind(validation)
-    results = "\n".join(progress.validation_lines(validation))
+    criteria = criteria_commands(state)
+    kind = progress.failure_kind(validation, criteria)
+    results = "\n".join(progress.validation_lines(validation, criteria))
     step = progress.NEXT_STEP.get(kind or "", "") if kind != "git" else ""
     return cap(
         "VERIFICATION FAILED - FIX THIS FIRST\n\n"
@@ -231,8 +257,9 @@ def claimed_prompt(state: LoopState, sources: Aggregate) -> str:
         "For each one: finish it and record it in its source, or, if it should not be done, "
         "mark it skipped (`- [-]` in the task file), or ask a person to force completion "
         "(<question>…</question>).\n"
-        f"{recording_help(sources)}\n\n"
-        f"Original task:\n{state.prompt}\n\n{finish_line(state)}"
+        f"{recording_help(sources)}\n"
+        + uncommitted(state)
+        + f"\nOriginal task:\n{state.prompt}\n\n{finish_line(state)}"
     )
 
 

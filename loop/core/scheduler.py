@@ -22,9 +22,12 @@ A cycle:
    task's branch joins the merge queue and its locks are held until it is merged; outside git
    (`--isolation locks`) the task is completed at once. Rejected: the same task again with the
    feedback; no progress over the loop's `--stuck-after` turns: replaced.
-5. the queue merges one branch at a time into the loop's branch: merged → completed; a conflict
-   or a verification failure → the task again with the hunks or the failure, and after
-   `MAX_CONFLICTS` conflicts a person is asked.
+5. the merge train lands the queue's first `Board.batch` branches together, verified once on
+   the merged tree (a red batch is bisected by the driver to the branches that break it):
+   merged → completed; a conflict or a verification failure → the task again with the hunks or
+   the failure, and after `MAX_CONFLICTS` conflicts a person is asked; a branch that passes
+   alone but fails beside another task's work is told which task, and after `MAX_COLLISIONS`
+   such failures a person is asked, both tasks named.
 
 The deferral streak counts cycles in which nothing could start although work remains; a start,
 a completion or a worker's output resets it; at `DEFER_LIMIT` the loop needs a person.
@@ -39,12 +42,14 @@ from typing import Any
 
 from loop.core.board import (
     AUDITING,
+    BATCH,
     COMPLETED,
     DEFER_LIMIT,
     FEEDBACK_CHARS,
     HELD,
     IN_PROGRESS,
     LOCKS,
+    MAX_COLLISIONS,
     MAX_CONFLICTS,
     MAX_REPLACEMENTS,
     MAX_WORKERS,
@@ -83,12 +88,14 @@ from loop.core.timeutil import iso_s
 
 __all__ = [
     "AUDITING",
+    "BATCH",
     "COMPLETED",
     "DEFER_LIMIT",
     "FEEDBACK_CHARS",
     "HELD",
     "IN_PROGRESS",
     "LOCKS",
+    "MAX_COLLISIONS",
     "MAX_CONFLICTS",
     "MAX_REPLACEMENTS",
     "MAX_WORKERS",
@@ -115,6 +122,7 @@ __all__ = [
     "elapsed",
     "keep",
     "lock_table",
+    "next_batch",
     "next_merge",
     "only_asking",
     "ready",
@@ -124,6 +132,9 @@ __all__ = [
     "waiting",
     "worker_prompt",
 ]
+
+PULL_REQUEST = "pull request"
+"""`audit_for`'s word when the pull request is the only audit."""
 
 _norm = norm  # the lock's spelling of a file, as `loop.core.workflow` names it
 
@@ -353,22 +364,39 @@ def merged(step: Step, name: str, sha: str | None) -> Step:
     return _completed(step, worker)
 
 
-def merge_failed(step: Step, name: str, why: str, feedback: str, conflict: bool) -> Step:
+def merge_failed(
+    step: Step, name: str, why: str, feedback: str, conflict: bool, beside: str | None = None
+) -> Step:
     """The merge conflicted (or the verification of the merged tree failed): the task goes back
-    to its worker with the hunks (or the failure); a task that keeps conflicting needs a person."""
+    to its worker with the hunks (or the failure); a task that keeps conflicting needs a person.
+    `beside`: the task whose work it fails beside (it passes alone); the second time, a person
+    is asked how the two fit together."""
     board = step.board = replace(step.board, defer_streak=0)
     worker = board.worker(name)
     if worker is None:
         return step
     step.board = replace(board, queue=tuple(q for q in board.queue if q != name))
     conflicts = worker.conflicts + (1 if conflict else 0)
-    step.events.append(
-        (
-            "merge-conflict" if conflict else "merge-rejected",
-            {"worker": worker.name, "task": worker.task, "branch": worker.branch, "reason": why[-400:]},
-        )
-    )
+    data = {"worker": worker.name, "task": worker.task, "branch": worker.branch, "reason": why[-400:]}
+    if beside is not None:
+        data["beside"] = beside
+    step.events.append(("merge-conflict" if conflict else "merge-rejected", data))
     worker = replace(worker, conflicts=conflicts)
+    if beside is not None and not conflict:
+        worker = replace(worker, collisions=worker.collisions + 1, beside=beside)
+        if worker.collisions >= MAX_COLLISIONS:
+            step.board = step.board.put(replace(worker, status=HELD, feedback=feedback[-FEEDBACK_CHARS:]))
+            reason = (
+                f"task {worker.task} fails the checks beside task {beside} "
+                f"({worker.collisions} times), though it passes alone: decide how tasks "
+                f"{worker.task} and {beside} fit together, then resume"
+            )
+            step.needs = (
+                "merge-collision",
+                reason,
+                {"worker": worker.name, "task": worker.task, "beside": beside},
+            )
+            return step
     if conflict and conflicts >= MAX_CONFLICTS:
         step.board = step.board.put(replace(worker, status=HELD, feedback=feedback[-FEEDBACK_CHARS:]))
         reason = (
@@ -427,6 +455,8 @@ def _replace_worker(step: Step, worker: Worker, feedback: str) -> Step:
         branch=worker.branch,  # the task's branch is the task's: the fresh worker goes on from it
         worktree=worker.worktree,
         conflicts=worker.conflicts,
+        collisions=worker.collisions,
+        beside=worker.beside,
     )
     step.board = replace(board.without(worker.name), serial=serial).put(fresh)
     step.updates.append(Update(worker.task, IN_PROGRESS, fresh.name))
@@ -584,10 +614,24 @@ def next_merge(state: LoopState) -> Worker | None:
     return worker if worker is not None and worker.branch is not None else None
 
 
+def next_batch(state: LoopState) -> list[Worker]:
+    """The workers whose branches the merge train lands next, together: the queue's first
+    `Board.batch` (one at a time with a batch of 1, or with the rebase strategy), while the
+    loop runs or is paused; empty when nothing may merge now."""
+    first = next_merge(state)
+    if first is None:
+        return []
+    board = board_of(state)
+    size = 1 if board.strategy == "rebase" else max(1, board.batch)
+    found = [board.worker(name) for name in board.queue[:size]]
+    return [w for w in found if w is not None and w.branch is not None]
+
+
 def audit_for(board: Board) -> str | None:
-    """The audit an approved turn goes through (a command, or an agent's), or None: a turn with
-    no audit configured is approved as it is (`audited` with approved=True)."""
-    return board.audit or None
+    """The audit an approved turn goes through (a command, an agent's, or with `--pr` its pull
+    request's checks and review), or None: a turn with no audit configured is approved as it is
+    (`audited` with approved=True)."""
+    return board.audit or (PULL_REQUEST if board.pr else None)
 
 
 def only_asking(step: Step, running: bool) -> str | None:

@@ -392,8 +392,10 @@ def _failures(result: Result, state: LoopState, ask: _Ask, turn: Turn) -> Result
         if stuck["task_failures"] >= state.limit("same_task_after"):
             reason = f"task {task!r} failed {stuck['task_failures']} times"
             return stuck_wait(result, state, now, reason, kind="repeated-failures")
-    elif failed_checks is not None and ask.moved:
-        state.stuck.pop("error", None)  # failing, but better: not the same error, whatever it says
+    elif failed_checks is not None and "fewer-failing" in ask.moved:
+        # Fewer tests fail: not the same error, whatever it says. Tests added beside the same
+        # failures are not that: the same error still counts (a new error starts it over).
+        state.stuck.pop("error", None)
         state.stuck.pop("errors", None)
     elif failed_checks is not None:
         signature = progress.error_signature(ask.stop.validation)

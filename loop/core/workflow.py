@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from loop.core import engine, model, scheduler
+from loop.core.conflicts import conflict_feedback
 from loop.core.model import Aggregate, Command, LoopState, Turn
 from loop.core.scheduler import Step, Task, TurnEnd
 
@@ -127,9 +128,16 @@ def merged(state: LoopState, worker: str, sha: str | None) -> Step:
 
 
 def merge_failed(
-    state: LoopState, worker: str, why: str, feedback: str, conflict: bool, now: datetime
+    state: LoopState,
+    worker: str,
+    why: str,
+    feedback: str,
+    conflict: bool,
+    now: datetime,
+    beside: str | None = None,
 ) -> Step:
-    return settle(scheduler.merge_failed(scheduler.step_of(state), worker, why, feedback, conflict), now)
+    step = scheduler.merge_failed(scheduler.step_of(state), worker, why, feedback, conflict, beside)
+    return settle(step, now)
 
 
 def merge_ended(
@@ -142,14 +150,18 @@ def merge_ended(
     hunks: str = "",
     failure: str | None = None,
     validation: Mapping[str, Any] | None = None,
+    beside: str | None = None,
+    intent: tuple[str, Sequence[tuple[str, str]]] = ("", ()),
     now: datetime,
 ) -> Step:
     """A merge of a worker's branch into the loop's, as any driver saw it: a problem with the
     merge itself (the workspace, the remote) needs a person; a conflict goes back to the worker
-    with its hunks; a verification that failed on the merged tree goes back with its output;
-    else the task is merged. `validation`: the checks' results on the merged tree, when they
-    ran: the loop's progress is judged on them."""
-    step = _merge_ended(state, worker, sha, problem, conflicts, hunks, failure, now)
+    with its hunks; a verification that failed on the merged tree goes back with its output
+    (`beside`: the task whose work it fails beside, passing alone); else the task is merged.
+    `validation`: the checks' results on the merged tree, when they ran: the loop's progress is
+    judged on them. `intent`: a conflict's two sides, the task's title and (task, title) of
+    what landed the other lines (`loop.core.conflicts`)."""
+    step = _merge_ended(state, worker, sha, problem, conflicts, hunks, failure, beside, now, intent)
     return _checked(step, validation)
 
 
@@ -161,13 +173,22 @@ def _merge_ended(
     conflicts: Sequence[str],
     hunks: str,
     failure: str | None,
+    beside: str | None,
     now: datetime,
+    intent: tuple[str, Sequence[tuple[str, str]]] = ("", ()),
 ) -> Step:
     if problem is not None:
         return escalate(state, "merge-failed", problem, now)
     if conflicts:
-        feedback = scheduler.conflict_feedback(conflicts, hunks)
+        feedback = conflict_feedback(conflicts, hunks, *intent)
         return merge_failed(state, worker, "conflict in " + ", ".join(conflicts), feedback, True, now)
+    if failure is not None and beside is not None:
+        feedback = (
+            f"YOUR BRANCH PASSES THE CHECKS ALONE BUT FAILS THEM BESIDE TASK {beside}, merged into "
+            "the loop's branch (your merge was undone). Change your work so that both fit:\n"
+            f"{failure}"
+        )
+        return merge_failed(state, worker, f"fails beside task {beside}", feedback, False, now, beside)
     if failure is not None:
         feedback = (
             "VERIFICATION FAILED ON THE LOOP'S BRANCH WITH YOUR WORK MERGED (the merge was undone):\n"

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from loop.core.model import LoopState
-from loop.design.parse import MAX_BYTES, Design
-from loop.store.safeopen import read_regular
+from loop.design.parse import MAX_BYTES, Design, read_bytes
 
 KEY = "design"
 """Where the state keeps the design's record (`LoopState.extra`)."""
@@ -54,12 +53,13 @@ def paths(root: Path, state: LoopState | None) -> tuple[Path, ...]:
 
 def changed(root: Path, state: LoopState) -> str | None:
     """The design's path when it differs from what the loop started with (changed, removed,
-    replaced by a symlink); None when it is the same, or the loop has none."""
+    replaced by a symlink: a link counts as changed even to the same content, as it is never
+    read through); None when it is the same, or the loop has none."""
     data = recorded(state)
     if data is None:
         return None
     try:
-        digest = hashlib.sha256(read_regular(root / data["path"], MAX_BYTES + 1)).hexdigest()
+        digest = hashlib.sha256(read_bytes(root / data["path"], MAX_BYTES + 1)).hexdigest()
     except OSError:
         return str(data["path"])
     return None if digest == data.get("sha256") else str(data["path"])

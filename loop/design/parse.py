@@ -18,13 +18,15 @@ Bad input is a `DesignError`: one line saying what, where, and what was expected
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from loop.core.errors import LoopdeckError
-from loop.store.safeopen import read_regular
 
 MAX_BYTES = 1024 * 1024
 """A design is a page or two; a file larger than this is not one."""
@@ -86,13 +88,37 @@ class Design:
         return f"{self.task_type.upper().replace('-', '_')}_COMPLETE"
 
 
+def read_bytes(path: Path, limit: int) -> bytes:
+    """The bytes of the design at `path`, at most `limit`: a regular file, never through a
+    symlink (`O_NOFOLLOW`: a link is refused, not followed, wherever it points), never a FIFO
+    or device. OSError (ELOOP for a symlink) when it is not one."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            what = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device"
+            raise OSError(errno.EINVAL, f"it is {what}", str(path))
+        chunks: list[bytes] = []
+        got = 0
+        while got < limit and (chunk := os.read(fd, min(65536, limit - got))):
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def read(path: Path) -> Design:
     """The design at `path` (never through a symlink); DesignError when it cannot be one."""
     try:
-        data = read_regular(path, MAX_BYTES + 1)
+        data = read_bytes(path, MAX_BYTES + 1)
     except FileNotFoundError:
         raise DesignError(f"design file {path}: not found (expected a DESIGN-<timestamp>.md)") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP or os.path.islink(path):
+            raise DesignError(
+                f"design file {path}: is a symbolic link; expected the design itself, a regular file"
+            ) from None
         why = exc.strerror or str(exc)
         raise DesignError(f"design file {path}: cannot be read ({why}); expected a regular file") from None
     if len(data) > MAX_BYTES:

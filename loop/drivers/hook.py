@@ -398,9 +398,7 @@ def _verify(
             sandbox=_sandbox(ws),
         )
         failures += verdict.failures
-        read = getattr(verdict, "validation", None)
-        if callable(read):
-            parts.append(read())
+        parts.append(verdict.validation())
     validation = progress.combined(parts)
     validation["ts"] = iso_s(now)
     return ("\n\n".join(failures) if failures else None), validation

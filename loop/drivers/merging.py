@@ -1,6 +1,7 @@
 """How a loop of workers keeps its tasks apart and brings them together: in a git repository
 each task works in its own worktree on its branch and approved branches merge into the loop's
-branch one at a time, verified on the merged tree (`merge` or `rebase`); outside git (or with
+branch by the merge train (`loop.drivers.train`: batches verified once, bisected on red; or
+`rebase`, one at a time); outside git (or with
 `--isolation locks`) the workers share the tree and file locks keep them apart.
 
 Which branch merges next and when is `loop.core.scheduler`'s to say; what a merge's outcome
@@ -12,14 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from loop.core import scheduler, workflow
 from loop.core.errors import LoopdeckError
 from loop.core.model import LoopState
 from loop.core.scheduler import LOCKS, WORKTREE, Step, Worker
+from loop.drivers import resolve, train
 from loop.drivers.session import Session
 from loop.drivers.verification import Verification
-from loop.repo import worktrees
+from loop.repo import landing, worktrees
 
 Apply = Callable[[Callable[[LoopState], Step | None]], Step | None]
 """Decide on the state under the loop's lock and carry the step out (the driver's `apply`)."""
@@ -37,6 +40,10 @@ class Merges:
         self.isolation = LOCKS
         self.loop_branch: str | None = None
         self.loop_name = ""
+        self.verifications = 0
+        """The checks the train ran on merged trees in this run (a batch, its halves, a blame)."""
+        self.landings: list[int] = []
+        """How many tasks each move of the loop's branch landed, in this run."""
 
     @property
     def root(self) -> Path:
@@ -106,6 +113,7 @@ class Merges:
 
     def tidy(self) -> None:
         if self.isolation == WORKTREE:
+            worktrees.remove_scratch(self.root, self.loop_name)
             worktrees.tidy(self.root, self.loop_name)
 
     def verify_tree(self, cwd: Path | None = None) -> str | None:
@@ -118,65 +126,93 @@ class Merges:
         return self.verification.run(state.iteration if state is not None else 0, cwd)
 
     def merge_next(self) -> bool:
-        """Merge the queue's first branch into the loop's branch: verified, then committed, or
-        undone and handed back (a conflict with its hunks, a verification failure with its
-        output). One merge per call, so commands and ended workers are seen between merges."""
+        """Land the next batch of the queue (`loop.core.scheduler.next_batch`) by the merge
+        train (`loop.drivers.train`): merged and verified together in a scratch worktree, the
+        loop's branch fast-forwarded to what passed, the rest handed back (a conflict with its
+        hunks, a verification failure with its output and the task it fails beside). The rebase
+        strategy lands one branch at a time. One batch per call, so commands and ended workers
+        are seen between batches."""
         if self.isolation != WORKTREE or self.loop_branch is None:
             return False
         state = self.session.store.read()
-        worker = scheduler.next_merge(state) if state is not None else None
-        if worker is None:
+        batch = scheduler.next_batch(state) if state is not None else []
+        if not batch:
             return False
         now = self.session.now
-        message = f"loopdeck: merge task {worker.task} ({worker.branch})"
         try:
             if worktrees.current_branch(self.root) != self.loop_branch:
                 raise LoopdeckError(
                     f"the workspace is not on the loop's branch {self.loop_branch} any more; "
                     "check it out again"
                 )
+            for worker in batch:  # a backup ref per task before it may land: `loopdeck undo` reads it
+                landing.backup(self.root, self.loop_name, worker.task, self.loop_branch)
             if self.strategy == "rebase":
-                sha, failure, clash = self._rebased(worker)
-            else:
-                sha, failure, clash = self._merged(worker, message)
+                self._rebase_one(batch[0])
+                return True
+            ran = train.Train(self.root, self.loop_name, self._verify_in, self._landed)
+            outcomes = ran.run(batch)
         except LoopdeckError as exc:
             why = str(exc)
-            self.apply(lambda s: workflow.merge_ended(s, worker.name, sha=None, problem=why, now=now()))
+            first = batch[0].name
+            self.apply(lambda s: workflow.merge_ended(s, first, sha=None, problem=why, now=now()))
             return True
-        checked = self.verification.validation if clash is None else None  # the merged tree's checks
-        if clash is not None or failure is not None:
-            conflicts, hunks = (clash.conflicts, clash.hunks) if clash is not None else ((), "")
-            self.apply(
-                lambda s: workflow.merge_ended(
-                    s,
-                    worker.name,
-                    sha=None,
-                    conflicts=conflicts,
-                    hunks=hunks,
-                    failure=failure,
-                    validation=checked,
-                    now=now(),
-                )
-            )
-            return True
-        assert sha is not None
-        self.session.tally.commits.append(sha)
-        self.apply(lambda s: workflow.merge_ended(s, worker.name, sha=sha, validation=checked, now=now()))
-        if worker.worktree:
-            worktrees.remove(self.root, Path(worker.worktree), worker.branch)
+        self.verifications += ran.verifications
+        for outcome in outcomes:
+            if outcome.sha is None:
+                self._handed_back(outcome)
         return True
 
-    def _merged(self, worker: Worker, message: str) -> tuple[str | None, str | None, worktrees.Merge | None]:
-        """The merge strategy: a merge commit on the loop's branch, verified before it is made."""
-        assert worker.branch is not None
-        outcome = worktrees.merge(self.root, worker.branch, message)
-        if not outcome.merged:
-            return None, None, outcome
-        failure = self.verify_tree()
-        if failure is not None:
-            worktrees.abandon(self.root)
-            return None, failure, None
-        return worktrees.conclude(self.root, message), None, None
+    def _verify_in(self, where: Path) -> tuple[str | None, dict[str, Any] | None]:
+        failure = self.verify_tree(where)
+        return failure, self.verification.validation
+
+    def _landed(self, outcomes: list[train.Outcome]) -> None:
+        """The loop's branch moved to a verified batch: each task in it is merged."""
+        now = self.session.now
+        self.landings.append(len(outcomes))
+        for outcome in outcomes:
+            worker, sha, checked = outcome.worker, outcome.sha, outcome.validation
+            assert sha is not None
+            self.session.tally.commits.append(sha)
+            self.apply(
+                lambda s, n=worker.name, h=sha, c=checked: workflow.merge_ended(  # type: ignore[misc]
+                    s, n, sha=h, validation=c, now=now()
+                )
+            )
+            if worker.worktree:
+                worktrees.remove(self.root, Path(worker.worktree), worker.branch)
+
+    def _handed_back(self, outcome: train.Outcome) -> None:
+        now = self.session.now
+        name, clash = outcome.worker.name, outcome.conflict
+        conflicts, hunks = (clash.conflicts, clash.hunks) if clash is not None else ((), "")
+        failure, beside, checked = outcome.failure, outcome.beside, outcome.validation
+        intent = resolve.intent(self.root, self.session, outcome.worker, self.loop_branch, conflicts)
+        self.apply(
+            lambda s: workflow.merge_ended(
+                s,
+                name,
+                sha=None,
+                conflicts=conflicts,
+                hunks=hunks,
+                failure=failure,
+                validation=checked,
+                beside=beside,
+                intent=intent,
+                now=now(),
+            )
+        )
+
+    def _rebase_one(self, worker: Worker) -> None:
+        """The rebase strategy: one branch replayed onto the loop's, verified, fast-forwarded."""
+        sha, failure, clash = self._rebased(worker)
+        checked = self.verification.validation if clash is None else None
+        if clash is not None or failure is not None:
+            self._handed_back(train.Outcome(worker, conflict=clash, failure=failure, validation=checked))
+            return
+        assert sha is not None
+        self._landed([train.Outcome(worker, sha=sha, validation=checked)])
 
     def _rebased(self, worker: Worker) -> tuple[str | None, str | None, worktrees.Merge | None]:
         """The rebase strategy: the task's branch replayed onto the loop's, verified in its

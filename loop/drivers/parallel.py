@@ -8,8 +8,9 @@ what is decided: the workers' rules by `loop.core.scheduler`, the loop's transit
 escalations, the ending), the state written by `loop.drivers.writer` before the graph.
 
 In a git repository each task works in its own worktree on its branch (`loop.repo.worktrees`);
-approved branches merge into the loop's branch one at a time, the verification commands run on
-the merged tree, and a conflict goes back to the task's worker with its hunks. Outside git (or
+approved branches land on the loop's branch by the merge train (`loop.drivers.train`): a batch
+merged in a scratch worktree, the verification commands run once on it, a red batch bisected to
+the branches that break it; a conflict goes back to the task's worker with its hunks. Outside git (or
 with `--isolation locks`) the workers share the tree and file locks keep them apart.
 
 Every worker dies with the runner: processes are stopped on every way out (completion, stop,
@@ -21,7 +22,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -36,10 +37,12 @@ from loop.drivers.children import Children, Signals
 from loop.drivers.claim import Claim
 from loop.drivers.commits import Commits, commit_files
 from loop.drivers.merging import Merges
+from loop.drivers.pulls import Pulls, without_secrets
 from loop.drivers.report import Report
 from loop.drivers.session import Options, Session
 from loop.drivers.turn import Turns
 from loop.drivers.verification import Verification
+from loop.drivers.worktree_setup import Ready, WorktreeSetup
 from loop.processes import agent
 from loop.processes.workers import Ended, Pool, files_mark
 from loop.repo import worktrees
@@ -78,6 +81,13 @@ class Parallel:
     strategy: str = "merge"
     """How an approved branch joins the loop's: `merge` (a merge commit) or `rebase` (replayed
     onto it, then a fast-forward)."""
+    worktree_setup: WorktreeSetup = field(default_factory=WorktreeSetup)
+    """Files copied and commands run once per new worktree, and the workers' ports."""
+    batch: int = scheduler.BATCH
+    """How many approved branches the merge train lands together at most (1: one at a time)."""
+    pr: bool = False
+    """Each task a pull request on the repository's host (`loop.drivers.pulls`): its checks and
+    reviews go back to its worker until green and approved, then it is landed there."""
 
 
 class ParallelRunner:
@@ -111,6 +121,10 @@ class ParallelRunner:
         self.commits = Commits(self.session)
         self.report = Report(self.session, self.claim)
         self.merges = Merges(self.session, self.verification, parallel.strategy, self.apply)
+        self.pulls = Pulls(self.session, self.merges, self.apply) if parallel.pr else None
+        self.ready = Ready(
+            parallel.worktree_setup, self.session, self.turns, self.verification.children, self.signals
+        )
         self.pool = Pool()
         self.goal = ""
         self.audit_check: Check | None = None
@@ -187,6 +201,8 @@ class ParallelRunner:
     def launch(self, worker: Worker) -> None:
         try:
             wt = self.merges.worktree(worker)
+            if wt is not None:  # made ready once: files copied, setup run
+                self.ready.prepare(worker.name, worker.task, wt.path, self.worker_env(worker))
         except LoopdeckError as exc:
             self.pool.failed.append(
                 Ended(worker.name, "worker", None, 0.0, str(exc).encode(), error=str(exc))
@@ -210,7 +226,9 @@ class ParallelRunner:
             )
             return
         self.prompts[worker.name] = prompt
-        env = {**backend.env(), **worker_env(worker)}
+        env = {**backend.env(), **self.worker_env(worker)}
+        if self.pulls is not None:  # the host's token stays with the driver
+            env = without_secrets(env)
         list_id = graph.list_id(self.parallel.graph)
         if list_id:
             env["CLAUDE_CODE_TASK_LIST_ID"] = list_id
@@ -220,6 +238,13 @@ class ParallelRunner:
             cwd, beside=True
         )  # the task's worktree writable (or the workspace, with locks)
         self.pool.start(worker.name, "worker", argv, prompt if uses_stdin else None, cwd, log, env, box)
+
+    def worker_env(self, worker: Worker) -> dict[str, str]:
+        """`worker_env`, with the worker's slot 1..N and its port base (`LOOPDECK_WORKER`,
+        `LOOPDECK_PORT_BASE`): held while the worker is on the board."""
+        state = self.session.store.read()
+        live = [w.name for w in scheduler.board_of(state).workers] if state is not None else []
+        return {**worker_env(worker), **self.ready.env(worker.name, live)}
 
     def into_worktree(self, worker: Worker, wt: worktrees.Worktree) -> None:
         """A worker's worktree before its turn: the conflict it must resolve taken in, and the
@@ -239,7 +264,7 @@ class ParallelRunner:
         there is no audit (the engine's approval stands)."""
         log = self.ws.private_dir / "workers" / f"{worker.name}.{worker.turns:02d}.audit.log"
         cwd = Path(worker.worktree) if worker.worktree else self.ws.root
-        env = {**os.environ, **worker_env(worker)}
+        env = {**os.environ, **self.worker_env(worker)}
         if changed:
             env["LOOPDECK_CHANGED"] = "\n".join(changed)
         box = self.turns.sandbox_for(cwd, beside=True)
@@ -289,6 +314,8 @@ class ParallelRunner:
         prepared = self.claim.prepare(create, self.turns.sandbox_line(), self.verification.admit)
         self.goal = prepared.prompt
         self.merges.choose(prepared, self.parallel.isolation)
+        if self.pulls is not None:
+            self.pulls.prepare()
         tasks = self.read_graph()
         self.merges.recover(self.session.store.read())
         given = set(self.parallel.given)
@@ -319,6 +346,8 @@ class ParallelRunner:
             for one in self.pool.poll(self.options.iteration_timeout):
                 changed = True
                 self.on_ended(one)
+            if self.pulls is not None and self.pulls.poll():
+                changed = True
             if self.merges.merge_next():
                 changed = True
             if changed:
@@ -404,6 +433,8 @@ class ParallelRunner:
             isolation=self.merges.isolation,
             loop_branch=self.merges.loop_branch,
             strategy=self.parallel.strategy,
+            batch=self.parallel.batch,
+            pr=self.parallel.pr,
             deferred=(),
         )
         return step
@@ -508,6 +539,8 @@ class ParallelRunner:
         task is checked by the verification commands and completed here; with worktrees it
         joins the merge queue."""
         checked = None
+        if approved and self.pulls is not None and self.open_pull(name):
+            return
         if approved and self.merges.isolation == LOCKS:
             failure = self.merges.verify_tree()
             checked = self.verification.validation
@@ -521,6 +554,20 @@ class ParallelRunner:
                     self.commits.files(worker.files, message, {"task": worker.task, "worker": worker.name})
         self.outputs.pop(name, None)
         self.apply(lambda s: workflow.audited(s, name, approved, feedback, self.now(), checked))
+
+    def open_pull(self, name: str) -> bool:
+        """With `--pr`: the approved turn's branch pushed and its pull request opened; the
+        worker then waits for the host's word (`Pulls.poll`). False when it has no branch."""
+        state = self.session.store.read()
+        worker = scheduler.board_of(state).worker(name) if state is not None else None
+        if worker is None or worker.branch is None or self.pulls is None:
+            return False
+        try:
+            self.pulls.submit(worker, self.task(worker), self.outputs.pop(name, ""))
+        except LoopdeckError as exc:
+            why = f"task {worker.task}: its pull request could not be opened: {exc}"
+            self.apply(lambda s: workflow.merge_ended(s, name, sha=None, problem=why, now=self.now()))
+        return True
 
     def on_signal(self) -> int:
         signals = self.signals

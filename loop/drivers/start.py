@@ -10,6 +10,7 @@ a loop on Temporal make theirs with `new_state` too, from the same `Request`.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,13 +72,16 @@ def start_loop(ws: Workspace, request: Request, by: str) -> tuple[LoopState, lis
     # tests/test_runner_overhead.py holds it to that), and `run` imports this module.
     from loop import verify
 
+    said = {"hint": "loopdeck start --verify-allow"} if by == "start" else {}
     for command in request.verify:
-        verify.check(command, request.verify_allow, cwd=ws.root)  # refused before the loop starts
+        verify.check(command, request.verify_allow, cwd=ws.root, **said)  # refused before the loop starts
+    where = str(request.design["path"]) if request.design else "the design"
+    # The person typed `loopdeck start`: the refusal names that command, with this design.
+    hint = f"loopdeck start --design {shlex.quote(where)} --verify-allow"
     for command in request.design_commands:
         try:
-            verify.check(command, request.verify_allow, cwd=ws.root)
+            verify.check(command, request.verify_allow, cwd=ws.root, hint=hint)
         except LoopdeckError as exc:
-            where = request.design["path"] if request.design else "the design"
             raise LoopdeckError(f"{where}: {exc}") from None
     if request.task_file:
         try:

@@ -87,8 +87,7 @@ class Verification:
 def validation_of(verdict: Any, git_clean: bool | None = None) -> dict[str, Any]:
     """A verdict's results as data (`Verdict.validation()`: per command, the summed test counts,
     whether the tests pass and the build succeeds), with when it ran; `git_clean` when known."""
-    read = getattr(verdict, "validation", None)
-    data: dict[str, Any] = dict(read()) if callable(read) else {"tests_pass": None, "build_succeeds": None}
+    data: dict[str, Any] = dict(verdict.validation())
     data["ts"] = iso_s(utcnow())
     if git_clean is not None:
         data["git_clean"] = git_clean

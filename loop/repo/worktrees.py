@@ -381,3 +381,103 @@ def leftovers(root: Path, loop: str) -> list[Path]:
     """This loop's worktrees the repository still lists (after a crash)."""
     folder = (root / FOLDER / safe_name(loop)).resolve()
     return [p for p in _listed(root) if str(p).startswith(str(folder) + os.sep)]
+
+
+# --- the merge train's scratch worktree ------------------------------------------------------
+
+TRAIN = ".train"
+"""The merge train's scratch worktree, beside the tasks' (a task id never starts with a dot)."""
+
+
+def scratch(root: Path, loop: str, at: str) -> Path:
+    """The merge train's scratch worktree, detached at `at`, clean (what the project ignores,
+    installed dependencies say, is kept): batches are merged and verified there, never on the
+    loop's branch (which moves only by a fast-forward)."""
+    path = (root / FOLDER / safe_name(loop) / TRAIN).resolve()
+    exclude(root)
+    if path in _listed(root) and (path / ".git").exists():
+        _git(path, "merge", "--abort", check=False)
+        _git(path, "checkout", "--quiet", "--detach", "--force", at)
+        _git(path, "clean", "-fdq")
+        return path
+    _git(root, "worktree", "remove", "--force", str(path), check=False)
+    _git(root, "worktree", "prune", check=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _git(root, "worktree", "add", "--quiet", "--detach", str(path), at)
+    return path
+
+
+def reset_to(path: Path, at: str) -> None:
+    """Put the scratch worktree back at `at`, clean."""
+    _git(path, "checkout", "--quiet", "--detach", "--force", at)
+    _git(path, "clean", "-fdq")
+
+
+def merge_commit(path: Path, branch: str, message: str) -> Merge:
+    """Merge `branch` into the scratch worktree's HEAD as a merge commit (its sha), or undo a
+    conflict at once and report it with its hunks."""
+    done = _git(
+        path,
+        *_identity(path),
+        "merge",
+        "--no-ff",
+        "--no-verify",
+        "--quiet",
+        "-m",
+        message,
+        branch,
+        check=False,
+    )
+    if done.returncode == 0:
+        return Merge(True, sha=head(path))
+    conflicts = tuple(unresolved(path))
+    hunks = _git(path, "diff", *NO_DIFF_PROGRAMS, check=False).stdout[:HUNK_CHARS]
+    _git(path, "merge", "--abort", check=False)
+    if not conflicts:
+        raise GitFailed(f"git merge {branch}: {(done.stderr or done.stdout).strip()[-500:]}")
+    return Merge(False, conflicts=conflicts, hunks=hunks)
+
+
+def fork_point(root: Path, branch: str, onto: str) -> str:
+    """The last commit `branch` and `onto` share (where the task's work left the loop's)."""
+    return _git(root, "merge-base", branch, onto).stdout.strip()
+
+
+def landings(root: Path, until: str, count: int) -> list[tuple[str, str]]:
+    """The last `count` commits on the first-parent line of `until` (the loop's branch: each a
+    landing) and the one before them, oldest first: (sha, subject)."""
+    out = _git(
+        root, "log", "--first-parent", "--reverse", "--format=%H %s", "-n", str(count + 1), until
+    ).stdout
+    return [(line[:40], line[41:]) for line in out.splitlines() if len(line) >= 40]
+
+
+def count_landings(root: Path, since: str, until: str) -> int:
+    """How many commits the first-parent line of `until` has after `since`."""
+    return int(_git(root, "rev-list", "--first-parent", "--count", f"{since}..{until}").stdout.strip() or 0)
+
+
+def apply_work(path: Path, branch: str, onto: str) -> bool:
+    """The task's own changes (its branch since it left `onto`) applied on the scratch
+    worktree's HEAD and committed; False when they do not apply there."""
+    fork = fork_point(path, branch, onto)
+    diff = _git(path, "diff", *NO_DIFF_PROGRAMS, "--binary", "--full-index", fork, branch).stdout
+    if not diff.strip():
+        return True
+    patch = Path(_git(path, "rev-parse", "--git-dir").stdout.strip())
+    patch = (patch if patch.is_absolute() else path / patch) / "loopdeck-train.patch"
+    patch.write_text(diff, encoding="utf-8")
+    try:
+        if _git(path, "apply", "--index", "--whitespace=nowarn", str(patch), check=False).returncode:
+            return False
+    finally:
+        patch.unlink(missing_ok=True)
+    _git(path, *_identity(path), "commit", "--quiet", "--no-verify", "-m", f"{branch} alone")
+    return True
+
+
+def remove_scratch(root: Path, loop: str) -> None:
+    path = (root / FOLDER / safe_name(loop) / TRAIN).resolve()
+    if path.exists() or path in _listed(root):
+        _git(root, "worktree", "remove", "--force", str(path), check=False)
+        _git(root, "worktree", "prune", check=False)

@@ -74,6 +74,10 @@ KEYS: dict[str, tuple[Callable[[Any], bool], str, str]] = {
         "a list of variable names",
         "--sandbox-env",
     ),
+    "worktree_copy": (_texts, "a list of files relative to the workspace, such as .env", "config only"),
+    "worktree_setup": (_texts, "a list of commands run once in each new worktree", "config only"),
+    "port_base": (_whole(1024, 65535), "a port from 1024 to 65535", "config only"),
+    "ports_per_worker": (_whole(1, 10_000), "a whole number from 1 to 10000", "config only"),
 }
 """Every key a configuration file may hold: its check, what it expects, and the option it
 stands for (the command line's name for the same value)."""

@@ -41,6 +41,7 @@ from loop.processes import agent, sandbox
 from loop.processes.workers import Pool
 from loop.repo import worktrees
 from loop.temporal import remote as git
+from loop.temporal.output import Tail
 from loop.temporal.protocol import (
     AuditInput,
     AuditOutput,
@@ -50,6 +51,7 @@ from loop.temporal.protocol import (
     MergeOutput,
     TurnInput,
     TurnOutput,
+    task_from,
     task_json,
 )
 from loop.verify.suite import run_all
@@ -58,6 +60,9 @@ SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOK
 TEXT_CHARS = 4000
 MERGE_TRIES = 5
 """Merges that lose the race for the loop's branch (another pushed first) before giving up."""
+
+AUDIT_TIMEOUT_S = 540.0
+"""An audit agent's time (within the ten minutes the workflow gives an audit)."""
 
 T = TypeVar("T")
 
@@ -178,11 +183,11 @@ class Activities:
 
     @activity.defn(name="loopdeck.turn")
     def turn(self, inp: TurnInput) -> TurnOutput:
-        said = [""]  # this turn's agent's last line: what its heartbeats carry
-        with Beating(self.settings.heartbeat_s, lambda: said[0]):
-            return self.guard(lambda: self._turn(inp, said))
+        tail = Tail(inp.worker, inp.task, inp.turn, self.scrub)  # what its heartbeats carry
+        with Beating(self.settings.heartbeat_s, tail.last):
+            return self.guard(lambda: self._turn(inp, tail))
 
-    def _turn(self, inp: TurnInput, said: list[str]) -> TurnOutput:
+    def _turn(self, inp: TurnInput, tail: Tail) -> TurnOutput:
         info = activity.info()
         refused = self.accepts(inp.agent)
         if refused:
@@ -206,75 +211,33 @@ class Activities:
         name = f"{inp.workflow_id}-{inp.worker}-{inp.turn}-{info.attempt}"
         path = self.cache.worktree(repo, name, start)
         try:
-            return self._work(inp, repo, path, base, start, info.attempt, said)
+            return self._work(inp, repo, path, base, start, info.attempt, tail)
         finally:
             self.cache.drop(repo, path)
 
     def _work(
-        self, inp: TurnInput, repo: Path, path: Path, base: str, start: str, attempt: int, said: list[str]
+        self, inp: TurnInput, repo: Path, path: Path, base: str, start: str, attempt: int, tail: Tail
     ) -> TurnOutput:
         wt = worktrees.Worktree(path, inp.branch, base)
         if inp.rework == "conflict":
             worktrees.take_in(wt, f"origin/{inp.loop_branch}")  # the markers, for the worker to resolve
-        choice = agents.resolve(inp.agent, inp.agent_format)
-        adapter = choice.adapter
-        env = dict(os.environ)
-        if choice.command == adapter.default_command and adapter.default_env:
-            env = {**adapter.default_env, **env}
-        env.update(
-            {"LOOPDECK_WORKER": inp.worker, "LOOPDECK_TASK": inp.task, "LOOPDECK_FILES": "\n".join(inp.files)}
-        )
-        logs = self.settings.work_dir / "logs" / worktrees.safe_name(inp.workflow_id)
-        log = logs / f"{worktrees.safe_name(inp.worker)}.{inp.turn:02d}.{attempt}.log"
-        box = self.boxed(path, repo)
-        command = agents.in_sandbox(choice, box is not None)
-        argv, uses_stdin = agent.argv_for(command, inp.prompt, log.with_suffix(".prompt.md"))
-        pool = Pool()
-        pool.start(inp.worker, "worker", argv, inp.prompt if uses_stdin else None, path, log, env, box)
-        ended = None
-        seen = 0.0
-        try:
-            while ended is None:
-                got = pool.poll(inp.timeout_s)
-                if got:
-                    ended = got[0]
-                    break
-                if time.monotonic() - seen >= self.settings.heartbeat_s / 2:
-                    seen = time.monotonic()
-                    said[0] = self.scrub(_last_line(log))
-                time.sleep(0.05)
-        finally:
-            pool.stop_all()  # a cancelled turn (its worker stopped) ends its agent here
-        judged = judge(
-            adapter,
-            ended.tail,
-            ended.exit_code,
-            now=utcnow(),
-            timed_out=ended.timed_out,
-            timeout_s=inp.timeout_s,
-            start_error=ended.error,
-            env=env,
-            echoed=inp.prompt,
-        )
-        facts = judged.turn()
-        out = TurnOutput(
-            inp.worker,
-            inp.task,
-            inp.turn,
-            failure=self.scrub(facts.failure) if facts.failure else None,
-            error=self.scrub(facts.error) if facts.error else None,
-            usage=usage_of(judged.facts),
-            limited=self.scrub(facts.limited) if facts.limited else None,
-            resets_at=facts.resets_at,
-            denied=list(facts.denied),
-            denied_hint=facts.denied_hint,
-            text=self.scrub(judged.text or "")[-TEXT_CHARS:],
-            question=self.scrub(judged.question) if judged.question else None,
-            exit_code=ended.exit_code,
-            duration_s=ended.duration_s,
-            attempt=attempt,
-            machine=self.machine,
-        )
+        tries = [(inp.role, inp.agent, inp.agent_format)]
+        if inp.fallback and self.accepts(inp.fallback) is None:
+            tries.append(("fallback", inp.fallback, inp.fallback_format))
+        limits: list[dict[str, Any]] = []
+        for index, (role, command, fmt) in enumerate(tries):
+            # A usage limit is no failure: the next agent goes on in the same worktree at once,
+            # as the runner's turn does; the loop hears which agents were held, and until when.
+            ran = self._agent(inp, repo, path, role, command, fmt, attempt, tail, index)
+            out = replace(ran, role=role)
+            if out.limited is None:
+                break
+            limits.append(
+                {"role": role, "agent": out.agent_name, "reason": out.limited, "resets_at": out.resets_at}
+            )
+            if index + 1 < len(tries):
+                tail.add([f"{out.agent_name} hit a usage limit ({out.limited}); the fallback goes on"])
+        out = replace(out, limits=limits)
         left = worktrees.unresolved(path)
         if left:
             note = (
@@ -297,6 +260,84 @@ class Activities:
             self.settings.on_turn()
         return replace(out, changed=_changed(path, base, sha), sha=sha)
 
+    def _agent(
+        self,
+        inp: TurnInput,
+        repo: Path,
+        path: Path,
+        role: str,
+        command: str,
+        fmt: str | None,
+        attempt: int,
+        tail: Tail,
+        index: int,
+    ) -> TurnOutput:
+        """One agent's run in the turn's worktree, as facts."""
+        choice = agents.resolve(command, fmt)
+        adapter = choice.adapter
+        env = dict(os.environ)
+        if choice.command == adapter.default_command and adapter.default_env:
+            env = {**adapter.default_env, **env}
+        env.update(
+            {"LOOPDECK_WORKER": inp.worker, "LOOPDECK_TASK": inp.task, "LOOPDECK_FILES": "\n".join(inp.files)}
+        )
+        logs = self.settings.work_dir / "logs" / worktrees.safe_name(inp.workflow_id)
+        suffix = f".{role}" if index else ""
+        log = logs / f"{worktrees.safe_name(inp.worker)}.{inp.turn:02d}.{attempt}{suffix}.log"
+        box = self.boxed(path, repo)
+        argv, uses_stdin = agent.argv_for(
+            agents.in_sandbox(choice, box is not None), inp.prompt, log.with_suffix(".prompt.md")
+        )
+        tail.follow(log, adapter.name)
+        pool = Pool()
+        pool.start(inp.worker, "worker", argv, inp.prompt if uses_stdin else None, path, log, env, box)
+        ended = None
+        seen = 0.0
+        try:
+            while ended is None:
+                got = pool.poll(inp.timeout_s)
+                if got:
+                    ended = got[0]
+                    break
+                if time.monotonic() - seen >= min(0.5, self.settings.heartbeat_s / 2):
+                    seen = time.monotonic()
+                    tail.look()
+                time.sleep(0.05)
+        finally:
+            pool.stop_all()  # a cancelled turn (its worker stopped) ends its agent here
+        tail.look()
+        judged = judge(
+            adapter,
+            ended.tail,
+            ended.exit_code,
+            now=utcnow(),
+            timed_out=ended.timed_out,
+            timeout_s=inp.timeout_s,
+            start_error=ended.error,
+            env=env,
+            echoed=inp.prompt,
+        )
+        facts = judged.turn()
+        return TurnOutput(
+            inp.worker,
+            inp.task,
+            inp.turn,
+            failure=self.scrub(facts.failure) if facts.failure else None,
+            error=self.scrub(facts.error) if facts.error else None,
+            usage=usage_of(judged.facts),
+            limited=self.scrub(facts.limited) if facts.limited else None,
+            resets_at=facts.resets_at,
+            denied=list(facts.denied),
+            denied_hint=facts.denied_hint,
+            text=self.scrub(judged.text or "")[-TEXT_CHARS:],
+            question=self.scrub(judged.question) if judged.question else None,
+            exit_code=ended.exit_code,
+            duration_s=ended.duration_s,
+            attempt=attempt,
+            machine=self.machine,
+            agent_name=adapter.name,
+        )
+
     # --- an audit ----------------------------------------------------------------------------
 
     @activity.defn(name="loopdeck.audit")
@@ -305,6 +346,10 @@ class Activities:
             return self.guard(lambda: self._audit(inp))
 
     def _audit(self, inp: AuditInput) -> AuditOutput:
+        if inp.kind == "agent":
+            refused = self.accepts(inp.command)
+            if refused:  # never run: the loop hears why (and its person how to allow it)
+                return AuditOutput(False, f"the audit agent did not run: {refused}")
         repo = self.cache.repo(inp.remote)
         self.cache.fetch(repo, inp.remote)
         sha = git.sha_of(repo, git.tracking(inp.branch))
@@ -312,10 +357,6 @@ class Activities:
             return AuditOutput(False, f"the branch {inp.branch} is not on the remote")
         path = self.cache.worktree(repo, f"audit-{inp.worker}-{sha[:12]}", sha)
         try:
-            try:
-                check = verify.check(inp.command, self.allowed(inp.allow), cwd=path, **self.own_allowlist())
-            except verify.CommandRefused as exc:
-                return AuditOutput(False, self.scrub(self.refused(exc, inp.command, inp.allow)))
             env = {
                 **os.environ,
                 "LOOPDECK_WORKER": inp.worker,
@@ -323,10 +364,52 @@ class Activities:
                 "LOOPDECK_FILES": "\n".join(inp.files),
                 "LOOPDECK_CHANGED": "\n".join(inp.changed),
             }
+            if inp.kind == "agent":
+                return self._audit_agent(inp, repo, path, env)
+            try:
+                check = verify.check(inp.command, self.allowed(inp.allow), cwd=path, **self.own_allowlist())
+            except verify.CommandRefused as exc:
+                return AuditOutput(False, self.scrub(self.refused(exc, inp.command, inp.allow)))
             outcome = verify.run(check, path, env=env, interrupted=_cancelled, sandbox=self.boxed(path, repo))
             return AuditOutput(outcome.passed, self.scrub(outcome.tail)[-TEXT_CHARS:])
         finally:
             self.cache.drop(repo, path)
+
+    def _audit_agent(self, inp: AuditInput, repo: Path, path: Path, env: dict[str, str]) -> AuditOutput:
+        """The audit agent, as the local workers run it: given the task, the files the branch
+        changed and the worker's report, in the branch's worktree; exit 0 approves, and its
+        last words go back to the worker."""
+        from loop.core.scheduler import Worker
+        from loop.drivers.parallel import audit_prompt
+
+        task = task_from(inp.task_json or {"id": inp.task})
+        prompt = audit_prompt(
+            task, Worker(inp.worker, inp.task, tuple(inp.files), ""), inp.output, tuple(inp.changed)
+        )
+        choice = agents.resolve(inp.command, inp.agent_format)
+        if choice.command == choice.adapter.default_command and choice.adapter.default_env:
+            env = {**choice.adapter.default_env, **env}
+        logs = self.settings.work_dir / "logs" / "audits"
+        log = logs / f"{worktrees.safe_name(inp.worker)}.{path.name}.audit.log"
+        box = self.boxed(path, repo)
+        argv, uses_stdin = agent.argv_for(
+            agents.in_sandbox(choice, box is not None), prompt, log.with_suffix(".prompt.md")
+        )
+        pool = Pool()
+        pool.start(inp.worker, "audit", argv, prompt if uses_stdin else None, path, log, env, box)
+        try:
+            while True:
+                got = pool.poll(AUDIT_TIMEOUT_S)
+                if got:
+                    ended = got[0]
+                    break
+                if _cancelled():
+                    raise CancelledError("the audit was cancelled")
+                time.sleep(0.05)
+        finally:
+            pool.stop_all()
+        said = agent.final_text(ended.tail).strip()
+        return AuditOutput(ended.exit_code == 0, self.scrub(said)[-TEXT_CHARS:], exit_code=ended.exit_code)
 
     # --- a merge -------------------------------------------------------------------------------
 
@@ -423,7 +506,7 @@ class Beating:
     (the agent's last line): a first clone of a large repository or a long merge is not a lost
     worker. A frozen or killed process stops beating, which is what the server must see."""
 
-    def __init__(self, every: float, detail: Callable[[], str] = lambda: "") -> None:
+    def __init__(self, every: float, detail: Callable[[], Any] = lambda: "") -> None:
         import contextvars
         import threading
 
@@ -453,21 +536,6 @@ def _changed(cwd: Path, base: str, sha: str) -> list[str]:
     """What the task's branch changed since it left the loop's branch."""
     out = git.git(cwd, "diff", "--name-only", f"{base}...{sha}").stdout
     return sorted(f for f in out.splitlines() if f)
-
-
-def _last_line(log: Path) -> str:
-    """The last line the agent wrote (already redacted in its log): the heartbeat's detail."""
-    try:
-        with log.open("rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - 4096))
-            lines = [
-                line.strip() for line in f.read().decode("utf-8", "replace").splitlines() if line.strip()
-            ]
-    except OSError:
-        return ""
-    return lines[-1][-300:] if lines else ""
 
 
 def _clip(failure: str) -> str:

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -182,14 +183,20 @@ def run(args: argparse.Namespace, ws: Workspace, limits: dict[str, int] | None =
     for command in [*(args.verify or []), *([args.audit] if args.audit else [])]:
         verify.check(command, args.verify_allow or (), cwd=root)  # refused here, not on each worker
     agent_cmd = agents.resolve(args.agent or agent.DEFAULT_AGENT, args.agent_format).command
-    try:
-        agent.check_template(agent_cmd)
-    except agent.AgentCommandRefused as exc:
-        raise LoopdeckError(str(exc)) from None
+    others = _other_agents(args)
+    for command in (agent_cmd, *others.values()):
+        try:
+            agent.check_template(command)
+        except agent.AgentCommandRefused as exc:
+            raise LoopdeckError(str(exc)) from None
     target = target_of(args, None)
     started_at, wf_id = _workflow(ws, target, root, remote, rel or str(graph), branch)
     place = _Place(remote, branch, rel or str(graph), rel, started_at, wf_id, agent_cmd)
-    spec = _spec(args, limits, target, tasks, place)
+    spec = replace(
+        _spec(args, limits, target, tasks, place),
+        audit_agent=others.get("audit_agent"),
+        fallback_agent=others.get("fallback_agent"),
+    )
 
     async def begin() -> bool:
         client = await tc.connect(target)
@@ -216,10 +223,19 @@ def _check_run_options(args: argparse.Namespace) -> None:
         raise LoopdeckError(
             f"--engine temporal needs --workers N (1 to {MAX_WORKERS}): how many turns at once"
         )
+    if args.audit and args.audit_agent:
+        raise LoopdeckError("give --audit or --audit-agent, not both")
+
+
+def _other_agents(args: argparse.Namespace) -> dict[str, str]:
+    """The audit agent and the fallback as the commands a worker runs (a CLI's name means its
+    default command): what each worker accepts with its own `--agent`."""
+    found = {}
     if args.audit_agent:
-        raise LoopdeckError("--audit-agent is not available with --engine temporal yet; give --audit CMD")
+        found["audit_agent"] = agents.resolve(args.audit_agent, None).command
     if args.fallback_agent:
-        raise LoopdeckError("--fallback-agent is not available with --engine temporal")
+        found["fallback_agent"] = agents.resolve(args.fallback_agent, args.fallback_agent_format).command
+    return found
 
 
 def _repository(args: argparse.Namespace, root: Path) -> tuple[str, str]:
@@ -327,10 +343,12 @@ def _spec(
         limits=dict(limits or {}),
     )
     state = new_state(request, started_at=place.started_at, driver="temporal")
+    audit_agent = agents.resolve(args.audit_agent, None).command if args.audit_agent else None
     board = Board(
         graph=place.graph,
         capacity=args.workers,
-        audit=args.audit,
+        audit=args.audit or audit_agent,
+        audit_kind="agent" if audit_agent else "check",
         isolation=WORKTREE,
         loop_branch=place.branch,
         strategy="merge",
@@ -349,6 +367,7 @@ def _spec(
         turn_timeout_s=float(args.iteration_timeout or 1800.0),
         heartbeat_timeout_s=float(getattr(args, "heartbeat_timeout", None) or 30.0),
         audit=args.audit,
+        fallback_format=getattr(args, "fallback_agent_format", None),
         verify_allow=list(args.verify_allow or []),
         idle_s=float(getattr(args, "idle", None) or 10.0),
     )

@@ -179,6 +179,25 @@ async def read(client: Client, workflow_id: str, since: int = 0) -> dict[str, An
     return dict(answer) if isinstance(answer, dict) else {}
 
 
+async def outputs(client: Client, workflow_id: str) -> list[Any]:
+    """The last heartbeat of each turn under way: its agent's last lines, as the worker sent
+    them (`loop.temporal.output`). Read from the server's record of the pending activities: the
+    workflow's history never holds them."""
+    try:
+        described = await client.get_workflow_handle(workflow_id).describe()
+    except RPCError:
+        return []
+    found: list[Any] = []
+    for pending in described.raw_description.pending_activities:
+        if pending.activity_type.name != "loopdeck.turn" or not pending.HasField("heartbeat_details"):
+            continue
+        try:
+            found.extend(await client.data_converter.decode(pending.heartbeat_details.payloads))
+        except Exception:  # a detail this version cannot read (another worker's): not shown
+            continue
+    return found
+
+
 async def _final(handle: WorkflowHandle[Any, Any]) -> dict[str, Any] | None:
     """The last picture an ended loop's result holds (its state, its journal's tail)."""
     try:
@@ -257,6 +276,9 @@ class Remote:
 
     def read(self, workflow_id: str) -> dict[str, Any]:
         return self.run(lambda client: read(client, workflow_id))
+
+    def outputs(self, workflow_id: str) -> list[Any]:
+        return self.run(lambda client: outputs(client, workflow_id))
 
     def send(self, workflow_id: str, signal: CommandSignal) -> None:
         self.run(lambda client: send(client, workflow_id, signal))

@@ -104,12 +104,65 @@ class LoopSpec:
     heartbeat_timeout_s: float = 30.0
     """A worker silent this long is lost: its turn goes to another worker."""
     audit: str | None = None
+    audit_agent: str | None = None
+    """An agent command that audits each approved turn (exit 0 approves), as `--audit-agent`
+    locally; a worker runs it only if it accepts it (`loopdeck worker --agent`)."""
+    fallback_agent: str | None = None
+    """The agent a turn goes to while a usage limit holds the first (`--fallback-agent`)."""
+    fallback_format: str | None = None
     verify_allow: list[str] = field(default_factory=list)
     strategy: str = "merge"
     idle_s: float = 10.0
     """With nothing under way, how often the loop looks again (the graph, the deadlock count)."""
     max_attempts: int = 5
     """Attempts of one turn on lost workers before the loop is told the turn failed."""
+    turns_per_run: int = 0
+    """Turns one run of the workflow takes before it continues as new; 0: when the server
+    suggests it (or its history reaches `HISTORY_EVENTS`)."""
+    carried: dict[str, Any] | None = None
+    """What a run that continued as new hands to the next (`Carried.to_json`); None at the start."""
+
+
+HISTORY_EVENTS = 20_000
+"""A run's history this long continues as new whatever the server says (its hard limit is
+51,200 events)."""
+
+
+@dataclass
+class Carried:
+    """Everything one run of the loop's workflow hands to the next when it continues as new:
+    the loop, its graph and journal's tail, the commands not yet applied, and what its workers
+    were doing (no activity is under way at the switch: the run waited for each to end)."""
+
+    state: dict[str, Any]
+    tasks: list[dict[str, Any]]
+    updates: dict[str, list[Any]]
+    """Task → [status, owner] the loop decided."""
+    journal: list[dict[str, Any]]
+    attached: int
+    """Journal events before `journal`'s first (the queries count events from the loop's start)."""
+    inbox: list[dict[str, Any]] = field(default_factory=list)
+    """Signals not yet applied (`CommandSignal` fields), in order."""
+    held: dict[str, list[Any]] = field(default_factory=dict)
+    """Role (`agent`, `fallback`) → [until ISO time, limits in a row without a reset time]."""
+    audits: dict[str, list[str]] = field(default_factory=dict)
+    """Worker → the files its branch changed, for an audit that starts in the next run."""
+    outputs: dict[str, str] = field(default_factory=dict)
+    """Worker → its last turn's final words, for an audit agent."""
+    refresh: bool = False
+    """The graph is to be read again from the loop's branch."""
+    runs: int = 1
+    """Runs of the workflow so far, this one included."""
+    role: str = "agent"
+    """The role of the agent the last turn started with."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Carried:
+        known = {k: v for k, v in obj.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
 
 
 # --- the activities' inputs and outputs --------------------------------------------------------
@@ -130,6 +183,12 @@ class TurnInput:
     timeout_s: float
     files: list[str] = field(default_factory=list)
     rework: str | None = None
+    role: str = "agent"
+    """Which of the loop's agents `agent` is: `agent` (the first choice) or `fallback`."""
+    fallback: str | None = None
+    """The agent to turn to at once, in the same worktree, if `agent` hits a usage limit (the
+    loop's fallback while no limit holds it)."""
+    fallback_format: str | None = None
 
     @property
     def key(self) -> str:
@@ -165,6 +224,12 @@ class TurnOutput:
     resumed: bool = False
     """A lost attempt had pushed this turn's work already: the agent did not run again."""
     machine: str = ""
+    role: str = "agent"
+    """The role of the agent whose turn this is (`fallback` when the first was limited)."""
+    agent_name: str = ""
+    """Its CLI (`claude`, `codex`, `text`…), as the journal names agents."""
+    limits: list[dict[str, Any]] = field(default_factory=list)
+    """Each agent that hit a usage limit in this turn: role, agent, reason, resets_at."""
 
     def to_record(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
@@ -226,12 +291,20 @@ class AuditInput:
     task: str
     files: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
+    kind: str = "check"
+    """`check` (a verification command) or `agent` (`command` is an agent given `prompt`)."""
+    task_json: dict[str, Any] | None = None
+    """The task (`task_json`), for an audit agent's prompt."""
+    output: str = ""
+    """The worker's report of its turn, for an audit agent's prompt."""
+    agent_format: str | None = None
 
 
 @dataclass
 class AuditOutput:
     approved: bool
     output: str = ""
+    exit_code: int | None = None
 
 
 @dataclass

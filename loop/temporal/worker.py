@@ -106,6 +106,9 @@ async def _run(options: WorkerOptions, said: list[str], stop: asyncio.Event | No
             max_concurrent_activities=options.concurrency,
             identity=identity,
             graceful_shutdown_timeout=timedelta(seconds=2),
+            # a turn's heartbeats carry its output's last lines (the monitor's Output panel):
+            # sent as often as they beat, not once in most of the heartbeat timeout
+            max_heartbeat_throttle_interval=timedelta(seconds=max(0.5, options.heartbeat_s)),
         )
         said.append(f"loopdeck worker {identity}: serving {queue} at {options.target.address}")
         print(said[-1], flush=True)

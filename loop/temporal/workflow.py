@@ -22,6 +22,7 @@ the loop's rules decide, as they do on one machine.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,17 +33,18 @@ from temporalio.exceptions import ActivityError
 from temporalio.exceptions import TimeoutError as TimedOut
 
 with workflow.unsafe.imports_passed_through():
-    from loop.core import scheduler
+    from loop.core import engine, scheduler
     from loop.core import workflow as rules
     from loop.core.model import Command, LoopState, Turn
     from loop.core.redact import redact_obj
     from loop.core.scheduler import Step, Task, Update, Worker
-    from loop.core.timeutil import iso_ms
+    from loop.core.timeutil import iso_ms, parse_iso
     from loop.repo.worktrees import branch_for
     from loop.temporal import protocol
     from loop.temporal.protocol import (
         AuditInput,
         AuditOutput,
+        Carried,
         CommandSignal,
         GraphInput,
         GraphOutput,
@@ -60,6 +62,9 @@ FINAL_EVENTS = 300
 ended loop)."""
 SHORT = timedelta(minutes=10)
 """How long a merge, an audit or a read of the graph may take."""
+CARRIED_EVENTS = 300
+"""Events of the journal's tail a run hands to the next when it continues as new (the queries
+count from the loop's start all the same)."""
 
 
 def _short(spec: LoopSpec) -> dict[str, Any]:
@@ -94,6 +99,22 @@ class LoopWorkflow:
         self.background: set[asyncio.Task[None]] = set()
         """Merges and reads of the graph under way (held so they are never collected)."""
         self.attached = 0
+        self.held: dict[str, tuple[str | None, int]] = {}
+        """Role (`agent`, `fallback`) → until when a usage limit holds it (ISO), and the limits in
+        a row that did not say when they reset: the runner's `Backend`, as data."""
+        self.names: dict[str, str] = {}
+        """Role → its CLI's name, as the workers' turns said it (for the journal)."""
+        self.role = "agent"
+        """The role of the agent the last turn started with."""
+        self.outputs: dict[str, str] = {}
+        """Worker → its last turn's final words, for an audit agent."""
+        self.audits: dict[str, list[str]] = {}
+        """Worker → the files its branch changed, while its audit is due or under way."""
+        self.draining = False
+        """This run continues as new once no activity is under way: nothing new starts."""
+        self.refresh_wanted = False
+        self.runs = 1
+        self.turns_this_run = 0
 
     # --- people: signals and queries -----------------------------------------------------
 
@@ -125,6 +146,7 @@ class LoopWorkflow:
             "remote": self.spec.remote if self.spec else "",
             "loop_branch": self.spec.loop_branch if self.spec else "",
             "task_queue": self.spec.task_queue if self.spec else "",
+            "runs": self.runs,
         }
 
     # --- the loop ----------------------------------------------------------------------------
@@ -132,13 +154,20 @@ class LoopWorkflow:
     @workflow.run
     async def run(self, spec: LoopSpec) -> dict[str, Any]:
         self.spec = spec
-        self.state = protocol.state_from(spec.state)
-        self.tasks = [protocol.task_from(t) for t in spec.tasks]
-        self.record(
-            [("loop-started", {"max_iterations": self.state.max_iterations, "engine": "temporal"})],
-        )
+        if spec.carried is not None:
+            self.take_over(Carried.from_json(spec.carried))
+        else:
+            self.state = protocol.state_from(spec.state)
+            self.tasks = [protocol.task_from(t) for t in spec.tasks]
+            self.record(
+                [("loop-started", {"max_iterations": self.state.max_iterations, "engine": "temporal"})],
+            )
         changed = True
         while self.ended is None:
+            if not self.draining and self.continue_due():
+                self.draining = True  # nothing new starts; what is under way ends first
+            if self.draining and self.drained():
+                break
             if not changed:
                 try:
                     await workflow.wait_condition(
@@ -151,6 +180,9 @@ class LoopWorkflow:
             changed = self.take_in() or changed
             if self.ended is not None:
                 break
+            if self.draining:
+                changed = False
+                continue
             self.merge_next()
             state = self.state
             assert state is not None
@@ -160,6 +192,9 @@ class LoopWorkflow:
                     self.end("completed", str(step.effects.archive.get("reason", "completed")), step)
                     break
             changed = False
+        if self.ended is None:
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            workflow.continue_as_new(replace(spec, state={}, tasks=[], carried=self.carry().to_json()))
         for task in list(self.turns.values()):
             task.cancel()
         # the result carries the last picture too: an ended loop is read without a worker
@@ -168,6 +203,72 @@ class LoopWorkflow:
 
     def now(self) -> datetime:
         return workflow.now()
+
+    # --- continuing as new ---------------------------------------------------------------------
+
+    def continue_due(self) -> bool:
+        """This run's history is long enough: the server suggests a new run, it reached
+        `HISTORY_EVENTS`, or it took the turns `turns_per_run` allows."""
+        spec = self.spec
+        assert spec is not None
+        info = workflow.info()
+        if spec.turns_per_run > 0 and self.turns_this_run >= spec.turns_per_run:
+            return True
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() >= protocol.HISTORY_EVENTS
+        )
+
+    def drained(self) -> bool:
+        """No activity under way and nothing to take in: the switch loses and repeats nothing."""
+        return not (self.turns or self.background or self.arrived or self.graph_changed)
+
+    def carry(self) -> Carried:
+        """Everything the next run needs (the commands not yet applied included: a signal that
+        came during the switch is in `inbox`, taken in by the handler before this code ran)."""
+        state = self.state
+        assert state is not None
+        journal = self.journal[-CARRIED_EVENTS:]
+        return Carried(
+            state=protocol.state_json(state),
+            tasks=[protocol.task_json(t) for t in self.tasks],
+            updates={task: [u.status, u.owner] for task, u in self.updates.items()},
+            journal=journal,
+            attached=self.attached + len(self.journal) - len(journal),
+            inbox=[dataclasses.asdict(c) for c in self.inbox],
+            held={role: [until, waits] for role, (until, waits) in self.held.items()},
+            audits=dict(self.audits),
+            outputs=dict(self.outputs),
+            refresh=self.refresh_wanted,
+            runs=self.runs + 1,
+            role=self.role,
+        )
+
+    def take_over(self, carried: Carried) -> None:
+        """The last run's loop, as it handed it over; the turns and audits it had due start now
+        (the board says which), merges and reads of the graph as the loop goes on."""
+        self.state = protocol.state_from(carried.state)
+        self.tasks = [protocol.task_from(t) for t in carried.tasks]
+        self.updates = {
+            task: Update(task, str(v[0]), v[1] if isinstance(v[1], str) else None)
+            for task, v in carried.updates.items()
+        }
+        self.journal = list(carried.journal)
+        self.attached = carried.attached
+        self.inbox = [CommandSignal(**c) for c in carried.inbox]
+        self.held = {role: (v[0], int(v[1])) for role, v in carried.held.items()}
+        self.audits = {name: list(files) for name, files in carried.audits.items()}
+        self.outputs = dict(carried.outputs)
+        self.runs = carried.runs
+        self.role = carried.role
+        board = scheduler.board_of(self.state)
+        for worker in board.workers:
+            if worker.status == scheduler.RUNNING:
+                self.launch(worker)
+            elif worker.status == scheduler.AUDITING:
+                self.start_audit(worker, self.audits.get(worker.name, []))
+        if carried.refresh:
+            self.refresh_graph()
 
     def sources(self) -> Any:
         return protocol.graph_sources(self.known_tasks(), "the task graph", iso_ms(self.now()))
@@ -275,12 +376,15 @@ class LoopWorkflow:
     def launch(self, worker: Worker) -> None:
         spec, state = self.spec, self.state
         assert spec is not None and state is not None
+        if self.draining:
+            return  # the board holds it as running: the next run starts its turn
         task = next((t for t in self.known_tasks() if t.id == worker.task), None)
         task = task or Task(worker.task, worker.task, target_files=worker.files)
         branch = worker.branch or branch_for(spec.loop_name, worker.task)
         if worker.branch != branch:
             worker = replace(worker, branch=branch)
             self.set_worker(worker)
+        role, command, fmt, fallback = self.agent_for_turn()
         turn = TurnInput(
             workflow_id=spec.workflow_id,
             worker=worker.name,
@@ -290,13 +394,87 @@ class LoopWorkflow:
             remote=spec.remote,
             loop_branch=spec.loop_branch,
             branch=branch,
-            agent=spec.agent,
-            agent_format=spec.agent_format,
+            agent=command,
+            agent_format=fmt,
             timeout_s=spec.turn_timeout_s,
             files=list(task.target_files),
             rework=worker.rework,
+            role=role,
+            fallback=fallback,
+            fallback_format=spec.fallback_format if fallback else None,
         )
+        self.turns_this_run += 1
         self.turns[worker.name] = asyncio.create_task(self.run_turn(turn))
+
+    # --- which agent: the first choice, or the fallback while a usage limit holds it -----------
+
+    def until(self, role: str) -> datetime | None:
+        held = self.held.get(role)
+        return parse_iso(held[0]) if held and held[0] else None
+
+    def agent_for_turn(self) -> tuple[str, str, str | None, str | None]:
+        """(role, command, format, the fallback to turn to within the turn): the engine's choice
+        of agent, as the runner's, on the limits the workers' turns reported."""
+        spec = self.spec
+        assert spec is not None
+        roles = ["agent", "fallback"] if spec.fallback_agent else ["agent"]
+        now = self.now()
+        chosen = engine.agent_for_turn([self.until(r) for r in roles], roles.index(self.role), now)
+        role = roles[chosen if chosen is not None else 0]
+        if role != self.role:
+            back = role == "agent"
+            name, other = self.names.get(role, role), self.names.get(self.role, self.role)
+            why = f"the usage limit of {name} reset" if back else f"{other} is held"
+            self.record([("agent-switched", {"from": other, "to": name, "role": role, "reason": why})])
+            self.role = role
+        if role == "fallback":
+            return role, str(spec.fallback_agent), spec.fallback_format, None
+        free = spec.fallback_agent if len(roles) > 1 and chosen is not None else None
+        if free is not None and (until := self.until("fallback")) is not None and now < until:
+            free = None
+        return role, spec.agent, spec.agent_format, free
+
+    def on_limits(self, name: str, out: TurnOutput) -> TurnOutput:
+        """The usage limits a turn met, noted (until when each agent is held); the agent that
+        took the turn over journaled. A turn every agent was limited in waits for the earliest
+        reset."""
+        now = self.now()
+        for limit in out.limits:
+            role = str(limit.get("role") or "agent")
+            waits = self.held.get(role, (None, 0))[1]
+            until, waits = engine.limit_until(limit.get("resets_at"), waits, now)
+            self.held[role] = (until.isoformat(), waits)
+            self.names[role] = str(limit.get("agent") or role)
+        if out.agent_name:
+            self.names[out.role] = out.agent_name
+        if out.limited is None:
+            self.held[out.role] = (None, 0) if out.role not in self.held else (self.held[out.role][0], 0)
+            if out.limits:
+                last = out.limits[-1]
+                held = self.held.get(str(last.get("role")), (None, 0))[0]
+                self.record(
+                    [
+                        (
+                            "agent-switched",
+                            {
+                                "from": str(last.get("agent") or last.get("role")),
+                                "to": out.agent_name or out.role,
+                                "role": out.role,
+                                "reason": f"{last.get('agent')} hit a usage limit ({last.get('reason')}); "
+                                f"back after {held}",
+                                "until": held,
+                                "worker": name,
+                            },
+                        )
+                    ]
+                )
+                self.role = out.role
+            return out
+        if len(self.held) > 1 or (self.spec is not None and self.spec.fallback_agent):
+            untils = [u for u in (self.until(r) for r in self.held) if u is not None]
+            if untils:
+                return replace(out, resets_at=min(untils).isoformat())
+        return out
 
     async def run_turn(self, turn: TurnInput) -> None:
         spec = self.spec
@@ -342,6 +520,8 @@ class LoopWorkflow:
         self.turns.pop(name, None)
         if worker is None or worker.turns != turn or worker.status != scheduler.RUNNING:
             return  # a turn the loop stopped waiting for (skipped, stopped, replaced)
+        out = self.on_limits(name, out)
+        self.outputs[name] = out.text
         facts = Turn(
             failure=out.failure,
             error=out.error,
@@ -373,10 +553,17 @@ class LoopWorkflow:
     def start_audit(self, worker: Worker, changed: list[str]) -> None:
         spec, state = self.spec, self.state
         assert spec is not None and state is not None
-        command = scheduler.audit_for(scheduler.board_of(state))
+        board = scheduler.board_of(state)
+        command = scheduler.audit_for(board)
         if command is None or worker.branch is None:  # nothing to audit on: approved as it is
             self.apply(rules.audited(state, worker.name, True, "", self.now()))
             return
+        self.audits[worker.name] = changed
+        if self.draining:
+            return  # the next run starts it (the board says the worker is auditing)
+        agent = board.audit_kind == "agent"
+        task = next((t for t in self.known_tasks() if t.id == worker.task), None)
+        task = task or Task(worker.task, worker.task, target_files=worker.files)
         audit = AuditInput(
             remote=spec.remote,
             loop_branch=spec.loop_branch,
@@ -387,6 +574,9 @@ class LoopWorkflow:
             task=worker.task,
             files=list(worker.files),
             changed=changed,
+            kind="agent" if agent else "check",
+            task_json=protocol.task_json(task) if agent else None,
+            output=self.outputs.get(worker.name, "") if agent else "",
         )
         self.turns[worker.name] = asyncio.create_task(self.run_audit(audit, worker.turns))
 
@@ -415,7 +605,10 @@ class LoopWorkflow:
         self.turns.pop(name, None)
         if worker is None or worker.turns != turn or worker.status != scheduler.AUDITING:
             return
-        feedback = f"AUDIT REJECTED YOUR WORK:\n{out.output[-3000:]}"
+        self.audits.pop(name, None)
+        self.outputs.pop(name, None)
+        said = "" if out.exit_code is None else f" (exit {out.exit_code})"
+        feedback = f"AUDIT REJECTED YOUR WORK{said}:\n{out.output[-3000:]}"
         self.apply(rules.audited(state, name, out.approved, feedback, self.now()))
 
     # --- the merge queue -----------------------------------------------------------------------
@@ -425,7 +618,7 @@ class LoopWorkflow:
         branch on the remote by whichever worker takes it."""
         spec, state = self.spec, self.state
         assert spec is not None and state is not None
-        worker = scheduler.next_merge(state) if self.merging is None else None
+        worker = scheduler.next_merge(state) if self.merging is None and not self.draining else None
         if worker is None or worker.branch is None:
             return
         self.merging = worker.name
@@ -488,6 +681,10 @@ class LoopWorkflow:
         assert spec is not None
         if not spec.graph or self.refreshing:
             return
+        if self.draining:
+            self.refresh_wanted = True  # read in the next run
+            return
+        self.refresh_wanted = False
         self.refreshing = True
         self.hold(
             asyncio.create_task(self.run_refresh(GraphInput(spec.remote, spec.loop_branch, spec.graph)))

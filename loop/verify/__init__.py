@@ -396,8 +396,10 @@ class Outcome:
     tests: TestCounts | None = None
     """What its test runner said (`loop.verify.results`); None when its output could not be
     read as a test run: it then counts by its exit status."""
-    kind: str = "build"
-    """Either "tests" (a test reader read it, or its program runs tests) or "build"."""
+    kind: str = "check"
+    """"tests" (a test reader read it, or its program runs tests), "build" (a build or lint
+    tool: only these say whether the build succeeds) or "check" (anything else: `test -f x`,
+    a design's criterion, a script)."""
     errors: int | None = None
     """A build or lint command's errors, when it said how many."""
     warnings: int | None = None
@@ -443,9 +445,9 @@ def run(
 
 
 def _kind(item: Check) -> str:
-    """The command's kind from its program alone ("tests" for a test runner, else "build"),
-    for an outcome with no output to read."""
-    return "tests" if results.is_test_runner(results.words_of(item.command, item.argv)) else "build"
+    """The command's kind from its program alone (`results.kind_of`: "tests", "build" or
+    "check"), for an outcome with no output to read."""
+    return results.kind_of(item.command, item.argv)
 
 
 def _report_folder(item: Check) -> Path | None:

@@ -9,6 +9,7 @@ the turns take), so they read the answers here once, from the events every drive
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,7 +78,7 @@ def series(events: Iterable[JournalEvent]) -> Series:
             point = points.setdefault(n, Point(n))
             point.duration_s = _float(event.data.get("duration_s"), point.duration_s)
             cost = _float(event.data.get("cost_usd"), None)
-            if cost is not None:
+            if cost is not None and math.isfinite(spent + cost):
                 spent += cost
                 costed = True
             if costed:
@@ -96,6 +97,13 @@ def _int(value: Any, default: int | None) -> int | None:
 
 
 def _float(value: Any, default: float | None) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-        return float(value)
+    """A figure the journal says, when it is a finite number of 0 or more: a journal is data
+    (JSON's `Infinity` and `NaN` parse), and a chart cannot draw either."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:  # an int too large for a float
+            return default
+        if math.isfinite(number) and number >= 0:
+            return number
     return default

@@ -29,6 +29,7 @@ def render(ws: Workspace) -> tuple[int, list[str], list[str]]:
     if loop is None:
         lines.append(f"no loop in {ws.root}" if not neighbours else f"no loopdeck loop in {ws.root}")
         lines += _summary_lines(snap.archive)  # the snapshot found it: the archive is listed once
+        lines += [f"{name:<13}{value}" for name, value in pull_rows(snap.events)]
         return 0, lines, []
     limit = f"/{loop.max_iterations}" if loop.max_iterations else " (no limit)"
     driver = loop.driver or "none yet"
@@ -69,12 +70,35 @@ def render(ws: Workspace) -> tuple[int, list[str], list[str]]:
     ]
     if snap.parallel is not None:
         rows += status_rows(snap.parallel)
+    rows += pull_rows(snap.events)
     if snap.sources is not None:
         rows.append(("sources", _sources_line(snap.sources)))
     lines += [f"{name:<13}{value}" for name, value in rows]
     if loop.status in ("stopped", "failed"):
         lines += _last_summary(ws, loop.started_at, loop.loop_id)
     return 0, lines, []
+
+
+def pull_rows(events: Sequence[Any]) -> list[tuple[str, str]]:
+    """The last loop's pull requests (`run --pr`), one a task: its address and how it stands."""
+    start = max((i for i, e in enumerate(events) if e.kind == "loop-started"), default=0)
+    pulls: dict[str, list[str]] = {}
+    for event in events[start:]:
+        task, url = event.data.get("task"), event.data.get("url")
+        if not event.kind.startswith("pr-") or not isinstance(url, str):
+            continue
+        where = pulls.setdefault(str(task), [url, "open"])
+        where[0] = url
+        if event.kind == "pr-merged":
+            where[1] = "merged"
+        elif event.kind == "pr-rework":
+            where[1] = "changes asked" if event.data.get("reviewers") else "checks failed"
+        else:
+            where[1] = "open"
+    return [
+        ("pull requests" if i == 0 else "", f"task {task}: {url} ({how})")
+        for i, (task, (url, how)) in enumerate(pulls.items())
+    ]
 
 
 def _answer_with(waiting: dict[str, Any] | None, pending: Sequence[Any]) -> list[tuple[str, str]]:

@@ -280,7 +280,7 @@ def validation_lines(
             lines.append(criteria)
         added = progress.tests_added(validation)
         if added is not None:
-            lines.append(f"  Tests added: {added}")
+            lines.append(f"  New tests: {added}")
     if files:
         lines.append(f"Files:       {files_line(files)}")
     return lines

@@ -344,7 +344,11 @@ class OutputPanel(Vertical):
             self.switch_due = False
             self.looked = key
             self.switched_at = time.monotonic()
-            target = followed(Workspace(Path(snapshot.workspace)), snapshot, self.worker)
+            locate = getattr(self.app, "followed_output", None)  # a monitor reading elsewhere
+            if callable(locate):
+                target = locate(snapshot, self.worker)
+            else:
+                target = followed(Workspace(Path(snapshot.workspace)), snapshot, self.worker)
             if target != self.target:
                 self.target = target  # `watch_target` reads its first lines
                 return

@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     steering.add(verbs)
     loops.add_resume(verbs)
     steering.add_set_max(verbs)
+    steering.add_undo(verbs)
     run.add(verbs)
     monitor.add(verbs)
     setup.add(verbs)

@@ -117,3 +117,16 @@ def _worker_options(run: argparse.ArgumentParser) -> None:
         choices=("merge", "rebase"),
         help="with worktrees: how an approved task's branch joins the loop's (default merge)",
     )
+    run.add_argument(
+        "--merge-batch",
+        type=int,
+        metavar="N",
+        help="with worktrees: land up to N approved branches together, verified once "
+        "(default 8; 1 verifies each on its own)",
+    )
+    run.add_argument(
+        "--pr",
+        action="store_true",
+        help="with worktrees: each task becomes a pull request on the repository's host (gh); "
+        "its checks and reviews go back to its worker until green and approved, then it is merged",
+    )

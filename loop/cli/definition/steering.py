@@ -1,5 +1,5 @@
 """The verbs that steer a running loop: `pause`, `skip`, `complete`, `stop`, `say`, `answer`,
-`set-max-iterations`."""
+`set-max-iterations`; and `undo`, which takes a landed task back."""
 
 from __future__ import annotations
 
@@ -44,3 +44,13 @@ def add_set_max(verbs: VerbGroup) -> None:
     setmax.add_argument("--reason", metavar="T", help="why (shown in the journal)")
     setmax.add_argument("--wait", type=float, metavar="S", help=WAIT_HELP)
     setmax.set_defaults(func=Command("loop.cli.steer:cmd_set_max"))
+
+
+UNDO_HELP = "revert a landed task on the loop's branch (a revert commit) and open it again"
+
+
+def add_undo(verbs: VerbGroup) -> None:
+    verb = verbs.add_parser("undo", help=UNDO_HELP, description=UNDO_HELP)
+    verb.add_argument("task", metavar="TASK", help="the task's id in the graph")
+    verb.add_argument("--graph", metavar="PATH", help="the task graph to open it in (default: the loop's)")
+    verb.set_defaults(func=Command("loop.cli.undo:cmd_undo"))

@@ -6,8 +6,9 @@ Machine output is read first where the tool has one: pytest's JUnit XML (`junit`
 -json` (`gotest`), node's test runner (`node`), cargo's libtest summary (`cargo`), unittest's
 summary (`unittest`); otherwise the closing summary lines (`pytest`, and jest's and vitest's
 `Tests` line in `jest`). Output none of them reads gives None: the command counts by its exit
-status. Build commands (tsc, mypy, ruff, cargo, eslint, pyright) give error and warning counts
-(`build`).
+status. Build and lint commands (tsc, mypy, ruff, cargo, eslint, pyright) give error and
+warning counts (`build`). A command that is neither (`test -f out.txt`, a script) is a check:
+it says nothing about the build.
 
 Every reader takes untrusted text (the agent wrote the code that printed it): none raises, none
 follows a symlink or a DTD, and what it returns is redacted and bounded (`normal`).
@@ -29,7 +30,7 @@ from loop.verify.results.junit import junit_argv, read_junit, read_report
 from loop.verify.results.node import read_node
 from loop.verify.results.normal import ANSI, normalise
 from loop.verify.results.pytest import read_pytest
-from loop.verify.results.runners import is_test_runner, words_of
+from loop.verify.results.runners import is_build_tool, is_test_runner, words_of
 from loop.verify.results.unittest import read_unittest
 
 __all__ = [
@@ -40,8 +41,10 @@ __all__ = [
     "build_counts",
     "coverage_of",
     "examine",
+    "is_build_tool",
     "is_test_runner",
     "junit_argv",
+    "kind_of",
     "normalise",
     "read",
     "read_cargo",
@@ -98,12 +101,22 @@ def _read(text: str) -> TestCounts | None:
 
 @dataclass(frozen=True, slots=True)
 class Examined:
-    """What a command's output says: its kind, its tests, its build errors and warnings."""
+    """What a command's output says: its kind ("tests", "build" or "check"), its tests, its
+    build errors and warnings."""
 
     kind: str
     tests: TestCounts | None = None
     errors: int | None = None
     warnings: int | None = None
+
+
+def kind_of(command: str, argv: Sequence[str] | None) -> str:
+    """A command's kind from its words alone: "tests" for a test runner, "build" for a build or
+    lint tool, else "check" (`test -f out.txt`, a script: neither tests nor the build)."""
+    words = words_of(command, argv)
+    if is_test_runner(words):
+        return "tests"
+    return "build" if is_build_tool(words) else "check"
 
 
 def examine(
@@ -115,8 +128,9 @@ def examine(
     root: Path | None = None,
 ) -> Examined:
     """Read one command's output (and its JUnit report when loopdeck asked for one): "tests"
-    when a test reader read it or its program runs tests, else "build" with its error and
-    warning counts. Never raises: odd output is a command whose tests could not be read."""
+    when a test reader read it or its program runs tests; "build" with its error and warning
+    counts when its program builds or lints, or its output reads as a build tool's; else
+    "check". Never raises: odd output is a command whose tests could not be read."""
     try:
         text = _plain(output)
         tests = read_junit(junit, root) if junit else None
@@ -127,9 +141,19 @@ def examine(
             if coverage is not None:
                 tests = replace(tests, coverage=coverage)
             return Examined("tests", tests)
-        if is_test_runner(words_of(command, argv)):
+        kind = kind_of(command, argv)
+        if kind == "tests":
             return Examined("tests")
         errors, warnings = build_counts(text)
-        return Examined("build", None, errors, warnings)
+        if kind == "build" or errors is not None or warnings is not None:
+            return Examined("build", None, errors, warnings)
+        return Examined("check")
     except Exception:  # odd output must never stop the loop
-        return Examined("build")
+        return Examined(_safe_kind(command, argv))
+
+
+def _safe_kind(command: str, argv: Sequence[str] | None) -> str:
+    try:
+        return kind_of(command, argv)
+    except Exception:
+        return "check"

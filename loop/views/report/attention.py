@@ -40,6 +40,10 @@ def attention(report: LoopReport, events: list[JournalEvent]) -> list[str]:
     longest = max(report.tasks, key=lambda r: r.turns, default=None)
     if longest is not None and longest.turns >= 3 and longest is not worst:
         items.append(f'The task that took the most turns: "{longest.name}" ({longest.turns})')
+    if report.validation.get("git_clean") is False:
+        items.append(
+            "The working tree has uncommitted changes (at the last checks): review them, then commit"
+        )
     failures = sum(1 for e in events if e.kind == "agent-failed")
     if failures:
         items.append(f"The agent failed {failures} time(s) (the timeline says why)")

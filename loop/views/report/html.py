@@ -175,6 +175,13 @@ def _row(cells: Iterable[str], tone: str = "") -> str:
     return f'<tr class="{tone}">' + "".join(cells) + "</tr>" if tone else "<tr>" + "".join(cells) + "</tr>"
 
 
+def _pull(url: str) -> str:
+    """A task's pull request as a link (an address of the web only)."""
+    if not url.startswith(("https://", "http://")):
+        return ""
+    return f' <a href="{e(url)}">pull request #{e(url.rsplit("/", 1)[-1])}</a>'
+
+
 def _tasks(report: LoopReport) -> list[str]:
     out = ['<h2 id="tasks">Tasks</h2>']
     if not report.tasks:
@@ -194,7 +201,7 @@ def _tasks(report: LoopReport) -> list[str]:
             else ""
         )
         out.append(_row([
-            f"<td>{e(task.name)}{e(who)}</td>", f"<td>{e(task.outcome)}</td>",
+            f"<td>{e(task.name)}{e(who)}{_pull(task.pull)}</td>", f"<td>{e(task.outcome)}</td>",
             f'<td class="num">{task.turns}</td>', f'<td class="num">{task.commits}</td>',
             f'<td class="num">{e(money(task.cost_usd)) if task.cost_usd is not None else ""}</td>',
             f"<td>{e(checks)}</td>", f"<td>{e(wrong)}</td>",

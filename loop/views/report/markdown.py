@@ -22,11 +22,16 @@ _SPECIAL = re.compile(r"([\\`*_\[\]|<>~])")
 """What markdown reads as markup inside a line: emphasis, code, links, tables, HTML, strikes."""
 
 
+_MENTION = re.compile(r"@(?=[A-Za-z0-9_])")
+"""An `@name` GitHub would turn into a mention (and a notification to that person or team)."""
+
+
 def md(value: object) -> str:
-    """Text safe in markdown (and in a table cell): redacted, one line, specials escaped."""
+    """Text safe in markdown (and in a table cell): redacted, one line, specials escaped, and no
+    `@mention` (a zero-width joiner after the `@`): a pull request quoting the agent pings nobody."""
     text = " ".join(redact(str(value)).split())
     text = text.replace("&", "&amp;")
-    return _SPECIAL.sub(r"\\\1", text)
+    return _MENTION.sub("@\u200d", _SPECIAL.sub(r"\\\1", text))
 
 
 def code(value: object) -> str:
@@ -122,9 +127,10 @@ def _tasks(report: LoopReport) -> list[str]:
         )
         wrong = ", ".join(f"{n} × {kind}" for kind, n in task.problems.most_common())
         cost = money(task.cost_usd) if task.cost_usd is not None else ""
+        pull = f" {md(task.pull)}" if task.pull else ""  # its pull request (`run --pr`)
         out.append(
-            f"| {md(task.name)} | {md(task.outcome)} | {task.turns} | {task.commits} | {cost} | {checks} "
-            f"| {md(wrong)} |"
+            f"| {md(task.name)}{pull} | {md(task.outcome)} | {task.turns} | {task.commits} | {cost} "
+            f"| {checks} | {md(wrong)} |"
         )
     return [*out, ""]
 

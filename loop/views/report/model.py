@@ -32,6 +32,8 @@ class TaskRow:
     problems: Counter[str] = field(default_factory=Counter)
     """What went wrong on it, by kind (a failed check, an audit rejection, a merge conflict…)."""
     workers: list[str] = field(default_factory=list)
+    pull: str = ""
+    """Its pull request's address (`run --pr`), linked from the report."""
 
     @property
     def failures(self) -> int:

@@ -24,6 +24,7 @@ WORKER_PROBLEMS = {
     "worker-strayed": "files outside the task",
     "verification-failed": "failed check",
 }
+PULL_PROBLEMS = {"checks": "failed check on the pull request", "reviewers": "change request"}
 
 
 def graph_titles(state: LoopState) -> dict[str, str]:
@@ -86,7 +87,7 @@ def worker_tasks(events: list[JournalEvent], titles: Mapping[str, str]) -> list[
     rows: dict[str, TaskRow] = {}
     for event in events:
         task = event.data.get("task")
-        if task is None or not event.kind.startswith(("worker-", "task-", "audit-", "merge-")):
+        if task is None or not event.kind.startswith(("worker-", "task-", "audit-", "merge-", "pr-")):
             continue
         key = str(task)
         title = titles.get(key)
@@ -103,6 +104,10 @@ def worker_tasks(events: list[JournalEvent], titles: Mapping[str, str]) -> list[
             row.checks_passed += 1
         elif event.kind == "task-completed":
             row.outcome = "done"
+        elif event.kind in ("pr-opened", "pr-updated") and isinstance(event.data.get("url"), str):
+            row.pull = str(event.data["url"])
+        elif event.kind == "pr-rework":
+            row.problems[PULL_PROBLEMS["checks" if event.data.get("checks") else "reviewers"]] += 1
         elif event.kind in WORKER_PROBLEMS:
             row.problems[WORKER_PROBLEMS[event.kind]] += 1
             if event.kind == "audit-rejected":

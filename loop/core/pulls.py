@@ -1,0 +1,128 @@
+"""A task's pull request (`run --workers N --pr`): what its host's word means for the task.
+
+The driver gathers the facts through `gh` (`loop.drivers.pulls`); this module decides, with
+no I/O: wait (checks pending, a review not given on the newest commit), rework (a failing
+check, a change request on the newest commit: the same task's next turn, told what failed or
+what the reviewer asked), conflict (its base moved: the base is merged into the task's worktree
+and the worker resolves the markers, as in the train), land (green and approved, or green with
+no review required), a person (the host closed it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+WAIT, REWORK, LAND, MERGED, PERSON, CONFLICT = "wait", "rework", "land", "merged", "person", "conflict"
+FAILING = frozenset({"fail", "cancel"})
+"""`gh pr checks --json` buckets that fail a task (a cancelled run never passed)."""
+FEEDBACK_CHARS = 3000
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    bucket: str
+    """gh's: pass, fail, pending, skipping, cancel."""
+    link: str = ""
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Review:
+    author: str
+    state: str
+    """APPROVED, CHANGES_REQUESTED, COMMENTED, DISMISSED, PENDING."""
+    body: str
+    commit: str = ""
+
+
+@dataclass(frozen=True)
+class Pull:
+    """What the host says of a task's pull request (`gh pr view`, `gh pr checks`)."""
+
+    url: str
+    state: str = "OPEN"
+    """OPEN, CLOSED, MERGED."""
+    head: str = ""
+    """The head commit the host has (`headRefOid`)."""
+    mergeable: str = "UNKNOWN"
+    decision: str = ""
+    """`reviewDecision`: APPROVED, CHANGES_REQUESTED, REVIEW_REQUIRED, or "" (none required)."""
+    checks: tuple[Check, ...] = ()
+    reviews: tuple[Review, ...] = ()
+    comments: tuple[tuple[str, str], ...] = ()
+    """Conversation comments: (author, body)."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str
+    feedback: str = ""
+    facts: dict[str, Any] = field(default_factory=dict)
+    """What the journal keeps of it (the failing checks' names, the reviewers)."""
+
+
+def judge(pull: Pull) -> Verdict:
+    """The host's word on the task's pull request, as the loop acts on it."""
+    if pull.state == "MERGED":
+        return Verdict(MERGED)
+    if pull.state == "CLOSED":
+        return Verdict(PERSON, f"its pull request {pull.url} was closed on the host; reopen it, then resume")
+    failing = [c for c in pull.checks if c.bucket in FAILING]
+    if failing:
+        lines = "\n".join(
+            f"- {c.name}: {c.bucket}"
+            + (f" ({c.description})" if c.description else "")
+            + (f" {c.link}" if c.link else "")
+            for c in failing
+        )
+        text = (
+            f"CHECKS FAILED ON YOUR PULL REQUEST {pull.url}:\n{lines}\n"
+            "Fix the cause; your next commit updates the pull request."
+        )
+        return Verdict(REWORK, text[-FEEDBACK_CHARS:], {"checks": [c.name for c in failing]})
+    if any(c.bucket == "pending" for c in pull.checks):
+        return Verdict(WAIT)
+    if pull.decision == "CHANGES_REQUESTED":
+        asked = [
+            r
+            for r in pull.reviews
+            if r.state == "CHANGES_REQUESTED" and (not r.commit or r.commit == pull.head)
+        ]
+        if not asked:  # asked of an older commit: the reviewer has not looked again yet
+            return Verdict(WAIT)
+        return Verdict(REWORK, change_request(pull, asked), {"reviewers": sorted({r.author for r in asked})})
+    if pull.mergeable == "CONFLICTING":  # the worker resolves it, as a conflict in the train
+        return Verdict(CONFLICT)
+    if pull.decision in ("APPROVED", ""):
+        return Verdict(LAND)
+    return Verdict(WAIT)  # a review is required and not given yet
+
+
+def change_request(pull: Pull, asked: list[Review]) -> str:
+    """What the worker reads when a reviewer asked for changes: the reviews and the comments."""
+    parts = [f"A REVIEWER ASKED FOR CHANGES ON YOUR PULL REQUEST {pull.url}:"]
+    parts += [f"- {r.author}: {r.body.strip() or '(no text)'}" for r in asked]
+    if pull.comments:
+        parts.append("Comments on the pull request:")
+        parts += [f"- {author}: {body.strip()}" for author, body in pull.comments[-10:]]
+    parts.append("Make the changes asked for; your next commit updates the pull request.")
+    return "\n".join(parts)[-FEEDBACK_CHARS:]
+
+
+def title(task_id: str, subject: str) -> str:
+    """A pull request's title: the task's subject (and id), one line."""
+    text = " ".join(f"{subject} (task {task_id})".split())
+    return text[:250]
+
+
+def body(description: str, report: str, files: tuple[str, ...]) -> str:
+    """A pull request's body: the task's description, its files, the worker's report."""
+    names = "\n".join(f"- `{f}`" for f in files) or "- (none named)"
+    return (
+        f"{description.strip() or '(no description)'}\n\n"
+        f"### Files\n{names}\n\n"
+        f"### The worker's report\n{report.strip()[-4000:] or '(none)'}\n\n"
+        "Opened by loopdeck: failing checks and change requests go back to the worker.\n"
+    )

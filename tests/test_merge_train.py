@@ -1,0 +1,209 @@
+"""The merge train on real git and worktrees: a batch of approved branches merged in a scratch
+worktree, verified once, bisected on red; the loop's branch moves only to a tree that passed,
+and a branch that fails only beside another task's work is told which one, then a person."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loop.core import scheduler, workflow
+from loop.core.board import QUEUED, WORKTREE, Board, Task, Worker, keep, worker_prompt
+from loop.core.model import LoopState
+from loop.drivers.train import Outcome, Train
+from loop.repo import worktrees
+
+NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+LOOP = "20261128T120000"
+
+CHECK = '''"""Each task's file: no BROKEN line, and no task whose file says it clashes with another
+that is also there."""
+import pathlib, sys
+
+bad = []
+for p in sorted(pathlib.Path("work").glob("*.txt")):
+    for line in p.read_text().splitlines():
+        if "BROKEN" in line:
+            bad.append(p.name)
+        if line.startswith("clashes with ") and pathlib.Path("work", line.split()[-1] + ".txt").exists():
+            bad.append(p.name + " beside " + line.split()[-1])
+if bad:
+    print("FAILED:", ", ".join(bad))
+    sys.exit(1)
+print("ok")
+'''
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for key in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"):
+        monkeypatch.setenv(key, "t")
+    for key in ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.setenv(key, "t@example.invalid")
+    root = tmp_path / "repo"
+    (root / "work").mkdir(parents=True)
+    (root / "check.py").write_text(CHECK)
+    (root / "work" / "base.txt").write_text("base\n")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "start")
+    return root
+
+
+def task_branch(root: Path, task: str, text: str) -> Worker:
+    """A task's worktree and branch with its work committed, as a worker leaves it."""
+    wt = worktrees.ensure(root, LOOP, task, "main")
+    (wt.path / "work" / f"{task}.txt").write_text(text)
+    worktrees.commit_all(wt, f"task {task}")
+    return Worker(f"worker-{task}", task, (f"work/{task}.txt",), "", status=QUEUED, branch=wt.branch)
+
+
+def check(where: Path) -> tuple[str | None, Mapping[str, Any] | None]:
+    done = subprocess.run([sys.executable, "check.py"], cwd=where, capture_output=True, text=True)
+    return (None if done.returncode == 0 else done.stdout.strip()), None
+
+
+def assert_green_at_every_commit(root: Path) -> None:
+    """Every commit on the loop's branch (its first-parent line) passes the check."""
+    probe = root.parent / "probe"
+    git(root, "worktree", "add", "-q", "--detach", str(probe), "main")
+    try:
+        for sha in git(root, "rev-list", "--first-parent", "main").split():
+            git(probe, "checkout", "-q", "--detach", sha)
+            assert check(probe)[0] is None, f"the loop's branch held a red commit {sha}"
+    finally:
+        git(root, "worktree", "remove", "--force", str(probe))
+
+
+def train(root: Path) -> tuple[Train, list[list[str]]]:
+    moves: list[list[str]] = []
+    return Train(root, LOOP, check, lambda landed: moves.append([o.worker.task for o in landed])), moves
+
+
+def by_task(outcomes: list[Outcome]) -> dict[str, Outcome]:
+    return {o.worker.task: o for o in outcomes}
+
+
+def test_a_green_batch_lands_in_one_verification(repo: Path) -> None:
+    batch = [task_branch(repo, t, f"task {t}\n") for t in ("1", "2", "3")]
+    ran, moves = train(repo)
+    outcomes = by_task(ran.run(batch))
+    assert ran.verifications == 1
+    assert moves == [["1", "2", "3"]]  # one move of the loop's branch, all three on it
+    assert all(outcomes[t].sha for t in ("1", "2", "3"))
+    assert all(worktrees.merged(repo, w.branch or "") for w in batch)
+    assert git(repo, "rev-parse", "main").strip() == outcomes["3"].sha
+    assert_green_at_every_commit(repo)
+
+
+def test_a_red_batch_lands_the_rest_and_sends_the_breaker_back(repo: Path) -> None:
+    batch = [
+        task_branch(repo, "1", "task 1\n"),
+        task_branch(repo, "2", "task 2 BROKEN\n"),
+        task_branch(repo, "3", "task 3\n"),
+    ]
+    ran, moves = train(repo)
+    outcomes = by_task(ran.run(batch))
+    assert [t for m in moves for t in m] == ["1", "3"]
+    assert outcomes["2"].sha is None and "BROKEN" not in git(repo, "show", "main:work/1.txt")
+    assert "FAILED: 2.txt" in (outcomes["2"].failure or "") and outcomes["2"].beside is None
+    assert not worktrees.merged(repo, batch[1].branch or "")
+    assert_green_at_every_commit(repo)
+
+
+def test_branches_that_break_only_together_name_each_other(repo: Path) -> None:
+    """Each passes alone; together the second fails: it is told the first's task."""
+    batch = [
+        task_branch(repo, "1", "task 1\n"),
+        task_branch(repo, "2", "task 2\nclashes with 1\n"),
+        task_branch(repo, "3", "task 3\n"),
+    ]
+    later = task_branch(repo, "4", "task 4\nclashes with 3\n")  # begun now, queued after
+    ran, _moves = train(repo)
+    outcomes = by_task(ran.run(batch))
+    assert outcomes["1"].sha and outcomes["3"].sha and outcomes["2"].sha is None
+    assert outcomes["2"].beside == "1"
+    assert_green_at_every_commit(repo)
+
+    # the task it fails beside landed in an earlier train: still named
+    begun_after = task_branch(repo, "5", "task 5\nclashes with 1\n")  # begun with task 1 landed
+    ran, _moves = train(repo)
+    outcomes = by_task(ran.run([later, begun_after]))
+    assert outcomes["4"].beside == "3" and outcomes["5"].beside == "1"
+    assert_green_at_every_commit(repo)
+
+
+def board_state(*workers: Worker, batch: int = 8) -> LoopState:
+    state = LoopState.new("Build it", started_at="2026-11-28T12:00:00+00:00")
+    state.status = "running"
+    queue = tuple(w.name for w in workers)
+    return keep(
+        state, Board(isolation=WORKTREE, loop_branch="main", workers=workers, queue=queue, batch=batch)
+    )
+
+
+def test_a_collision_is_named_in_the_next_prompt_and_the_second_escalates_naming_both() -> None:
+    worker = Worker("worker-2", "2", ("work/2.txt",), "", status=QUEUED, branch="loopdeck/x/2")
+    step = workflow.merge_ended(
+        board_state(worker), "worker-2", sha=None, failure="FAILED: 2.txt beside 1", beside="1", now=NOW
+    )
+    again = scheduler.board_of(step.seal()).worker("worker-2")
+    assert again is not None and again.status == scheduler.READY and step.state.status == "running"
+    prompt = worker_prompt("Build it", Task("2", "Two"), again)
+    assert "BESIDE TASK 1" in prompt and "FAILED: 2.txt beside 1" in prompt
+
+    requeued = board_state(replace(again, status=QUEUED))  # its next turn approved, queued again
+    second = workflow.merge_ended(requeued, "worker-2", sha=None, failure="FAILED again", beside="1", now=NOW)
+    assert second.state.status == "paused"
+    reason = str((second.state.waiting_for or {}).get("reason"))
+    assert "task 2" in reason and "task 1" in reason
+    assert [e[1]["kind"] for e in second.events if e[0] == "escalation"] == ["merge-collision"]
+
+
+def test_a_batch_of_one_is_one_at_a_time() -> None:
+    """The queue gives the train its first `batch` branches: 1 keeps one-at-a-time landings."""
+    workers = [Worker(f"worker-{t}", t, (), "", status=QUEUED, branch=f"b{t}") for t in "123"]
+    state = board_state(*workers)
+    assert [w.task for w in scheduler.next_batch(state)] == ["1", "2", "3"]
+    one = board_state(*workers, batch=1)
+    assert [w.task for w in scheduler.next_batch(one)] == ["1"]
+
+
+def test_run_with_workers_names_the_task_a_branch_collides_with_then_asks_a_person(tmp_path: Path) -> None:
+    """`run --workers` end to end: task 2 passes alone but fails beside task 1 (landed); it is
+    told so, fails again the same way, and the loop asks a person naming both tasks."""
+    from bench import merge_train as bench
+    from loop.store.journal import Journal
+    from loop.store.paths import Workspace
+
+    root = bench.project(tmp_path, 2, 0.0)
+    agent = [sys.executable, bench.__file__, "worker", "--turn", "0", "0.1", "--clash", "2:1", "--deaf"]
+    check_cmd = f"{sys.executable} check.py"
+    env = {**bench.IDENTITY, "CLAUDE_CONFIG_DIR": str(tmp_path / "claude")}
+    argv = [sys.executable, "-m", "loop.cli", "-C", str(root), "run", "Build", "--workers", "2"]
+    argv += ["--graph", str(root / "graph"), "--agent", " ".join(agent), "--headless", "--merge-batch", "8"]
+    argv += ["--verify", check_cmd, "--verify-allow", check_cmd]
+    done = subprocess.run(
+        argv, cwd=root, env={**os.environ, **env}, capture_output=True, text=True, timeout=120
+    )
+    evs = Journal(Workspace(root).journal).read_from(0).events
+    assert [e.data["task"] for e in evs if e.kind == "task-merged"] == ["1"], done.stdout + done.stderr
+    assert [e.data.get("beside") for e in evs if e.kind == "merge-rejected"] == ["1", "1"]
+    escalations = [e.data for e in evs if e.kind == "escalation"]
+    assert [e["kind"] for e in escalations] == ["merge-collision"]
+    assert "task 2" in escalations[0]["reason"] and "task 1" in escalations[0]["reason"]
+    told = next(root.rglob("worker-2.02.stdin")).read_text()  # the second turn's prompt
+    assert "BESIDE TASK 1" in told
+    assert_green_at_every_commit(root)
