@@ -207,3 +207,82 @@ def test_run_with_workers_names_the_task_a_branch_collides_with_then_asks_a_pers
     told = next(root.rglob("worker-2.02.stdin")).read_text()  # the second turn's prompt
     assert "BESIDE TASK 1" in told
     assert_green_at_every_commit(root)
+
+
+def branch_with(root: Path, task: str, files: Mapping[str, bytes]) -> Worker:
+    """A task's branch whose commit writes `files` (relative path → bytes)."""
+    wt = worktrees.ensure(root, LOOP, task, "main")
+    for name, data in files.items():
+        (wt.path / name).parent.mkdir(parents=True, exist_ok=True)
+        (wt.path / name).write_bytes(data)
+    worktrees.commit_all(wt, f"task {task}")
+    return Worker(f"worker-{task}", task, tuple(files), "", status=QUEUED, branch=wt.branch)
+
+
+def test_the_trains_checks_see_the_files_and_setup_a_workers_worktree_gets(repo: Path) -> None:
+    """Checks ran in the workspace (with its `.env`) before the train: the scratch worktree is
+    made ready the same way, once."""
+    from types import SimpleNamespace
+
+    from loop.drivers.children import Children, Signals
+    from loop.drivers.worktree_setup import Ready, from_values
+
+    (repo / ".env").write_text("SECRET=s3cret\n")
+    setup = from_values({"worktree_copy": [".env"]}, 2, repo, lambda key: key)
+    options = SimpleNamespace(iteration_timeout=30.0, verify_timeout=30.0)
+    session = SimpleNamespace(ws=SimpleNamespace(root=repo), options=options)
+    turns = SimpleNamespace(sandbox_for=lambda where, beside: None)
+    ready = Ready(setup, session, turns, Children(), Signals())  # type: ignore[arg-type]
+    prepared: list[Path] = []
+
+    def needs_env(where: Path) -> tuple[str | None, Mapping[str, Any] | None]:
+        env = where / ".env"
+        return (None if env.exists() and "s3cret" in env.read_text() else "no .env"), None
+
+    def scratch(where: Path) -> None:
+        prepared.append(where)
+        ready.scratch(where)
+
+    for task in ("1", "2"):
+        worker = task_branch(repo, task, f"task {task}\n")
+        ran = Train(repo, LOOP, needs_env, lambda landed: None, ready=scratch)
+        assert [o.sha is not None for o in ran.run([worker])] == [True], ran.outcomes
+    assert len(prepared) == 2 and prepared[0] == prepared[1]  # the same scratch worktree, kept
+    mark = Path(git(prepared[0], "rev-parse", "--absolute-git-dir").strip()) / "loopdeck-worktree-setup.json"
+    assert mark.exists()  # ran once: the second train found it ready
+
+
+def test_a_file_in_another_encoding_goes_through_the_blame_without_a_crash(repo: Path) -> None:
+    """A branch red by itself is tried without the last landings (its diff applied elsewhere):
+    a latin-1 file in it is bytes from git to git, never text."""
+    for n in (1, 2):  # landings before the branch, so its blame has somewhere to go
+        (repo / "work" / f"old{n}.txt").write_text(f"old {n}\n")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-qm", f"loopdeck: merge task old{n} (x)")
+    latin = "caf\xe9 cr\xe8me\n".encode("latin-1")
+    worker = branch_with(repo, "7", {"notes/7.txt": latin, "work/7.txt": b"task 7 BROKEN\n"})
+    ran, moves = train(repo)
+    outcomes = by_task(ran.run([worker]))
+    assert moves == [] and "FAILED: 7.txt" in (outcomes["7"].failure or "")
+    assert ran.verifications >= 2  # the batch, then the branch's own changes on an older tip
+    assert ran.scratch is not None and (ran.scratch / "notes" / "7.txt").read_bytes() == latin
+
+
+def test_a_conflict_with_a_batch_mate_that_did_not_land_is_no_conflict(repo: Path) -> None:
+    """Branch 2 conflicts with 1 in the batch, but 1 fails and stays out: 2 is tried again
+    alone on what landed, and lands. A conflict with a batch-mate that landed stays one."""
+    one = branch_with(repo, "1", {"work/base.txt": b"one\n", "work/1.txt": b"task 1 BROKEN\n"})
+    two = branch_with(repo, "2", {"work/base.txt": b"two\n", "work/2.txt": b"task 2\n"})
+    ran, moves = train(repo)
+    outcomes = by_task(ran.run([one, two]))
+    assert outcomes["1"].failure and outcomes["1"].conflict is None
+    assert outcomes["2"].conflict is None and outcomes["2"].sha, outcomes["2"]
+    assert moves == [["2"]] and git(repo, "show", "main:work/base.txt") == "two\n"
+    assert_green_at_every_commit(repo)
+
+    three = branch_with(repo, "3", {"work/3.txt": b"task 3\n", "work/base.txt": b"three\n"})
+    four = branch_with(repo, "4", {"work/4.txt": b"task 4\n", "work/base.txt": b"four\n"})
+    ran, moves = train(repo)
+    outcomes = by_task(ran.run([three, four]))
+    assert moves == [["3"]] and outcomes["4"].conflict is not None
+    assert outcomes["4"].conflict.conflicts == ("work/base.txt",)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from loop.demo import graph as demo_graph
+from loop.repo import landing
 from loop.store.journal import Journal
 from loop.store.paths import Workspace
 from tests.conftest import REPO
@@ -40,11 +41,21 @@ seen = any(os.environ.get(k) for k in ("GH_TOKEN", "GITHUB_TOKEN"))
 print(f"Done task {task}: {subject}. host login visible: {'yes' if seen else 'no'}")
 '''
 
-CHECK = """import pathlib, sys
+CHECK = """import os, pathlib, sys
 bad = [p.name for p in pathlib.Path("src").glob("*.py") if "BUG" in p.read_text()]
+bad += [k for k in ("GH_TOKEN", "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN") if os.environ.get(k)]
 print("FAILED:", bad) if bad else print("ok")
 sys.exit(1 if bad else 0)
 """
+
+
+AUDIT = """import os, sys
+seen = [k for k in ("GH_TOKEN", "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN") if os.environ.get(k)]
+print("the host's token reached the audit:", seen) if seen else print("approved")
+sys.exit(1 if seen else 0)
+"""
+"""The audit (and the check above) fail when the host's token reaches them: no child of a --pr
+loop sees it, with the sandbox off too."""
 
 
 def gh_binary() -> tuple[str | None, str]:
@@ -88,6 +99,7 @@ def test_each_task_a_pull_request_until_green_and_approved(tmp_path: Path) -> No
     (root / "src" / "__init__.py").write_text("")
     (root / "check.py").write_text(CHECK)
     (root / "worker.py").write_text(WORKER)
+    (root / "audit.py").write_text(AUDIT)
     env = {
         **os.environ,
         "PYTHONPATH": str(REPO),
@@ -111,13 +123,14 @@ def test_each_task_a_pull_request_until_green_and_approved(tmp_path: Path) -> No
         root / ".tasks",
         (("1", "Model value", (), ("src/model.py",)), ("2", "Store value", (), ("src/store.py",))),
     )
-    check = f"{PY} check.py"
+    check, audit = f"{PY} check.py", f"{PY} audit.py"
     with FakeGitHub(bare, checker, reviewer) as host:
         env.update(host.env())
         argv = [PY, "-m", "loop.cli", "-C", str(root), "run", "Build it", "--workers", "2", "--pr"]
         argv += ["--max-iterations", "10"]
         argv += ["--graph", str(graph), "--agent", f"{PY} worker.py", "--headless"]
-        argv += ["--verify", check, "--verify-allow", check]
+        argv += ["--verify", check, "--verify-allow", check, "--audit", audit, "--verify-allow", audit]
+        argv += ["--sandbox", "off"]
         done = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stdout + done.stderr
         print(done.stdout)
@@ -147,6 +160,14 @@ def test_each_task_a_pull_request_until_green_and_approved(tmp_path: Path) -> No
     assert sum(1 for e in turns if e["data"]["task"] == "2") == 1, kinds
     merged = {e["data"]["task"]: e["data"]["sha"] for e in events if e["kind"] == "pr-merged"}
     assert sorted(merged) == ["1", "2"]
+    # merged only at the head the loop verified; the host's merge commits are the ones recorded
+    assert len(host.merge_inputs) == 2 and all(i.get("expectedHeadOid") for i in host.merge_inputs)
+    by_title = {p.title.split("(task ")[1].rstrip(")"): p for p in pulls}
+    assert merged == {task: p.merge_commit for task, p in by_title.items()}
+    landed = {e["data"].get("task"): e["data"].get("sha") for e in events if e["kind"] == "task-merged"}
+    assert {t: landed.get(t) for t in merged} == merged, landed
+    # a backup ref per landing: `loopdeck undo` can take a pull request back
+    assert sorted({b.task for b in landing.backups(root)}) == ["1", "2"]
     # the loop's branch is the host's: both merge commits, and the work that passed the checks
     assert git(root, "rev-parse", "main") == git(bare, "rev-parse", "main")
     assert "# the answer" in (root / "src" / "model.py").read_text()

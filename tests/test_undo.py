@@ -81,3 +81,61 @@ def test_undo_waits_for_no_runner(repo: Workspace) -> None:
     StateStore(repo).write(state)
     with pytest.raises(LoopdeckError, match=r"a runner drives the loop .* stop it first"):
         undo_task(repo, "1")
+
+
+def test_a_planted_backup_ref_does_not_change_what_undo_reverts(repo: Workspace) -> None:
+    """An agent can write refs: one planted at an older commit, numbered above the real one,
+    would have made a rebased landing's undo revert other tasks' work too. Undo goes by the
+    journal's `before`, which the backup ref only has to agree with."""
+    graph = demo_graph.create(
+        repo.root / "graph", (("1", "Model", (), ("a.py",)), ("2", "Store", (), ("b.py",)))
+    )
+    done = run(repo, graph, "--workers", "2", "--merge", "rebase")
+    assert done.returncode == 0, done.stdout + done.stderr
+    merges = [e for e in events(repo) if e.kind == "task-merged"]
+    first, last = (str(e.data["task"]) for e in merges)
+    assert git(repo.root, "rev-list", "--merges", "HEAD").strip() == ""  # rebased: no merge commit
+    before = str(merges[-1].data["before"])
+    real = git(repo.root, "for-each-ref", "--format=%(objectname) %(refname)", "refs/loopdeck/backup/")
+    assert f"{before} " in real and f"/{last}-1" in real
+    start = str(merges[0].data["before"])  # the branch before either task landed
+    loop = real.split("refs/loopdeck/backup/")[1].split("/")[0]
+    git(repo.root, "update-ref", f"refs/loopdeck/backup/{loop}/{last}-99", start)
+
+    undone = undo(repo, last)
+    assert undone.returncode == 0, undone.stdout + undone.stderr
+    files = {"1": "a.py", "2": "b.py"}
+    assert not (repo.root / files[last]).exists()
+    assert (repo.root / files[first]).exists()  # the other task's work stays
+    reverted = [e for e in events(repo) if e.kind == "task-undone"][-1]
+    assert reverted.data["backup"] == f"refs/loopdeck/backup/{loop}/{last}-1"
+
+
+def test_undo_refuses_a_landing_the_journal_does_not_vouch_for(tmp_path: Path) -> None:
+    from loop.cli.undo import landed
+    from loop.core.errors import LoopdeckError
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    ident = ("-c", "user.name=t", "-c", "user.email=t@example.invalid")
+    git(root, "init", "-q")
+    shas = []
+    for n in range(3):
+        (root / "f.txt").write_text(f"{n}\n")
+        git(root, "add", "f.txt")
+        git(root, *ident, "commit", "-qm", f"c{n}")
+        shas.append(git(root, "rev-parse", "HEAD").strip())
+    ws = Workspace(root)
+    ws.journal.parent.mkdir(parents=True, exist_ok=True)
+    journal = Journal(ws.journal)
+    journal.append("task-merged", None, {"task": "7", "sha": shas[2]})  # an older journal: no `before`
+    with pytest.raises(LoopdeckError, match=r"task 7's landing predates the journal's record"):
+        landed(ws, "7")
+    journal.append("task-merged", None, {"task": "7", "sha": shas[2], "before": shas[1]})
+    git(root, "update-ref", "refs/loopdeck/backup/L/7-1", shas[0])  # moved: it disagrees
+    with pytest.raises(LoopdeckError, match=rf"no backup ref of task 7 points at {shas[1][:12]}"):
+        landed(ws, "7")
+    git(root, "update-ref", "refs/loopdeck/backup/L/7-2", shas[1])
+    git(root, "update-ref", "refs/loopdeck/backup/L/7-99", shas[0])  # planted: ignored
+    found = landed(ws, "7")
+    assert (found.before, found.after, found.backup) == (shas[1], shas[2], "refs/loopdeck/backup/L/7-2")

@@ -1,11 +1,12 @@
 """`loopdeck undo TASK`: take a landed task back out of the loop's branch and open it again.
 
-The landing's backup ref (`loop.repo.landing.backup`) and its `task-merged` event say which
-commits the task brought; one revert commit takes them back (never a reset, never a
-force-push: the history only grows). The task is then pending in its graph and no longer among
-the loop's completed ones, so the next `run --workers` takes it and lands it again. A person's
-verb: refused inside an agent's session, and while a runner drives the loop (it holds the
-loop's lock and its merge queue moves the branch).
+The landing's `task-merged` event says which commits the task brought: the landed commit, and
+where the branch was before (the journal's word; the backup ref `loop.repo.landing.backup` must
+agree with it, since an agent can write refs but not the journal). One revert commit takes them
+back (never a reset, never a force-push: the history only grows). The task is then pending
+in its graph and no longer among the loop's completed ones, so the next `run --workers` takes
+it and lands it again. A person's verb: refused inside an agent's session, and while a runner
+drives the loop (it holds the loop's lock and its merge queue moves the branch).
 """
 
 from __future__ import annotations
@@ -23,13 +24,12 @@ from loop.core.timeutil import utcnow
 from loop.drivers import writer
 from loop.repo import landing, worktrees
 from loop.sources import taskgraph
-from loop.store import archive
 from loop.store.journal import Journal
 from loop.store.paths import Workspace
 from loop.store.proc import alive
 from loop.store.state import StateStore
-from loop.store.statetext import parse
 from loop.trust.person import refuse_inside_agent
+from loop.views.landed import landings, loop_graph
 
 
 def cmd_undo(args: argparse.Namespace) -> int:
@@ -48,29 +48,32 @@ class Landed:
 
 
 def landed(ws: Workspace, task: str) -> Landed:
-    """The task's last landing on the branch checked out: what it brought, from its backup ref
-    and its `task-merged` event; refused in one line when it did not land, or was undone."""
-    last = None
-    for event in Journal(ws.journal).read_from(0).events:
-        if event.kind in ("task-merged", "task-undone") and str(event.data.get("task")) == task:
-            last = event
+    """The task's last landing on the branch checked out: what it brought, from its `task-merged`
+    event (the landed commit, and where the branch was before, which a backup ref must agree
+    with); refused in one line when it did not land, was undone, or the record is not whole."""
+    last = landings(Journal(ws.journal).read_from(0).events).get(task)
     if last is None:
         raise LoopdeckError(f"task {task} has not landed in {ws.root}: the journal records no merge of it")
-    if last.kind == "task-undone":
-        raise LoopdeckError(f"task {task} is not landed: it was undone at {last.ts[:19]}")
-    after = str(last.data.get("sha") or "")
-    root = ws.root
+    if last.undone:
+        raise LoopdeckError(f"task {task} is not landed: it was undone at {last.undone[:19]}")
+    after, before, root = last.sha, last.before, ws.root
     if not after or not landing.contains(root, after):
         raise LoopdeckError(
             f"task {task}'s landed commit {after[:8] or '(not recorded)'} is not on the branch "
             f"checked out in {root}: check out the loop's branch, then undo"
         )
-    found = [
-        b for b in landing.backups(root, task) if b.sha != after and landing.contains(root, b.sha, after)
-    ]
-    if not found:
-        raise LoopdeckError(f"task {task} landed with no backup ref: undo it by hand with `git revert`")
-    return Landed(task, found[-1].sha, after, found[-1].ref)
+    if not before:
+        raise LoopdeckError(
+            f"task {task}'s landing predates the journal's record of where the branch was before it: "
+            "undo it by hand with `git revert`"
+        )
+    found = landing.backup_at(root, task, before)
+    if found is None or before == after or not landing.contains(root, before, after):
+        raise LoopdeckError(
+            f"no backup ref of task {task} points at {before[:12]}, where the journal says the branch "
+            f"was before it landed in {root}: undo it by hand with `git revert`"
+        )
+    return Landed(task, before, after, found.ref)
 
 
 def undo_task(ws: Workspace, task: str, graph: Path | None = None) -> str:
@@ -118,21 +121,4 @@ def undo_task(ws: Workspace, task: str, graph: Path | None = None) -> str:
 def _graph(ws: Workspace, state: LoopState | None, given: Path | None) -> Path | None:
     """The task graph to open the task again in: the one given, else the loop's (live, or the
     latest archived)."""
-    if given is not None:
-        return given
-    for candidate in (state, _archived(ws)):
-        if candidate is not None and scheduler.SECTION in candidate.extra:
-            name = scheduler.board_of(candidate).graph
-            if name and Path(name).exists():
-                return Path(name)
-    return None
-
-
-def _archived(ws: Workspace) -> LoopState | None:
-    folder = archive.latest(ws)
-    if folder is None:
-        return None
-    try:
-        return parse((folder / "state.md").read_bytes(), folder / "state.md")
-    except (OSError, LoopdeckError, ValueError):
-        return None
+    return given if given is not None else loop_graph(ws, state)

@@ -352,15 +352,16 @@ def _completed(step: Step, worker: Worker) -> Step:
     return step
 
 
-def merged(step: Step, name: str, sha: str | None) -> Step:
-    """The queue merged the worker's branch into the loop's branch: the task is completed."""
+def merged(step: Step, name: str, sha: str | None, before: str | None = None) -> Step:
+    """The queue merged the worker's branch into the loop's branch: the task is completed.
+    `before`: the loop's branch before the landing, journaled for `loopdeck undo` to trust
+    (an agent can move a ref, not the journal)."""
     step.board = replace(step.board, defer_streak=0)
     worker = step.board.worker(name)
     if worker is None:
         return step
-    step.events.append(
-        ("task-merged", {"worker": worker.name, "task": worker.task, "branch": worker.branch, "sha": sha})
-    )
+    data = {"worker": worker.name, "task": worker.task, "branch": worker.branch, "sha": sha}
+    step.events.append(("task-merged", {**data, "before": before} if before else data))
     return _completed(step, worker)
 
 

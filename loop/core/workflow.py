@@ -123,8 +123,8 @@ def _checked(step: Step, validation: Mapping[str, Any] | None) -> Step:
     return step.absorb(engine.checked(step.state, validation, len(step.board.done)))
 
 
-def merged(state: LoopState, worker: str, sha: str | None) -> Step:
-    return scheduler.merged(scheduler.step_of(state), worker, sha)
+def merged(state: LoopState, worker: str, sha: str | None, before: str | None = None) -> Step:
+    return scheduler.merged(scheduler.step_of(state), worker, sha, before)
 
 
 def merge_failed(
@@ -152,6 +152,7 @@ def merge_ended(
     validation: Mapping[str, Any] | None = None,
     beside: str | None = None,
     intent: tuple[str, Sequence[tuple[str, str]]] = ("", ()),
+    before: str | None = None,
     now: datetime,
 ) -> Step:
     """A merge of a worker's branch into the loop's, as any driver saw it: a problem with the
@@ -160,8 +161,9 @@ def merge_ended(
     (`beside`: the task whose work it fails beside, passing alone); else the task is merged.
     `validation`: the checks' results on the merged tree, when they ran: the loop's progress is
     judged on them. `intent`: a conflict's two sides, the task's title and (task, title) of
-    what landed the other lines (`loop.core.conflicts`)."""
-    step = _merge_ended(state, worker, sha, problem, conflicts, hunks, failure, beside, now, intent)
+    what landed the other lines (`loop.core.conflicts`). `before`: the loop's branch before a
+    landing, journaled with it for `loopdeck undo`."""
+    step = _merge_ended(state, worker, sha, problem, conflicts, hunks, failure, beside, now, intent, before)
     return _checked(step, validation)
 
 
@@ -176,6 +178,7 @@ def _merge_ended(
     beside: str | None,
     now: datetime,
     intent: tuple[str, Sequence[tuple[str, str]]] = ("", ()),
+    before: str | None = None,
 ) -> Step:
     if problem is not None:
         return escalate(state, "merge-failed", problem, now)
@@ -184,18 +187,18 @@ def _merge_ended(
         return merge_failed(state, worker, "conflict in " + ", ".join(conflicts), feedback, True, now)
     if failure is not None and beside is not None:
         feedback = (
-            f"YOUR BRANCH PASSES THE CHECKS ALONE BUT FAILS THEM BESIDE TASK {beside}, merged into "
-            "the loop's branch (your merge was undone). Change your work so that both fit:\n"
+            f"YOUR BRANCH PASSES THE CHECKS ALONE BUT FAILS THEM BESIDE TASK {beside}, whose work is "
+            "on the loop's branch (your branch was not merged). Change your work so that both fit:\n"
             f"{failure}"
         )
         return merge_failed(state, worker, f"fails beside task {beside}", feedback, False, now, beside)
     if failure is not None:
         feedback = (
-            "VERIFICATION FAILED ON THE LOOP'S BRANCH WITH YOUR WORK MERGED (the merge was undone):\n"
+            "VERIFICATION FAILED WITH YOUR WORK ON TOP OF THE LOOP'S BRANCH (your branch was not merged):\n"
             f"{failure}"
         )
         return merge_failed(state, worker, "verification failed", feedback, False, now)
-    return merged(state, worker, sha)
+    return merged(state, worker, sha, before)
 
 
 def asking(state: LoopState) -> list[str]:

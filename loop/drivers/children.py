@@ -7,8 +7,9 @@ runs: each driver ends its own way (SIGINT pauses the loop, SIGTERM stops it) at
 
 from __future__ import annotations
 
+import os
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 from loop.processes.supervisor import Supervisor
@@ -53,6 +54,8 @@ class Children:
 
     def __init__(self) -> None:
         self.supervisor: Supervisor | None = None
+        self.hidden: frozenset[str] = frozenset()
+        """Variables no child sees (with `--pr`, the host's tokens): taken out by `env`/`clean`."""
 
     @contextmanager
     def supervised(self) -> Iterator[None]:
@@ -70,11 +73,17 @@ class Children:
         return self.supervisor.register
 
     def env(self, env: dict[str, str] | None = None) -> dict[str, str] | None:
-        """The children's environment (`env`, else ours), marked: what they leave behind is
-        found and killed."""
+        """The children's environment (`env`, else ours), without the `hidden` variables, marked:
+        what they leave behind is found and killed."""
+        if self.hidden:
+            env = self.clean(env)
         if self.supervisor is None:
             return env
         return self.supervisor.env(env)
+
+    def clean(self, env: Mapping[str, str] | None = None) -> dict[str, str]:
+        """`env` (else ours) without the `hidden` variables: every child's, however started."""
+        return {k: v for k, v in (os.environ if env is None else env).items() if k not in self.hidden}
 
     def release(self) -> None:
         if self.supervisor is not None:

@@ -44,6 +44,11 @@ class Merges:
         """The checks the train ran on merged trees in this run (a batch, its halves, a blame)."""
         self.landings: list[int] = []
         """How many tasks each move of the loop's branch landed, in this run."""
+        self.before: str | None = None
+        """The loop's branch before the batch landing now (what its backup refs point at)."""
+        self.ready_scratch: Callable[[Path], None] | None = None
+        """Makes the train's scratch worktree ready for the checks, once (the project's copied
+        files and setup: `loop.drivers.worktree_setup.Ready.scratch`)."""
 
     @property
     def root(self) -> Path:
@@ -116,14 +121,15 @@ class Merges:
             worktrees.remove_scratch(self.root, self.loop_name)
             worktrees.tidy(self.root, self.loop_name)
 
-    def verify_tree(self, cwd: Path | None = None) -> str | None:
+    def verify_tree(self, cwd: Path | None = None, counted: bool = True) -> str | None:
         """The loop's verification commands on the tree as it is now (the workspace, or a
-        task's rebased worktree); their failures."""
+        task's rebased worktree); their failures. `counted`: a failure is one in the run's
+        tally (the train counts a branch's failed landing once, not each step of a bisection)."""
         self.verification.validation = None
         if not self.verification:
             return None
         state = self.session.store.read()
-        return self.verification.run(state.iteration if state is not None else 0, cwd)
+        return self.verification.run(state.iteration if state is not None else 0, cwd, counted)
 
     def merge_next(self) -> bool:
         """Land the next batch of the queue (`loop.core.scheduler.next_batch`) by the merge
@@ -145,12 +151,13 @@ class Merges:
                     f"the workspace is not on the loop's branch {self.loop_branch} any more; "
                     "check it out again"
                 )
-            for worker in batch:  # a backup ref per task before it may land: `loopdeck undo` reads it
+            self.before = landing.head_of(self.root, self.loop_branch)  # journaled: undo trusts it
+            for worker in batch:  # a backup ref per task before it may land: `loopdeck undo` checks it
                 landing.backup(self.root, self.loop_name, worker.task, self.loop_branch)
             if self.strategy == "rebase":
                 self._rebase_one(batch[0])
                 return True
-            ran = train.Train(self.root, self.loop_name, self._verify_in, self._landed)
+            ran = train.Train(self.root, self.loop_name, self._verify_in, self._landed, ready=self._ready())
             outcomes = ran.run(batch)
         except LoopdeckError as exc:
             why = str(exc)
@@ -158,13 +165,18 @@ class Merges:
             self.apply(lambda s: workflow.merge_ended(s, first, sha=None, problem=why, now=now()))
             return True
         self.verifications += ran.verifications
+        self.session.tally.verify_failures += sum(o.failure is not None for o in outcomes)
         for outcome in outcomes:
             if outcome.sha is None:
                 self._handed_back(outcome)
         return True
 
+    def _ready(self) -> Callable[[Path], None] | None:
+        """The scratch worktree's preparation, when the train has checks to run there."""
+        return self.ready_scratch if self.verification else None
+
     def _verify_in(self, where: Path) -> tuple[str | None, dict[str, Any] | None]:
-        failure = self.verify_tree(where)
+        failure = self.verify_tree(where, counted=False)  # a branch's failure is counted once
         return failure, self.verification.validation
 
     def _landed(self, outcomes: list[train.Outcome]) -> None:
@@ -177,7 +189,7 @@ class Merges:
             self.session.tally.commits.append(sha)
             self.apply(
                 lambda s, n=worker.name, h=sha, c=checked: workflow.merge_ended(  # type: ignore[misc]
-                    s, n, sha=h, validation=c, now=now()
+                    s, n, sha=h, validation=c, before=self.before, now=now()
                 )
             )
             if worker.worktree:

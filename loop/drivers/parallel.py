@@ -37,7 +37,7 @@ from loop.drivers.children import Children, Signals
 from loop.drivers.claim import Claim
 from loop.drivers.commits import Commits, commit_files
 from loop.drivers.merging import Merges
-from loop.drivers.pulls import Pulls, without_secrets
+from loop.drivers.pulls import SECRETS, Pulls
 from loop.drivers.report import Report
 from loop.drivers.session import Options, Session
 from loop.drivers.turn import Turns
@@ -122,9 +122,13 @@ class ParallelRunner:
         self.report = Report(self.session, self.claim)
         self.merges = Merges(self.session, self.verification, parallel.strategy, self.apply)
         self.pulls = Pulls(self.session, self.merges, self.apply) if parallel.pr else None
+        self.children = self.verification.children
+        if parallel.pr:  # the host's token stays with the driver: no child sees it
+            self.children.hidden = frozenset(SECRETS)
         self.ready = Ready(
             parallel.worktree_setup, self.session, self.turns, self.verification.children, self.signals
         )
+        self.merges.ready_scratch = self.ready.scratch  # the train's checks get what a worker's do
         self.pool = Pool()
         self.goal = ""
         self.audit_check: Check | None = None
@@ -226,9 +230,7 @@ class ParallelRunner:
             )
             return
         self.prompts[worker.name] = prompt
-        env = {**backend.env(), **self.worker_env(worker)}
-        if self.pulls is not None:  # the host's token stays with the driver
-            env = without_secrets(env)
+        env = self.children.clean({**backend.env(), **self.worker_env(worker)})
         list_id = graph.list_id(self.parallel.graph)
         if list_id:
             env["CLAUDE_CODE_TASK_LIST_ID"] = list_id
@@ -264,7 +266,7 @@ class ParallelRunner:
         there is no audit (the engine's approval stands)."""
         log = self.ws.private_dir / "workers" / f"{worker.name}.{worker.turns:02d}.audit.log"
         cwd = Path(worker.worktree) if worker.worktree else self.ws.root
-        env = {**os.environ, **self.worker_env(worker)}
+        env = self.children.clean({**os.environ, **self.worker_env(worker)})
         if changed:
             env["LOOPDECK_CHANGED"] = "\n".join(changed)
         box = self.turns.sandbox_for(cwd, beside=True)

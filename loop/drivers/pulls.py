@@ -34,24 +34,19 @@ from loop.core.redact import redact
 from loop.core.scheduler import Step, Task, Worker
 from loop.drivers.merging import Merges
 from loop.drivers.session import Session
-from loop.repo import worktrees
+from loop.repo import landing, worktrees
 from loop.repo.gitargv import git_argv
 
-__all__ = ["GH_TIMEOUT_S", "SECRETS", "Pulls", "without_secrets"]
+__all__ = ["GH_TIMEOUT_S", "SECRETS", "Pulls", "decoded"]
 
 SECRETS = ("GH_TOKEN", "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN")
-"""The host's tokens: gh reads them here; a worker never sees them."""
+"""The host's tokens: gh reads them here; no child of a `--pr` loop sees them (`Children.hidden`)."""
 GH_TIMEOUT_S = 60.0
 POLL_S = 2.0
 """How often an open pull request's checks and reviews are read again."""
 VIEW_FIELDS = "url,state,headRefOid,mergeable,reviewDecision,reviews,comments"
 
 Apply = Callable[[Callable[[LoopState], Step | None]], Step | None]
-
-
-def without_secrets(env: dict[str, str]) -> dict[str, str]:
-    """A worker's environment with the host's tokens taken out."""
-    return {k: v for k, v in env.items() if k not in SECRETS}
 
 
 @dataclass
@@ -108,6 +103,10 @@ class Pulls:
             raise LoopdeckError(f"gh {' '.join(args[:2])} failed (exit {done.returncode}): {said}")
         return done
 
+    def gh_json(self, *args: str, ok: tuple[int, ...] = (0,), default: str = "{}") -> Any:
+        """`gh` with `--json`: its output decoded, or a LoopdeckError naming the command."""
+        return decoded(self.gh(*args, ok=ok).stdout, args, default)
+
     def git(self, *args: str) -> str:
         try:
             done = subprocess.run(
@@ -152,9 +151,13 @@ class Pulls:
         if branch is None or base is None:
             raise LoopdeckError(f"task {task.id} has no branch to open a pull request from")
         self.git("push", "--quiet", self.remote, "--", f"refs/heads/{branch}:refs/heads/{branch}")
-        found = self.gh("pr", "list", "--head", branch, "--base", base, "--state", "open", "--json", "url")
-        listed = json.loads(found.stdout or "[]")
+        asked = ("pr", "list", "--head", branch, "--base", base, "--state", "open", "--json", "url")
+        listed = self.gh_json(*asked, default="[]")
         kind = "pr-updated"
+        if not isinstance(listed, list) or not all(isinstance(p, dict) and p.get("url") for p in listed):
+            raise LoopdeckError(
+                f"gh pr list: expected a list of pull requests with urls, got {_shown(listed)}"
+            )
         if listed:
             url = str(listed[0]["url"])
         else:
@@ -167,7 +170,12 @@ class Pulls:
                 )  # fmt: skip
             finally:
                 os.unlink(out.name)
-            url = made.stdout.strip().splitlines()[-1]
+            said = made.stdout.strip().splitlines()
+            if not said or "://" not in said[-1]:
+                raise LoopdeckError(
+                    f"gh pr create: expected the new pull request's url, got {_shown(made.stdout)}"
+                )
+            url = said[-1].strip()
             kind = "pr-opened"
         self.open[worker.name] = Open(url, task.id, branch)
         self.journal(kind, {"worker": worker.name, "task": task.id, "branch": branch, "url": url})
@@ -184,13 +192,18 @@ class Pulls:
 
     def read(self, url: str) -> pulls.Pull:
         """The pull request as the host has it: state, head, reviews, comments, checks."""
-        view = json.loads(self.gh("pr", "view", url, "--json", VIEW_FIELDS).stdout or "{}")
-        done = self.gh("pr", "checks", url, "--json", "name,bucket,link,description", ok=(0, 1, 8))
-        listed: list[dict[str, Any]] = []
+        view = self.gh_json("pr", "view", url, "--json", VIEW_FIELDS)
+        asked = ("pr", "checks", url, "--json", "name,bucket,link,description")
+        done = self.gh(*asked, ok=(0, 1, 8))
+        listed: Any = []
         if done.returncode == 0:
-            listed = json.loads(done.stdout or "[]")
+            listed = decoded(done.stdout, asked, "[]")
         elif "no checks reported" not in done.stderr:
             raise LoopdeckError(f"gh pr checks {url}: {redact(done.stderr.strip())[:300]}")
+        if not isinstance(view, dict) or not _records(listed):
+            raise LoopdeckError(f"gh pr view/checks {url}: not the JSON expected")
+        if not _records(view.get("reviews") or []) or not _records(view.get("comments") or []):
+            raise LoopdeckError(f"gh pr view {url}: its reviews or comments are not the JSON expected")
         return pulls.Pull(
             url=url,
             state=str(view.get("state") or "OPEN"),
@@ -208,15 +221,20 @@ class Pulls:
             ),
             reviews=tuple(
                 pulls.Review(
-                    str((r.get("author") or {}).get("login", "")),
+                    str(_field(r, "author", "login")),
                     str(r.get("state", "")),
                     str(r.get("body", "")),
-                    str((r.get("commit") or {}).get("oid", "")),
+                    str(_field(r, "commit", "oid")),
+                    str(r.get("authorAssociation") or ""),
                 )
                 for r in view.get("reviews") or []
             ),
             comments=tuple(
-                (str((c.get("author") or {}).get("login", "")), str(c.get("body", "")))
+                pulls.Comment(
+                    str(_field(c, "author", "login")),
+                    str(c.get("body", "")),
+                    str(c.get("authorAssociation") or ""),
+                )
                 for c in view.get("comments") or []
             ),
         )
@@ -260,18 +278,25 @@ class Pulls:
 
     def land(self, name: str, pr: Open, merged_already: bool = False, conflict: bool = False) -> None:
         """The host's base merged with the task's branch, verified by the loop's checks here,
-        then merged on the host and the loop's branch moved to the host's merge commit. With
-        `conflict` (the host says the branch conflicts) only the merge is tried: its conflict goes
-        back to the worker."""
+        then merged on the host (only at the head verified) and the loop's branch moved to the
+        host's merge commit, once its tree is the one verified. With `conflict` (the host says
+        the branch conflicts) only the merge is tried: its conflict goes back to the worker."""
         now = self.session.now
         base = self.merges.loop_branch
         assert base is not None
         before = self.session.store.read()
         worker = scheduler.board_of(before).worker(name) if before is not None else None
         tree = worker.worktree if worker is not None else None
+        checked = None
+        verified = ""
         try:
+            if merged_already:  # merged on the host by a person: `undo` can take it back too
+                landing.backup(self.root, self.merges.loop_name, pr.task, base)
             self.follow(base)
             if not merged_already:
+                head = self.git(
+                    "rev-parse", "--verify", "--end-of-options", f"refs/heads/{pr.branch}^{{commit}}"
+                )
                 outcome = worktrees.merge(self.root, pr.branch, f"loopdeck: verify task {pr.task} ({pr.url})")
                 if not outcome.merged:
                     conflicts, hunks = outcome.conflicts, outcome.hunks
@@ -284,9 +309,12 @@ class Pulls:
                 if conflict:
                     worktrees.abandon(self.root)
                     raise LoopdeckError("the host says it conflicts with its base, which merges cleanly here")
-                failure = self.merges.verify_tree()
+                try:
+                    verified = self.git("write-tree")  # the merged tree the checks run on
+                    failure = self.merges.verify_tree()
+                finally:
+                    worktrees.abandon(self.root)
                 checked = self.merges.verification.validation
-                worktrees.abandon(self.root)
                 if failure is not None:
                     self.apply(
                         lambda s: workflow.merge_ended(
@@ -294,13 +322,9 @@ class Pulls:
                         )
                     )
                     return
-                self.gh("pr", "merge", pr.url, "--merge")
-            else:
-                checked = None
-            state = json.loads(self.gh("pr", "view", pr.url, "--json", "state").stdout or "{}")
-            if state.get("state") != "MERGED":
-                raise LoopdeckError(f"the host did not merge {pr.url} (it is {state.get('state')})")
-            sha = self.follow(base)
+                landing.backup(self.root, self.merges.loop_name, pr.task, base)
+                self.gh("pr", "merge", pr.url, "--merge", "--match-head-commit", head)
+            sha = self.merged(pr, base, verified)
         except LoopdeckError as exc:
             why = f"task {pr.task}: landing {pr.url} failed: {exc}"
             self.apply(lambda s: workflow.merge_ended(s, name, sha=None, problem=why, now=now()))
@@ -311,9 +335,64 @@ class Pulls:
         if tree:  # the task is done: its worktree goes, as the train's does
             worktrees.remove(self.root, Path(tree), pr.branch)
 
+    def merged(self, pr: Open, base: str, verified: str) -> str:
+        """The host's merge commit of `pr`, the loop's branch moved to the host's base holding it;
+        refused (the branch left where it is) when the host's base does not hold it or its tree
+        is not the `verified` one (the base moved on the host between the check and the merge)."""
+        view = self.gh_json("pr", "view", pr.url, "--json", "state,mergeCommit")
+        if not isinstance(view, dict) or view.get("state") != "MERGED":
+            state = view.get("state") if isinstance(view, dict) else None
+            raise LoopdeckError(f"the host did not merge {pr.url} (it is {state})")
+        merge = str(_field(view, "mergeCommit", "oid"))
+        if not merge:
+            raise LoopdeckError(f"gh pr view {pr.url}: merged, but it names no merge commit")
+        tip = self.fetch(base)
+        if not landing.contains(self.root, merge, tip):
+            raise LoopdeckError(
+                f"the host's {base} does not hold the merge commit {merge[:12]}; check it by hand"
+            )
+        if (
+            verified
+            and self.git("rev-parse", "--verify", "--end-of-options", f"{merge}^{{tree}}") != verified
+        ):
+            raise LoopdeckError(
+                f"the host merged it as {merge[:12]}, which is not the tree the loop's checks passed "
+                f"(its base moved on the host); {base} was left as it was: check the merge, then resume"
+            )
+        self.git("merge", "--ff-only", "--quiet", tip)
+        return merge
+
+    def fetch(self, base: str) -> str:
+        """The host's `base`, fetched: its tip."""
+        self.git("fetch", "--quiet", self.remote, "--", f"refs/heads/{base}")
+        return self.git("rev-parse", "--verify", "FETCH_HEAD^{commit}")
+
     def follow(self, base: str) -> str:
         """The loop's branch moved to the host's base (a fast-forward: the host only ever
         adds merges of what the loop verified)."""
-        self.git("fetch", "--quiet", self.remote, "--", f"refs/heads/{base}")
-        self.git("merge", "--ff-only", "--quiet", "FETCH_HEAD")
+        self.git("merge", "--ff-only", "--quiet", self.fetch(base))
         return self.git("rev-parse", "HEAD")
+
+
+def decoded(text: str, args: tuple[str, ...], default: str) -> Any:
+    """gh's JSON output, or a LoopdeckError naming the command (one line)."""
+    try:
+        return json.loads(text or default)
+    except ValueError:
+        raise LoopdeckError(f"gh {' '.join(args[:2])}: expected JSON, got {_shown(text)}") from None
+
+
+def _records(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, dict) for v in value)
+
+
+def _field(record: dict[str, Any], name: str, key: str) -> Any:
+    """`record[name][key]`, or "" when either is missing (or not an object)."""
+    inner = record.get(name)
+    return (inner.get(key) or "") if isinstance(inner, dict) else ""
+
+
+def _shown(value: Any) -> str:
+    """A short one-line excerpt of what gh printed, redacted."""
+    text = value if isinstance(value, str) else json.dumps(value)[:200]
+    return repr(redact(" ".join(text.split()))[:120])

@@ -8,12 +8,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from loop.core import scheduler
 from loop.core.errors import LoopdeckError
 from loop.core.scheduler import Worker
 from loop.drivers.session import Session
 from loop.repo import landing
-from loop.sources import taskgraph
+from loop.views.landed import task_titles
 
 
 def intent(
@@ -27,17 +26,6 @@ def intent(
         found = landing.sides(root, worker.branch, loop_branch, list(files))
     except LoopdeckError:
         found = []
-    titles = _titles(session)
+    titles = task_titles(session.ws, session.store.read())
     theirs = [(task, titles.get(task, "") if task else subject) for task, subject in found]
     return titles.get(worker.task, ""), theirs
-
-
-def _titles(session: Session) -> dict[str, str]:
-    state = session.store.read()
-    graph = scheduler.board_of(state).graph if state is not None else ""
-    if not graph:
-        return {}
-    try:
-        return {t.id: t.subject for t in taskgraph.read(Path(graph))}
-    except (OSError, LoopdeckError):
-        return {}

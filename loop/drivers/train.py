@@ -63,7 +63,13 @@ class Train:
     """Told each time the loop's branch moved to a verified batch: what landed, in order."""
     verifications: int = 0
     outcomes: list[Outcome] = field(default_factory=list)
+    ready: Callable[[Path], None] | None = None
+    """Makes the scratch worktree ready for the checks, once (the project's copied files and
+    setup, as a worker's worktree gets them): the checks ran in the workspace before."""
     scratch: Path | None = None
+    conflicted: list[tuple[Worker, worktrees.Merge, str]] = field(default_factory=list)
+    """Branches that conflicted in a stack, with the commit they were merged onto: retried
+    alone on what landed before their conflict is said (it may be with a branch that failed)."""
     start: str = ""
     """The loop's branch when this run began: a branch that passes there and fails after this
     run's landings fails beside one of them (the first place its blame looks)."""
@@ -72,12 +78,21 @@ class Train:
         """Land what can land of `batch` (in queue order); the outcomes of the rest."""
         base = self.start = worktrees.head(self.root)
         self.scratch = worktrees.scratch(self.root, self.loop, base)
-        self._land(base, list(batch))
+        if self.ready is not None:
+            self.ready(self.scratch)
+        tip = self._land(base, list(batch))
+        retry, self.conflicted = self.conflicted, []
+        for worker, clash, onto in retry:
+            if onto == tip:  # merged onto this very tree: the conflict is with the loop's branch
+                self.outcomes.append(Outcome(worker, conflict=clash))
+            else:  # it met a batch-mate that may not have landed: alone on what did
+                tip = self._land(tip, [worker])
+        self.outcomes += [Outcome(worker, conflict=clash) for worker, clash, _onto in self.conflicted]
         return self.outcomes
 
     def _stack(self, base: str, group: Sequence[Worker]) -> tuple[str, list[Outcome]]:
         """The group merged one by one onto `base` in the scratch worktree: its tip and the
-        branches merged (a branch that conflicts is left out, its outcome said)."""
+        branches merged (a branch that conflicts is left out, kept in `conflicted`)."""
         assert self.scratch is not None
         worktrees.reset_to(self.scratch, base)
         tip, merged = base, []
@@ -85,7 +100,7 @@ class Train:
             assert worker.branch is not None
             done = worktrees.merge_commit(self.scratch, worker.branch, message(worker))
             if not done.merged:
-                self.outcomes.append(Outcome(worker, conflict=done))
+                self.conflicted.append((worker, done, tip))
                 continue
             assert done.sha is not None
             tip = done.sha

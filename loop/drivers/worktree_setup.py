@@ -361,3 +361,24 @@ class Ready:
             self.children.release()
         if done:
             report("worktree-ready", {"worktree": str(worktree), "copied": list(self.setup.copy)})
+
+    def scratch(self, worktree: Path) -> None:
+        """The merge train's scratch worktree made ready for the loop's checks, once, as a
+        worker's is (the checks ran in the workspace, which has the files and the setup's
+        dependencies, before the train). Its environment is the checks' own: no worker's slot.
+        SetupFailed, one line, when it cannot be (the train's batch then goes to a person)."""
+        session = self.session
+        try:
+            prepare(
+                self.setup,
+                session.ws.root,
+                worktree,
+                env=self.children.env(),
+                sandbox=self.turns.sandbox_for(worktree, beside=True),
+                timeout=session.options.iteration_timeout or session.options.verify_timeout,
+                report=lambda _kind, _data: None,  # the journal's setup events name a worker's task
+                register=self.children.register(),
+                interrupted=lambda: self.signals.caught is not None,
+            )
+        finally:
+            self.children.release()

@@ -1,8 +1,10 @@
 """What a landing leaves in git so it can be taken back, and taking it back.
 
 Before a task's branch lands on the loop's branch, `backup` points a ref at the loop's branch
-as it was: `refs/loopdeck/backup/<loop>/<task>-<n>` (n counts the task's landings). With the
-landed commit (the `task-merged` event's sha) it says which commits the task brought. `revert`
+as it was: `refs/loopdeck/backup/<loop>/<task>-<n>` (n counts the task's landings). The
+`task-merged` event records the same commit (`before`) with the landed one (`sha`): together
+they say which commits the task brought. An agent can write refs, so an undo trusts the
+journal's `before` and asks only that a backup ref agree with it (`backup_at`). `revert`
 takes them back with one revert commit on the branch checked out: the history only grows, so
 nothing anyone fetched is rewritten (never a reset, never a force-push).
 
@@ -77,6 +79,13 @@ def backups(root: Path, task: str | None = None) -> list[Backup]:
             continue
         found.append(Backup(ref, loop, name, int(n), sha))
     return sorted(found, key=lambda b: (b.loop, b.n))
+
+
+def backup_at(root: Path, task: str, sha: str) -> Backup | None:
+    """The task's newest backup ref that points at `sha` (where the journal says the loop's
+    branch was before the landing); None when none does. Refs are the agents' to write too:
+    one is trusted only where it agrees with the journal."""
+    return next((b for b in reversed(backups(root, task)) if b.sha == sha), None)
 
 
 def backup(root: Path, loop: str, task: str, branch: str) -> str:

@@ -54,7 +54,7 @@ def _git(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProc
         done = subprocess.run(
             argv, cwd=root, capture_output=True, text=True, timeout=GIT_TIMEOUT_S, stdin=subprocess.DEVNULL
         )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    except (OSError, subprocess.TimeoutExpired, UnicodeDecodeError) as exc:  # output not UTF-8
         raise GitFailed(f"git {args[0]} in {root}: {exc}") from None
     if check and done.returncode != 0:
         raise GitFailed(f"git {' '.join(args[:2])} in {root}: {(done.stderr or done.stdout).strip()[-500:]}")
@@ -431,7 +431,8 @@ def merge_commit(path: Path, branch: str, message: str) -> Merge:
     if done.returncode == 0:
         return Merge(True, sha=head(path))
     conflicts = tuple(unresolved(path))
-    hunks = _git(path, "diff", *NO_DIFF_PROGRAMS, check=False).stdout[:HUNK_CHARS]
+    said = _git_bytes(path, "diff", *NO_DIFF_PROGRAMS, check=False).stdout
+    hunks = said.decode("utf-8", "replace")[:HUNK_CHARS]  # a file in any encoding
     _git(path, "merge", "--abort", check=False)
     if not conflicts:
         raise GitFailed(f"git merge {branch}: {(done.stderr or done.stdout).strip()[-500:]}")
@@ -459,21 +460,37 @@ def count_landings(root: Path, since: str, until: str) -> int:
 
 def apply_work(path: Path, branch: str, onto: str) -> bool:
     """The task's own changes (its branch since it left `onto`) applied on the scratch
-    worktree's HEAD and committed; False when they do not apply there."""
+    worktree's HEAD and committed; False when they do not apply there. The diff stays bytes
+    from `git diff` to `git apply`: a file in any encoding is the task's to have."""
     fork = fork_point(path, branch, onto)
-    diff = _git(path, "diff", *NO_DIFF_PROGRAMS, "--binary", "--full-index", fork, branch).stdout
-    if not diff.strip():
+    diff = _git_bytes(path, "diff", *NO_DIFF_PROGRAMS, "--binary", "--full-index", fork, branch, check=True)
+    if not diff.stdout.strip():
         return True
-    patch = Path(_git(path, "rev-parse", "--git-dir").stdout.strip())
-    patch = (patch if patch.is_absolute() else path / patch) / "loopdeck-train.patch"
-    patch.write_text(diff, encoding="utf-8")
-    try:
-        if _git(path, "apply", "--index", "--whitespace=nowarn", str(patch), check=False).returncode:
-            return False
-    finally:
-        patch.unlink(missing_ok=True)
+    if _git_bytes(path, "apply", "--index", "--whitespace=nowarn", "-", given=diff.stdout).returncode:
+        return False
     _git(path, *_identity(path), "commit", "--quiet", "--no-verify", "-m", f"{branch} alone")
     return True
+
+
+def _git_bytes(
+    root: Path, *args: str, given: bytes | None = None, check: bool = False
+) -> subprocess.CompletedProcess[bytes]:
+    """git with bytes in and out (a diff of files in any encoding); when `check`, what git
+    says on failing is GitFailed, one line."""
+    try:
+        done = subprocess.run(
+            git_argv(*args),
+            cwd=root,
+            capture_output=True,
+            timeout=GIT_TIMEOUT_S,
+            input=given if given is not None else b"",
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise GitFailed(f"git {args[0]} in {root}: {exc}") from None
+    if check and done.returncode != 0:
+        said = done.stderr.decode("utf-8", "replace").strip()[-500:]
+        raise GitFailed(f"git {' '.join(args[:2])} in {root}: {said}")
+    return done
 
 
 def remove_scratch(root: Path, loop: str) -> None:

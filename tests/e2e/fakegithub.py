@@ -132,6 +132,8 @@ class FakeGitHub:
         self.pulls: dict[int, Pull] = {}
         self.log: list[tuple[str, str, str]] = []
         """(method, path, operation or body) of every request."""
+        self.merge_inputs: list[dict[str, Any]] = []
+        """The input of every merge asked for (`expectedHeadOid`: the head it must still be at)."""
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -392,6 +394,12 @@ class FakeGitHub:
                     return _error("Could not resolve to a node", "mergePullRequest")
                 if self.mergeable(pull) == "CONFLICTING":
                     return _error("Pull Request is not mergeable", "mergePullRequest")
+                expected = (variables.get("input") or {}).get("expectedHeadOid")
+                self.merge_inputs.append(dict(variables.get("input") or {}))
+                if expected and expected != self.head_of(pull):
+                    return _error(
+                        "Head branch was modified. Review and try the merge again.", "mergePullRequest"
+                    )
                 self.merge(pull)
                 return {"data": {"mergePullRequest": {"clientMutationId": None}}}
             if "__type(" in query:  # gh's feature detection: every field GitHub has today

@@ -3,14 +3,13 @@ then the verb's own code (`loop.cli.undo.undo_task`) runs on a worker thread and
 done or refused, is a notice. The monitor adds no rule of its own: whatever `loopdeck undo`
 refuses (a runner drives the loop, the revert conflicts), the notice says in its words.
 
-Which tasks are landed is the journal's answer: a `task-merged` event not followed by a
-`task-undone` for the same task. `Landings` follows the journal by what was appended, so the
-app can tell after each read whether the key applies without reading the journal again.
+Which tasks are landed, and their titles, are `loop.views.landed`'s answers, as for the verb.
+`Landings` follows the journal by what was appended, so the app can tell after each read
+whether the key applies without reading the journal again.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,8 +26,9 @@ from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
 from loop.core.errors import LoopdeckError
-from loop.store.journal import Event, Journal
+from loop.store.journal import Journal
 from loop.store.paths import Workspace
+from loop.views.landed import Landing, landed, landings, task_titles
 from tui import actions
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.modal import MODAL_CSS
@@ -56,19 +56,6 @@ class Landed:
         return f"task {self.task} · {self.title}" if self.title else f"task {self.task}"
 
 
-def landed_in(events: list[Event], landed: dict[str, str] | None = None) -> dict[str, str]:
-    """Task id → landed commit, oldest landing first, after `events` (adding to `landed`)."""
-    found = {} if landed is None else landed
-    for event in events:
-        if event.kind not in ("task-merged", "task-undone") or event.data.get("task") is None:
-            continue
-        task = str(event.data["task"])
-        found.pop(task, None)
-        if event.kind == "task-merged":
-            found[task] = str(event.data.get("sha") or "")
-    return found
-
-
 class LandedRead(Message):
     """The landed tasks' ids after a read of the workspace (newest first): the key applies
     while there is one."""
@@ -86,7 +73,8 @@ class Landings:
         self.path = journal
         self.offset = 0
         self.file: tuple[int, int] | None = None
-        self.landed: dict[str, str] = {}
+        self.landed: dict[str, Landing] = {}
+        """Each task's last landing, undone ones included (`loop.views.landed.landings`)."""
 
     def read(self) -> tuple[str, ...]:
         """The landed tasks' ids, newest landing first."""
@@ -103,9 +91,9 @@ class Landings:
             found = journal.read_from(self.offset)
             if found.offset <= self.offset:
                 break  # an unfinished last line: read whole next time
-            landed_in(found.events, self.landed)
+            landings(found.events, self.landed)
             self.offset = found.offset
-        return tuple(reversed(self.landed))
+        return tuple(one.task for one in reversed(landed(self.landed)))
 
 
 def landed_tasks(ws: Workspace) -> tuple[list[Landed], str]:
@@ -115,37 +103,14 @@ def landed_tasks(ws: Workspace) -> tuple[list[Landed], str]:
 
     journal = Landings(ws.journal)
     journal.read()
-    landed = journal.landed
-    titles = _titles(ws)
-    tasks = [Landed(t, _clip(titles.get(t, "")), sha) for t, sha in reversed(landed.items())]
-    return tasks[:SHOWN], worktrees.current_branch(ws.root) or "the branch checked out"
+    titles = task_titles(ws)
+    tasks = [Landed(one.task, _clip(titles.get(one.task, "")), one.sha) for one in landed(journal.landed)]
+    return tasks[::-1][:SHOWN], worktrees.current_branch(ws.root) or "the branch checked out"
 
 
 def _clip(title: str) -> str:
     title = " ".join(title.split())
     return title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1] + "…"
-
-
-def _titles(ws: Workspace) -> dict[str, str]:
-    """Task titles by id, from the loop's graph (the live loop's, else the latest archived)."""
-    from loop.core.model import LoopState
-    from loop.store import archive
-    from loop.store.state import StateStore
-    from loop.store.statetext import parse
-    from loop.views.report.tasks import graph_titles
-
-    states: list[LoopState | None] = []
-    with contextlib.suppress(OSError, LoopdeckError, ValueError):
-        states.append(StateStore(ws).read())
-    folder = archive.latest(ws)
-    if folder is not None:
-        with contextlib.suppress(OSError, LoopdeckError, ValueError):
-            states.append(parse((folder / "state.md").read_bytes(), folder / "state.md"))
-    for state in states:
-        titles = graph_titles(state) if state is not None else {}
-        if titles:
-            return titles
-    return {}
 
 
 class UndoScreen(ModalScreen[str | None]):
