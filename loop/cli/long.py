@@ -14,9 +14,9 @@ from loop.cli import temporal
 from loop.cli.options import (
     LOOP_KEYS,
     SANDBOX_KEYS,
-    ask_config,
     check_retries,
     check_timeout,
+    config_confirmer,
     fill,
     limits_from,
     sandbox_from,
@@ -190,14 +190,7 @@ def _saved_defaults(args: argparse.Namespace, ws: Workspace, recorded: dict[str,
     if new_loop:
         wanted += [k for k in LOOP_KEYS if getattr(args, k) is None]
 
-    def confirm(lines: list[str], shown: str) -> bool:
-        if args.yes:
-            return True
-        if args.headless or not sys.stdin.isatty():
-            return False
-        return ask_config(lines, shown)
-
-    saved = defaults.settle(ws, wanted, confirm=confirm, by="run")
+    saved = defaults.settle(ws, wanted, confirm=config_confirmer(args), by="run")
     if new_loop:
         fill(args, saved, LOOP_KEYS)
     return saved

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -125,3 +126,17 @@ def ask_config(lines: list[str], shown: str) -> bool:
         return input("Use them? [y/N] ").strip().lower() in ("y", "yes")
     except EOFError:
         return False
+
+
+def config_confirmer(args: argparse.Namespace) -> Callable[[list[str], str], bool]:
+    """How `run` confirms a workspace file's saved values: `--yes`, else the person at the
+    terminal; a headless run, or one with no terminal, confirms nothing."""
+
+    def confirm(lines: list[str], shown: str) -> bool:
+        if args.yes:
+            return True
+        if args.headless or not sys.stdin.isatty():
+            return False
+        return ask_config(lines, shown)
+
+    return confirm

@@ -6,12 +6,11 @@ today's runner, unchanged."""
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from loop.cli.options import ask_config
+from loop.cli.options import config_confirmer
 from loop.cli.starting import request_from
 from loop.core.errors import LoopdeckError
 from loop.core.scheduler import BATCH, MAX_WORKERS, Board, board_of
@@ -123,14 +122,7 @@ def worktree_setup(args: argparse.Namespace, ws: Workspace) -> WorktreeSetup:
     (at the terminal, `--yes`, or `loopdeck config --trust`), else the run is refused."""
     from loop.drivers.worktree_setup import KEYS, from_values
 
-    def confirm(lines: list[str], shown: str) -> bool:
-        if args.yes:
-            return True
-        if args.headless or not sys.stdin.isatty():
-            return False
-        return ask_config(lines, shown)
-
-    saved = defaults.settle(ws, KEYS, confirm=confirm, by="run")
+    saved = defaults.settle(ws, KEYS, confirm=config_confirmer(args), by="run")
     return from_values(saved.values, args.workers, ws.root, saved.where)
 
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from loop.core import progress
+from loop.core.board import Task, Worker
 from loop.core.model import SOURCE_LABELS, Aggregate, LoopState
 from loop.core.signals import COMPLETE_MARKER
 
@@ -289,3 +290,17 @@ def cap(text: str) -> str:
 
 def iteration_of(state: LoopState) -> str:
     return f"{state.iteration}/{state.max_iterations}" if state.max_iterations else f"{state.iteration}"
+
+
+def audit_prompt(task: Task, worker: Worker, output: str, changed: tuple[str, ...] = ()) -> str:
+    """What an audit agent reads, wherever it runs (a local worker or a Temporal worker): the
+    task, the files it names and the files its branch changed, and the worker's report."""
+    files = "\n".join(f"- {f}" for f in task.target_files) or "- (no files named)"
+    diff = "\n".join(f"- {f}" for f in changed) or "- (none)"
+    return (
+        f"Audit the work of {worker.name} on task {task.id}: {task.subject}\n\n"
+        f"{task.description.strip() or '(no description)'}\n\nFiles:\n{files}\n\n"
+        f"Files its branch changed:\n{diff}\n\n"
+        f"The worker's report:\n{output.strip()[-4000:]}\n\n"
+        "Exit 0 to approve. Otherwise explain what is wrong: your output goes back to the worker."
+    )

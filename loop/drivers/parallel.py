@@ -30,6 +30,7 @@ from loop import agents
 from loop.core import engine, scheduler, workflow
 from loop.core.errors import LoopdeckError
 from loop.core.model import LoopState, Result, Settings
+from loop.core.prompts import audit_prompt
 from loop.core.scheduler import LOCKS, WORKTREE, Step, Task, Worker
 from loop.core.timeutil import utcnow
 from loop.drivers import writer
@@ -53,7 +54,7 @@ from loop.trust import key as trust_key
 from loop.verify import Check, check
 from loop.verify import redact as redact_output
 
-__all__ = ["WORKER_ENV", "Parallel", "ParallelRunner", "audit_prompt", "commit_files", "worker_env"]
+__all__ = ["WORKER_ENV", "Parallel", "ParallelRunner", "commit_files", "worker_env"]
 
 WORKER_ENV = "LOOPDECK_WORKER"
 """Set in each worker's environment: its name (the task is in `LOOPDECK_TASK`)."""
@@ -595,15 +596,3 @@ def worker_env(worker: Worker) -> dict[str, str]:
     """What a worker and its audit find in their environment: who, which task, which files
     (one a line), so an audit command can check that task's files only."""
     return {WORKER_ENV: worker.name, "LOOPDECK_TASK": worker.task, "LOOPDECK_FILES": "\n".join(worker.files)}
-
-
-def audit_prompt(task: Task, worker: Worker, output: str, changed: tuple[str, ...] = ()) -> str:
-    files = "\n".join(f"- {f}" for f in task.target_files) or "- (no files named)"
-    diff = "\n".join(f"- {f}" for f in changed) or "- (none)"
-    return (
-        f"Audit the work of {worker.name} on task {task.id}: {task.subject}\n\n"
-        f"{task.description.strip() or '(no description)'}\n\nFiles:\n{files}\n\n"
-        f"Files its branch changed:\n{diff}\n\n"
-        f"The worker's report:\n{output.strip()[-4000:]}\n\n"
-        "Exit 0 to approve. Otherwise explain what is wrong: your output goes back to the worker."
-    )

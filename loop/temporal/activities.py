@@ -379,8 +379,8 @@ class Activities:
         """The audit agent, as the local workers run it: given the task, the files the branch
         changed and the worker's report, in the branch's worktree; exit 0 approves, and its
         last words go back to the worker."""
+        from loop.core.prompts import audit_prompt
         from loop.core.scheduler import Worker
-        from loop.drivers.parallel import audit_prompt
 
         task = task_from(inp.task_json or {"id": inp.task})
         prompt = audit_prompt(

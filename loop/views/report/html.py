@@ -11,6 +11,7 @@ import html
 from collections.abc import Iterable
 
 import loop
+from loop.core.progress import tests_line
 from loop.core.redact import redact
 from loop.core.timeutil import human_duration, log_stamp
 from loop.views.report import charts
@@ -210,16 +211,6 @@ def _tasks(report: LoopReport) -> list[str]:
     return out
 
 
-def _tests_text(tests: dict[str, object] | None) -> str:
-    if not tests:
-        return ""
-    keys = ("passed", "failed", "errors", "skipped")
-    text = ", ".join(f"{tests[k]} {k}" for k in keys if isinstance(tests.get(k), int))
-    if isinstance(tests.get("coverage"), int | float):
-        text += f", coverage {tests['coverage']}%"
-    return text
-
-
 def _checks(report: LoopReport) -> list[str]:
     out = ['<h2 id="verification">Verification</h2>']
     if not report.checks:
@@ -233,7 +224,7 @@ def _checks(report: LoopReport) -> list[str]:
             f"<td><code>{e(check.command)}</code>{tail}</td>", f'<td class="num">{check.runs}</td>',
             f'<td class="num">{check.failed}</td>',
             f"<td>{e(last)} at iteration {e(check.last_iteration)}</td>",
-            f"<td>{e(_tests_text(check.tests))}</td>",
+            f"<td>{e(tests_line(check.tests) if check.tests else '')}</td>",
         ], "" if check.last_passed else "bad"))  # fmt: skip
     out.append("</table>")
     if report.still_failing:
