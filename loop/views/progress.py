@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from loop.agents.output import as_float
 from loop.core.model import JournalEvent
 
 
@@ -97,13 +98,7 @@ def _int(value: Any, default: int | None) -> int | None:
 
 
 def _float(value: Any, default: float | None) -> float | None:
-    """A figure the journal says, when it is a finite number of 0 or more: a journal is data
-    (JSON's `Infinity` and `NaN` parse), and a chart cannot draw either."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        try:
-            number = float(value)
-        except OverflowError:  # an int too large for a float
-            return default
-        if math.isfinite(number) and number >= 0:
-            return number
-    return default
+    """A figure the journal says, when it is a finite number of 0 or more (a chart cannot draw
+    JSON's `Infinity` or `NaN`)."""
+    number = as_float(value)
+    return default if number is None else number
