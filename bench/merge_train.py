@@ -18,6 +18,7 @@ import argparse
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -122,6 +123,7 @@ def run_once(
     argv = [PY, "-m", "loop.cli", "-C", str(root), "run", "Build the parts", "--workers", str(args.workers)]
     argv += ["--graph", str(root / "graph"), "--agent", " ".join(agent), "--headless"]
     argv += ["--verify", check, "--verify-allow", check, "--merge-batch", str(batch)]
+    argv += ["--merge-checks", str(args.checks)]
     argv += ["--max-iterations", "200"]
     start = time.monotonic()
     done = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=args.timeout)
@@ -180,15 +182,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--tasks", type=int, default=24)
     parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--checks", type=int, default=8, help="checks the train may run at once, both ways")
     parser.add_argument(
         "--turn", type=float, nargs=2, default=(0.5, 2.0), help="a worker's turn, as multiples of SUITE"
     )
     parser.add_argument("--modes", nargs="+", default=["one-at-a-time", "batched"])
     parser.add_argument("--timeout", type=float, default=3 * 3600)
+    parser.add_argument("--keep", action="store_true", help="keep each run's project, to read its journal")
     args = parser.parse_args(argv)
     print(
         f"merge train: {args.workers} workers, {args.tasks} tasks, suite {args.suite:g} s, "
-        f"turns {args.turn[0]:g}-{args.turn[1]:g}x suite, 3 colliding tasks"
+        f"turns {args.turn[0]:g}-{args.turn[1]:g}x suite, 3 colliding tasks, "
+        f"up to {args.checks} checks at once"
     )
     ok = True
     for seed in args.seeds:
@@ -199,8 +204,14 @@ def main(argv: list[str] | None = None) -> int:
         rates: dict[str, float] = {}
         for mode in args.modes:
             batch = 1 if mode == "one-at-a-time" else args.batch
-            with tempfile.TemporaryDirectory(prefix="loopdeck-train-") as tmp:
+            tmp = tempfile.mkdtemp(prefix="loopdeck-train-")
+            try:
                 got = run_once(Path(tmp), batch, args, seed, clashes)
+            finally:
+                if args.keep:
+                    print(f"  kept: {tmp}")
+                else:
+                    shutil.rmtree(tmp, ignore_errors=True)
             rates[mode] = float(got["rate"])
             ok = ok and got["exit"] == 0 and got["green"] is True and got["landed"] == args.tasks
             print(

@@ -18,7 +18,7 @@ import pytest
 from loop.core import scheduler, workflow
 from loop.core.board import QUEUED, WORKTREE, Board, Task, Worker, keep, worker_prompt
 from loop.core.model import LoopState
-from loop.drivers.train import Outcome, Train
+from loop.drivers.train import Halted, Lanes, Outcome, Train, Tried, Verify, blame
 from loop.repo import worktrees
 
 NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
@@ -87,9 +87,37 @@ def assert_green_at_every_commit(root: Path) -> None:
         git(root, "worktree", "remove", "--force", str(probe))
 
 
-def train(root: Path) -> tuple[Train, list[list[str]]]:
-    moves: list[list[str]] = []
-    return Train(root, LOOP, check, lambda landed: moves.append([o.worker.task for o in landed])), moves
+class Ran:
+    """A train run as the driver runs it: the batch, then the blame of each branch that failed
+    by itself (the driver runs those beside the next batches)."""
+
+    def __init__(self, root: Path, checks: int = 1, verify: Verify = check, ready: Any = None) -> None:
+        self.root = root
+        self.verify = verify
+        self.lanes = Lanes(root, LOOP, checks, ready)
+        self.moves: list[list[str]] = []
+        self.train = Train(root, verify, self.land, self.lanes)
+
+    def land(self, tried: Tried) -> bool:
+        """What the driver does with a green tree (when its branches are still queued)."""
+        worktrees.fast_forward(self.root, tried.tip)
+        self.moves.append([o.worker.task for o in tried.merged])
+        return True
+
+    def run(self, batch: list[Worker]) -> list[Outcome]:
+        outcomes = self.train.run(batch)
+        return outcomes + [
+            blame(self.root, self.lanes, self.verify, f, base) for f, base in self.train.failed
+        ]
+
+    @property
+    def verifications(self) -> int:
+        return self.lanes.checks
+
+
+def train(root: Path, checks: int = 1) -> tuple[Ran, list[list[str]]]:
+    ran = Ran(root, checks)
+    return ran, ran.moves
 
 
 def by_task(outcomes: list[Outcome]) -> dict[str, Outcome]:
@@ -116,7 +144,7 @@ def test_a_red_batch_lands_the_rest_and_sends_the_breaker_back(repo: Path) -> No
     ]
     ran, moves = train(repo)
     outcomes = by_task(ran.run(batch))
-    assert [t for m in moves for t in m] == ["1", "3"]
+    assert sorted(t for m in moves for t in m) == ["1", "3"]
     assert outcomes["2"].sha is None and "BROKEN" not in git(repo, "show", "main:work/1.txt")
     assert "FAILED: 2.txt" in (outcomes["2"].failure or "") and outcomes["2"].beside is None
     assert not worktrees.merged(repo, batch[1].branch or "")
@@ -245,8 +273,8 @@ def test_the_trains_checks_see_the_files_and_setup_a_workers_worktree_gets(repo:
 
     for task in ("1", "2"):
         worker = task_branch(repo, task, f"task {task}\n")
-        ran = Train(repo, LOOP, needs_env, lambda landed: None, ready=scratch)
-        assert [o.sha is not None for o in ran.run([worker])] == [True], ran.outcomes
+        ran = Ran(repo, verify=needs_env, ready=scratch)
+        assert [o.sha is not None for o in ran.run([worker])] == [True], ran.train.outcomes
     assert len(prepared) == 2 and prepared[0] == prepared[1]  # the same scratch worktree, kept
     mark = Path(git(prepared[0], "rev-parse", "--absolute-git-dir").strip()) / "loopdeck-worktree-setup.json"
     assert mark.exists()  # ran once: the second train found it ready
@@ -265,7 +293,7 @@ def test_a_file_in_another_encoding_goes_through_the_blame_without_a_crash(repo:
     outcomes = by_task(ran.run([worker]))
     assert moves == [] and "FAILED: 7.txt" in (outcomes["7"].failure or "")
     assert ran.verifications >= 2  # the batch, then the branch's own changes on an older tip
-    assert ran.scratch is not None and (ran.scratch / "notes" / "7.txt").read_bytes() == latin
+    assert (worktrees.scratch_path(repo, LOOP) / "notes" / "7.txt").read_bytes() == latin
 
 
 def test_a_conflict_with_a_batch_mate_that_did_not_land_is_no_conflict(repo: Path) -> None:
@@ -286,3 +314,158 @@ def test_a_conflict_with_a_batch_mate_that_did_not_land_is_no_conflict(repo: Pat
     outcomes = by_task(ran.run([three, four]))
     assert moves == [["3"]] and outcomes["4"].conflict is not None
     assert outcomes["4"].conflict.conflicts == ("work/base.txt",)
+
+
+def test_a_red_batch_is_split_in_as_many_checks_at_once_as_there_are_lanes(repo: Path) -> None:
+    """Eight branches, one broken, eight lanes: the batch without each branch is checked at
+    once (the checks really overlap), the seven that pass land in one move, the breaker goes
+    back: two rounds of checks instead of a halving's four."""
+    import threading
+
+    batch = [
+        task_branch(repo, str(t), f"task {t}" + (" BROKEN" if t == 6 else "") + "\n") for t in range(1, 9)
+    ]
+    overlapped = threading.Event()
+    running = [0]
+    lock = threading.Lock()
+
+    def counted(where: Path) -> tuple[str | None, Mapping[str, Any] | None]:
+        with lock:
+            running[0] += 1
+            if running[0] >= 2:
+                overlapped.set()
+        try:
+            if len(list((where / "work").glob("*.txt"))) == 8:  # base + seven: a part's check
+                overlapped.wait(30)
+            return check(where)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    ran = Ran(repo, checks=8, verify=counted)
+    outcomes = by_task(ran.run(batch))
+    assert overlapped.is_set()
+    assert ran.moves == [["1", "2", "3", "4", "5", "7", "8"]]
+    assert (
+        outcomes["6"].sha is None
+        and outcomes["6"].beside is None
+        and "6.txt" in (outcomes["6"].failure or "")
+    )
+    assert ran.verifications == 1 + 8 + 7  # the batch, each part left out, the blame's one round
+    assert_green_at_every_commit(repo)
+
+
+def test_two_branches_that_break_only_together_in_one_batch_land_one_and_name_it(repo: Path) -> None:
+    batch = [
+        task_branch(repo, "1", "task 1\n"),
+        task_branch(repo, "2", "task 2\n"),
+        task_branch(repo, "3", "task 3\nclashes with 1\n"),
+        task_branch(repo, "4", "task 4\n"),
+    ]
+    ran, moves = train(repo, checks=4)
+    outcomes = by_task(ran.run(batch))
+    assert moves == [["1", "2", "4"]] and outcomes["3"].beside == "1"
+    assert_green_at_every_commit(repo)
+
+
+def test_the_blame_searches_many_landings_with_several_checks_at_once(repo: Path) -> None:
+    """Twelve landings since the branch left: the one it fails beside is found and named."""
+    late = task_branch(repo, "late", "task late\nclashes with 7\n")
+    for t in range(1, 13):
+        ran, _ = train(repo)
+        ran.run([task_branch(repo, str(t), f"task {t}\n")])
+    ran, moves = train(repo, checks=4)
+    outcomes = by_task(ran.run([late]))
+    assert moves == [] and outcomes["late"].beside == "7"
+    one, _ = train(repo, checks=1)  # one check at a time finds the same
+    assert by_task(one.run([late]))["late"].beside == "7"
+
+
+def test_a_check_a_signal_ended_lands_nothing(repo: Path) -> None:
+    batch = [task_branch(repo, "1", "task 1\n")]
+    before = git(repo, "rev-parse", "main")
+
+    def interrupted(where: Path) -> tuple[str | None, Mapping[str, Any] | None]:
+        raise Halted
+
+    ran = Ran(repo, verify=interrupted)
+    with pytest.raises(Halted):
+        ran.run(batch)
+    assert ran.moves == [] and git(repo, "rev-parse", "main") == before
+
+
+WAITS_FOR_TASK_3 = """import pathlib, sys, time
+here = pathlib.Path.cwd()
+if here.name.startswith(".train"):  # the train's check: task 3's worker must start meanwhile
+    deadline = time.monotonic() + 30
+    while not (here.parent / "3").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not (here.parent / "3").exists():
+        print("FAILED: no worker started while the train checked")
+        sys.exit(1)
+print("ok")
+"""
+
+
+def test_workers_go_on_while_the_train_checks(tmp_path: Path) -> None:
+    """Two workers, three tasks: the branches of tasks 1 and 2 wait for the train's check,
+    which passes only once task 3's worker has started. The train runs beside the driver and a
+    branch waiting for it holds no worker's slot, so task 3 starts at once and all land."""
+    from bench import merge_train as bench
+    from loop.store.journal import Journal
+    from loop.store.paths import Workspace
+
+    root = bench.project(tmp_path, 3, 0.0)
+    (root / "check.py").write_text(WAITS_FOR_TASK_3)
+    subprocess.run(
+        ["git", "commit", "-qam", "the check"], cwd=root, check=True, env={**os.environ, **bench.IDENTITY}
+    )
+    agent = [sys.executable, bench.__file__, "worker", "--turn", "0", "0.1"]
+    check_cmd = f"{sys.executable} check.py"
+    env = {**bench.IDENTITY, "CLAUDE_CONFIG_DIR": str(tmp_path / "claude")}
+    argv = [sys.executable, "-m", "loop.cli", "-C", str(root), "run", "Build", "--workers", "2"]
+    argv += ["--graph", str(root / "graph"), "--agent", " ".join(agent), "--headless"]
+    argv += ["--verify", check_cmd, "--verify-allow", check_cmd]
+    done = subprocess.run(
+        argv, cwd=root, env={**os.environ, **env}, capture_output=True, text=True, timeout=120
+    )
+    evs = Journal(Workspace(root).journal).read_from(0).events
+    said = done.stdout + done.stderr
+    assert sorted(str(e.data["task"]) for e in evs if e.kind == "task-merged") == ["1", "2", "3"], said
+    assert not [e for e in evs if e.kind == "merge-rejected"], said
+
+
+def test_a_lane_that_could_not_be_made_ready_is_made_again_later(repo: Path) -> None:
+    """A scratch worktree whose setup failed once is no lane lost: the next job makes it again
+    (a job waiting for a lane is not left waiting for one that will never be freed)."""
+    tries: list[Path] = []
+
+    def flaky(where: Path) -> None:
+        tries.append(where)
+        if len(tries) == 1:
+            raise RuntimeError("setup failed")
+
+    lanes = Lanes(repo, LOOP, 1, flaky)
+    with pytest.raises(RuntimeError):
+        lanes.run(lambda lane: lane)
+    assert lanes.run(lambda lane: lane) == worktrees.scratch_path(repo, LOOP)
+    assert lanes.run(lambda lane: lane) == worktrees.scratch_path(repo, LOOP)  # made once more, kept
+    assert len(tries) == 2
+
+
+def test_two_breakers_in_a_batch_cost_two_more_rounds_not_a_check_each(repo: Path) -> None:
+    """Two branches of eight break the checks: no batch without one part passes, so each is
+    checked alone at once, the six that pass land together in one move, the two go back."""
+    broken = {"3", "6"}
+    batch = [
+        task_branch(repo, str(t), f"task {t}" + (" BROKEN" if str(t) in broken else "") + "\n")
+        for t in range(1, 9)
+    ]
+    ran, moves = train(repo, checks=8)
+    outcomes = by_task(ran.run(batch))
+    assert moves == [["1", "2", "4", "5", "7", "8"]]
+    assert {t for t, o in outcomes.items() if o.sha is None} == broken
+    assert all(outcomes[t].failure and outcomes[t].beside is None for t in broken)
+    # the batch, it without each branch, each alone, the six together (nothing landed before: no blame)
+    assert ran.verifications == 1 + 8 + 8 + 1
+    assert_green_at_every_commit(repo)

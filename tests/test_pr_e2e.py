@@ -77,6 +77,45 @@ def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 
 
+def pr_env(tmp_path: Path, gh: str) -> dict[str, str]:
+    """The environment of a `--pr` loop against the fake host: its own gh and Claude homes."""
+    return {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+        "CLAUDE_CONFIG_DIR": str(tmp_path / "claude-home"),
+        "GH_CONFIG_DIR": str(tmp_path / "gh-config"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),  # gh caches what the host supports: not from another run
+        "LOOPDECK_PR_POLL_S": "0.05",
+        "PATH": f"{Path(gh).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+
+
+def pushed(root: Path, tmp_path: Path, env: dict[str, str]) -> Path:
+    """The project committed and cloned to a bare repository, its `origin` (the host's git)."""
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    subprocess.run(["git", "commit", "-qm", "start"], cwd=root, env=env, check=True)
+    bare = tmp_path / "origin.git"
+    git(tmp_path, "clone", "-q", "--bare", str(root), str(bare))
+    git(root, "remote", "add", "origin", str(bare))
+    return bare
+
+
+def run_pr(root: Path, graph: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`run --workers 2 --pr` with the scripted worker, the check and the audit."""
+    check, audit = f"{PY} check.py", f"{PY} audit.py"
+    argv = [PY, "-m", "loop.cli", "-C", str(root), "run", "Build it", "--workers", "2", "--pr"]
+    argv += ["--max-iterations", "10"]
+    argv += ["--graph", str(graph), "--agent", f"{PY} worker.py", "--headless"]
+    argv += ["--verify", check, "--verify-allow", check, "--audit", audit, "--verify-allow", audit]
+    argv += ["--sandbox", "off"]
+    return subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=120)
+
+
 def checker(files: dict[str, str]) -> str:
     """The host's CI: the project's sources hold no bug."""
     bad = [name for name, text in files.items() if name.startswith("src/") and "BUG" in text]
@@ -100,38 +139,15 @@ def test_each_task_a_pull_request_until_green_and_approved(tmp_path: Path) -> No
     (root / "check.py").write_text(CHECK)
     (root / "worker.py").write_text(WORKER)
     (root / "audit.py").write_text(AUDIT)
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.invalid",
-        "GIT_COMMITTER_EMAIL": "t@example.invalid",
-        "CLAUDE_CONFIG_DIR": str(tmp_path / "claude-home"),
-        "GH_CONFIG_DIR": str(tmp_path / "gh-config"),
-        "XDG_CACHE_HOME": str(tmp_path / "cache"),  # gh caches what the host supports: not from another run
-        "LOOPDECK_PR_POLL_S": "0.05",
-        "PATH": f"{Path(gh).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", "-A")
-    subprocess.run(["git", "commit", "-qm", "start"], cwd=root, env=env, check=True)
-    bare = tmp_path / "origin.git"
-    git(tmp_path, "clone", "-q", "--bare", str(root), str(bare))
-    git(root, "remote", "add", "origin", str(bare))
+    env = pr_env(tmp_path, gh)
+    bare = pushed(root, tmp_path, env)
     graph = demo_graph.create(
         root / ".tasks",
         (("1", "Model value", (), ("src/model.py",)), ("2", "Store value", (), ("src/store.py",))),
     )
-    check, audit = f"{PY} check.py", f"{PY} audit.py"
     with FakeGitHub(bare, checker, reviewer) as host:
         env.update(host.env())
-        argv = [PY, "-m", "loop.cli", "-C", str(root), "run", "Build it", "--workers", "2", "--pr"]
-        argv += ["--max-iterations", "10"]
-        argv += ["--graph", str(graph), "--agent", f"{PY} worker.py", "--headless"]
-        argv += ["--verify", check, "--verify-allow", check, "--audit", audit, "--verify-allow", audit]
-        argv += ["--sandbox", "off"]
-        done = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=120)
+        done = run_pr(root, graph, env)
         assert done.returncode == 0, done.stdout + done.stderr
         print(done.stdout)
         status = subprocess.run(

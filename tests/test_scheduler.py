@@ -85,6 +85,57 @@ def test_a_cycle_starts_up_to_capacity_and_defers_file_conflicts() -> None:
     assert step.state.iteration == 3  # every turn started is one of the loop's iterations
 
 
+def test_a_branch_waiting_for_the_merge_train_frees_its_workers_slot() -> None:
+    """Two slots: one worker's branch is queued for the train, one worker runs. A new task
+    starts in the queued one's slot; a rework waiting to be admitted takes a free slot first."""
+    queued = w("worker-1", "1", "a.py", status=scheduler.QUEUED, branch="b1")
+    running = w("worker-2", "2", "b.py", status=scheduler.RUNNING)
+    board = Board(graph="g", capacity=2, workers=(queued, running), queue=("worker-1",), serial=2)
+    tasks = [
+        t("1", status="in_progress", owner="worker-1", files=("a.py",)),
+        t("2", status="in_progress", owner="worker-2", files=("b.py",)),
+        t("3", files=("c.py",)),
+        t("4", files=("d.py",)),
+    ]
+    state = loop(board)
+    assert scheduler.startable(state, tasks) == 1
+    step = workflow.cycle(state, tasks, NOW, None)
+    assert [x.task for x in step.start] == ["3"]
+
+    rework = replace(queued, status=scheduler.READY)  # its merge failed: its next turn first
+    state = loop(replace(board, workers=(rework, running), queue=()))
+    step = workflow.cycle(state, tasks, NOW, None)
+    assert [(x.name, x.task) for x in step.start] == [("worker-1", "1")]
+
+
+def test_a_task_waiting_for_a_queued_branchs_files_is_not_a_deadlock() -> None:
+    """The merge train runs beside the cycles: a task deferred on the files of a branch in
+    the merge queue waits for the train, however many cycles pass."""
+    queued = w("worker-1", "1", "a.py", status=scheduler.QUEUED, branch="b1")
+    board = Board(graph="g", capacity=2, workers=(queued,), queue=("worker-1",), serial=1)
+    tasks = [t("1", status="in_progress", owner="worker-1", files=("a.py",)), t("2", files=("a.py",))]
+    state = loop(board)
+    for _ in range(scheduler.DEFER_LIMIT + 2):
+        step = workflow.cycle(state, tasks, NOW, None)
+        assert step.needs is None and not step.start
+        state = step.seal()
+    assert scheduler.board_of(state).defer_streak == 0
+
+
+STOP_WORKER_1 = Command("c1", T0, "stop", "cli", target="worker-1", person=True)
+
+
+def test_a_green_branch_lands_only_while_it_is_queued_and_the_loop_merges() -> None:
+    queued = w("worker-1", "1", "a.py", status=scheduler.QUEUED, branch="b1")
+    board = Board(graph="g", capacity=2, workers=(queued,), queue=("worker-1",), serial=1)
+    state = loop(board)
+    assert scheduler.may_land(state, ["worker-1"])
+    stopped = workflow.command(state, STOP_WORKER_1, None, NOW).seal()
+    assert not scheduler.may_land(stopped, ["worker-1"])  # a person stopped it while it was checked
+    state.status = "stopped"
+    assert not scheduler.may_land(state, ["worker-1"])
+
+
 def test_the_defer_streak_escalates_at_three_and_an_answer_resets_it() -> None:
     state = loop(Board(graph="g", capacity=4, workers=(w("worker-1", "1", "a.py"),), serial=1))
     tasks = [t("1", status="in_progress", owner="worker-1", files=("a.py",)), t("2", files=("a.py",))]

@@ -298,3 +298,28 @@ def test_output_tail_is_redacted(tmp_path: Path) -> None:
     code = "print('OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwx')"
     outcome = verify.run(verify.Check("p", (sys.executable, "-c", code)), tmp_path, timeout=30)
     assert "sk-abcdefghij" not in outcome.tail and "[REDACTED]" in outcome.tail
+
+
+def test_checks_a_signal_ended_are_no_pass(tmp_path: Path) -> None:
+    """The runner was told to stop while its checks ran: what they checked is not known to
+    pass, so nothing may land or complete on them (a rebase landing, a pull request's merge)."""
+    from types import SimpleNamespace
+
+    from loop.core.model import Settings
+    from loop.drivers.children import Children, Signals
+    from loop.drivers.verification import INTERRUPTED, Verification
+
+    signals = Signals()
+    signals.caught = 15
+    tally = SimpleNamespace(verify_failures=0)
+    session = SimpleNamespace(
+        ws=SimpleNamespace(root=tmp_path),
+        options=SimpleNamespace(verify_timeout=60.0),
+        event=lambda *_args: None,
+        tally=tally,
+    )
+    turns = SimpleNamespace(sandbox_for=lambda _cwd, beside: None)
+    checks = Verification(session, Settings(), turns, Children(), signals)  # type: ignore[arg-type]
+    checks.checks = [verify.Check("slow", (sys.executable, "-c", "import time; time.sleep(30)"))]
+    assert checks.run(3) == INTERRUPTED
+    assert checks.validation is None and tally.verify_failures == 0

@@ -155,3 +155,30 @@ def test_a_path_outside_the_workspace_or_through_a_symlink_is_refused(
     errors = done.stderr.strip().splitlines()
     assert len(errors) == 1 and said in errors[0] and ".loopdeck.toml" in errors[0], done.stderr
     assert not (root / ".loopdeck").exists()
+
+
+WAITS_FOR_TASK_2 = """\
+import pathlib, sys, time
+here = pathlib.Path.cwd()
+if here.name == "1":  # task 1's setup: task 2's worker must have run meanwhile
+    other = here.parent / "2" / "v.py"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (other.exists() and "task 2" in other.read_text()):
+        time.sleep(0.05)
+    if not (other.exists() and "task 2" in other.read_text()):
+        sys.exit("no other worker ran while this setup ran")
+"""
+
+
+def test_a_long_setup_holds_back_no_other_worker(tmp_path: Path) -> None:
+    """Task 1's setup finishes only once task 2's worker has done its turn: setups run beside
+    the driver, so the other workers start, end and land meanwhile."""
+    root = project(tmp_path, config([], (f"{PY} wait.py",)))
+    (root / "wait.py").write_text(WAITS_FOR_TASK_2)
+    git(root, "add", "wait.py")
+    git(root, "commit", "-qm", "the setup")
+    done = run(root, "--yes", "--sandbox", "off")
+    events = journal(root)
+    said = done.stdout + done.stderr
+    assert not [e for e in events if e["kind"] == "worktree-setup-failed"], said
+    assert sorted(str(e["data"]["task"]) for e in events if e["kind"] == "task-merged") == ["1", "2"], said

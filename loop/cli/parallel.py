@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from loop.cli.options import config_confirmer
 from loop.cli.starting import request_from
 from loop.core.errors import LoopdeckError
-from loop.core.scheduler import BATCH, MAX_WORKERS, Board, board_of
+from loop.core.scheduler import BATCH, CHECKS, MAX_WORKERS, Board, board_of
 from loop.drivers import defaults
 from loop.drivers.runner import Options, Runner
 from loop.drivers.start import new_state
@@ -102,6 +102,7 @@ def run_parallel(
         isolation=getattr(args, "isolation", None),
         strategy=getattr(args, "merge", None) or (board.strategy if board is not None else "merge"),
         batch=merge_batch(getattr(args, "merge_batch", None), board),
+        merge_checks=merge_checks(getattr(args, "merge_checks", None), board),
         pr=pr,
         worktree_setup=worktree_setup(args, ws),
     )
@@ -139,4 +140,13 @@ def merge_batch(given: int | None, board: Board | None) -> int:
         return board.batch if board is not None else BATCH
     if not 1 <= given <= 100:
         raise LoopdeckError(f"--merge-batch takes 1 to 100, not {given}")
+    return given
+
+
+def merge_checks(given: int | None, board: Board | None) -> int:
+    """How many checks the merge train may run at once: the command line's, else the loop's."""
+    if given is None:
+        return board.checks if board is not None else CHECKS
+    if not 1 <= given <= 16:
+        raise LoopdeckError(f"--merge-checks takes 1 to 16, not {given}")
     return given

@@ -38,6 +38,8 @@ MAX_COLLISIONS = 2
 is asked how the two fit together."""
 BATCH = 8
 """How many approved branches the merge train lands together at most (verified once)."""
+CHECKS = 2
+"""How many checks the merge train runs at once by default (`--merge-checks`)."""
 SECTION = "parallel"
 """The state's key holding the board (`LoopState.extra`), as one line of JSON: the state file
 stays on its fast path (no PyYAML for nested maps), which the runner reads on every change."""
@@ -200,6 +202,8 @@ class Board:
     """How an approved branch joins the loop's: "merge" or "rebase"."""
     batch: int = BATCH
     """How many approved branches land together at most (1: one at a time)."""
+    checks: int = CHECKS
+    """How many checks the merge train runs at once (a red batch's parts, a blame's probes)."""
     pr: bool = False
     """Each task a pull request (`--pr`): an approved turn waits for its host's checks and review
     (`loop.core.pulls`), as for an audit, before it may land."""
@@ -216,6 +220,16 @@ class Board:
 
     def locks(self) -> dict[str, str]:
         return lock_table(self.workers)
+
+    def active(self) -> list[Worker]:
+        """The workers holding a slot: their agent runs or waits for its audit, a person or the
+        loop. A branch waiting for the merge train (queued) or a turn waiting to be admitted
+        (ready) holds none: its agent has ended."""
+        return [w for w in self.workers if w.status not in (QUEUED, READY)]
+
+    def free(self) -> int:
+        """Slots for a turn to start in (`capacity` less the `active` workers)."""
+        return max(0, self.capacity - len(self.active()))
 
     def worker(self, name: str) -> Worker | None:
         return next((w for w in self.workers if w.name == name), None)
@@ -241,6 +255,7 @@ class Board:
             "loop_branch": self.loop_branch,
             "strategy": self.strategy,
             "batch": self.batch,
+            "merge_checks": self.checks,
             **({"pr": True} if self.pr else {}),
             "workers": [w.to_json() for w in self.workers],
             "locks": self.locks(),
@@ -279,6 +294,7 @@ class Board:
             loop_branch=str(branch) if branch else None,
             strategy="rebase" if obj.get("strategy") == "rebase" else "merge",
             batch=max(1, _int(obj.get("batch"), BATCH)),
+            checks=max(1, _int(obj.get("merge_checks"), CHECKS)),
             pr=obj.get("pr") is True,
             workers=workers,
             queue=tuple(str(q) for q in obj.get("queue") or () if str(q) in names),

@@ -5,7 +5,8 @@ no I/O: wait (checks pending, a review not given on the newest commit), rework (
 check, a change request on the newest commit: the same task's next turn, told what failed or
 what the reviewer asked), conflict (its base moved: the base is merged into the task's worktree
 and the worker resolves the markers, as in the train), land (green and approved, or green with
-no review required), a person (the host closed it).
+no review required), a person (the host closed it). What the loop does with that word
+(`answer`) is decided here too; the driver only carries it out.
 """
 
 from __future__ import annotations
@@ -119,6 +120,38 @@ def judge(pull: Pull) -> Verdict:
     if pull.decision in ("APPROVED", ""):
         return Verdict(LAND)
     return Verdict(WAIT)  # a review is required and not given yet
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the loop does with the host's word on a task's pull request; the driver carries it
+    out (`loop.drivers.pulls`), so the choice stays here, with no I/O."""
+
+    approved: bool
+    """The turn's work taken, then landed by the driver (a conflict found there goes back to the
+    worker); False: the task's next turn, told `feedback`."""
+    feedback: str = ""
+    problem: str | None = None
+    """Why a person is needed (the host closed the pull request): the loop waits for them."""
+    event: tuple[str, dict[str, Any]] | None = None
+    """What the journal keeps of it first, if anything."""
+    merged_already: bool = False
+    """A person merged it on the host: the loop's branch only follows."""
+    conflict: bool = False
+    """The host says it conflicts with its base: only the merge is tried here, for its hunks."""
+
+
+def answer(verdict: Verdict, worker: str, task: str, url: str) -> Answer | None:
+    """What `worker` (on `task`, its pull request at `url`) does with `verdict`; None while the
+    host has not said anything yet."""
+    if verdict.kind == WAIT:
+        return None
+    if verdict.kind == REWORK:
+        facts = {"worker": worker, "task": task, "url": url, **verdict.facts}
+        return Answer(False, verdict.feedback, event=("pr-rework", facts))
+    if verdict.kind == PERSON:
+        return Answer(False, problem=f"task {task}: {verdict.feedback}")
+    return Answer(True, merged_already=verdict.kind == MERGED, conflict=verdict.kind == CONFLICT)
 
 
 def change_request(pull: Pull, asked: list[Review]) -> str:

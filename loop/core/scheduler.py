@@ -17,13 +17,14 @@ A cycle:
 1. ready = `pending`, no owner, every `blockedBy` task `completed`;
 2. a ready task whose files overlap the lock table is deferred (and says with whom and on which
    file); tasks started in the same cycle lock too;
-3. one worker per remaining ready task, up to the capacity and to what the engine admits;
+3. one worker per remaining ready task, up to the free slots (`Board.free`: a branch waiting for
+   the merge train holds none) and to what the engine admits;
 4. a worker's turn ends → the engine's verdict → (audit) → approved: in a git repository the
    task's branch joins the merge queue and its locks are held until it is merged; outside git
    (`--isolation locks`) the task is completed at once. Rejected: the same task again with the
    feedback; no progress over the loop's `--stuck-after` turns: replaced.
 5. the merge train lands the queue's first `Board.batch` branches together, verified once on
-   the merged tree (a red batch is bisected by the driver to the branches that break it):
+   the merged tree (a red batch is split by the driver down to the branches that break it):
    merged → completed; a conflict or a verification failure → the task again with the hunks or
    the failure, and after `MAX_CONFLICTS` conflicts a person is asked; a branch that passes
    alone but fails beside another task's work is told which task, and after `MAX_COLLISIONS`
@@ -43,6 +44,7 @@ from typing import Any
 from loop.core.board import (
     AUDITING,
     BATCH,
+    CHECKS,
     COMPLETED,
     DEFER_LIMIT,
     FEEDBACK_CHARS,
@@ -89,6 +91,7 @@ from loop.core.timeutil import iso_s
 __all__ = [
     "AUDITING",
     "BATCH",
+    "CHECKS",
     "COMPLETED",
     "DEFER_LIMIT",
     "FEEDBACK_CHARS",
@@ -122,6 +125,7 @@ __all__ = [
     "elapsed",
     "keep",
     "lock_table",
+    "may_land",
     "next_batch",
     "next_merge",
     "only_asking",
@@ -145,8 +149,9 @@ _norm = norm  # the lock's spelling of a file, as `loop.core.workflow` names it
 def startable(state: LoopState, tasks: Sequence[Task]) -> int:
     """How many workers a cycle would start now (before the engine admits them)."""
     board = board_of(state)
-    reruns = sum(1 for w in board.workers if w.status == READY)
-    room = max(0, board.capacity - len(board.workers))
+    free = board.free()
+    reruns = min(free, sum(1 for w in board.workers if w.status == READY))
+    room = free - reruns
     locks = board.locks()
     count = 0
     for task in ready(as_held(tasks, board)):
@@ -168,12 +173,13 @@ def cycle(step: Step, tasks: Sequence[Task], now: datetime, admitted: int, wante
         return step
     tasks = as_held(tasks, board)
     locks = board.locks()
-    reruns = [w for w in board.workers if w.status == READY][:admitted]
+    free = board.free()
+    reruns = [w for w in board.workers if w.status == READY][: min(admitted, free)]
     for worker in reruns:  # a worker's next turn goes first: its task is under way
         board = board.put(replace(worker, status=RUNNING))
         step.start.append(replace(worker, status=RUNNING))
     admitted -= len(reruns)
-    room = max(0, min(admitted, board.capacity - len(board.workers)))
+    room = max(0, min(admitted, free - len(reruns)))
     deferred: list[Deferral] = []
     started: list[Worker] = []
     serial = board.serial
@@ -203,9 +209,15 @@ def cycle(step: Step, tasks: Sequence[Task], now: datetime, admitted: int, wante
     open_tasks = [t for t in tasks if t.status != COMPLETED]
     busy = [w for w in board.workers if w.status in (READY, RUNNING, AUDITING, QUEUED)]
     asking = any(w.status in (QUESTION, HELD) for w in board.workers)
-    # Nothing ready while a worker waits for a person is waiting, not spinning: a person is asked.
+    queued = {w.name for w in board.workers if w.status == QUEUED}
+    # Nothing ready while a worker waits for a person is waiting, not spinning: a person is asked;
+    # a task deferred on the files of a branch in the merge queue waits for the train to move.
     spinning = (
-        not started and not reruns and bool(open_tasks) and (bool(deferred) or (not busy and not asking))
+        not started
+        and not reruns
+        and bool(open_tasks)
+        and not any(d.worker in queued for d in deferred)
+        and (bool(deferred) or (not busy and not asking))
     )
     if started or reruns:
         board = replace(board, defer_streak=0)
@@ -613,6 +625,16 @@ def next_merge(state: LoopState) -> Worker | None:
         return None
     worker = board.worker(board.queue[0])
     return worker if worker is not None and worker.branch is not None else None
+
+
+def may_land(state: LoopState, names: Iterable[str]) -> bool:
+    """Whether branches the merge train found green may land now: the loop still merges
+    (running or paused) and each is still in the queue (a person may have stopped or skipped
+    its worker, or the loop, while the checks ran)."""
+    if state.status not in ("running", "paused"):
+        return False
+    board = board_of(state)
+    return all(name in board.queue for name in names)
 
 
 def next_batch(state: LoopState) -> list[Worker]:

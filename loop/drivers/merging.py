@@ -1,18 +1,26 @@
 """How a loop of workers keeps its tasks apart and brings them together: in a git repository
 each task works in its own worktree on its branch and approved branches merge into the loop's
-branch by the merge train (`loop.drivers.train`: batches verified once, bisected on red; or
+branch by the merge train (`loop.drivers.train`: batches verified once, split on red; or
 `rebase`, one at a time); outside git (or with
 `--isolation locks`) the workers share the tree and file locks keep them apart.
 
 Which branch merges next and when is `loop.core.scheduler`'s to say; what a merge's outcome
 means is `loop.core.workflow.merge_ended`'s. This part carries merges out and cleans up what a
 runner killed mid-merge left behind.
+
+The train runs beside the driver, in a thread of its own: a check of minutes would otherwise
+hold every worker's next turn. Only the driver's thread touches the state and the loop's
+branch: the train posts what it found (`_posted`), asks there before anything lands (`_land`,
+which refuses a branch the loop let go of meanwhile), and `merge_next` applies the posts.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
+from queue import Empty, SimpleQueue
 from typing import Any
 
 from loop.core import scheduler, workflow
@@ -21,7 +29,7 @@ from loop.core.model import LoopState
 from loop.core.scheduler import LOCKS, WORKTREE, Step, Worker
 from loop.drivers import resolve, train
 from loop.drivers.session import Session
-from loop.drivers.verification import Verification
+from loop.drivers.verification import Verification, validation_of
 from loop.repo import landing, worktrees
 
 Apply = Callable[[Callable[[LoopState], Step | None]], Step | None]
@@ -31,7 +39,9 @@ Apply = Callable[[Callable[[LoopState], Step | None]], Step | None]
 class Merges:
     """The loop's isolation (worktrees or locks), its branch, and its merge queue carried out."""
 
-    def __init__(self, session: Session, verification: Verification, strategy: str, apply: Apply) -> None:
+    def __init__(
+        self, session: Session, verification: Verification, strategy: str, apply: Apply, checks: int = 1
+    ) -> None:
         self.session = session
         self.verification = verification
         self.strategy = strategy
@@ -40,15 +50,24 @@ class Merges:
         self.isolation = LOCKS
         self.loop_branch: str | None = None
         self.loop_name = ""
-        self.verifications = 0
-        """The checks the train ran on merged trees in this run (a batch, its halves, a blame)."""
-        self.landings: list[int] = []
-        """How many tasks each move of the loop's branch landed, in this run."""
+        self.checks = max(1, checks)
+        """How many checks the train may run at once (its lanes: a red batch's parts, a blame)."""
+        self.lanes: train.Lanes | None = None
+        self._running = False
+        """A run of the train is under way (it posts `_train_ended` last)."""
+        self._blames: set[str] = set()
+        """Branches whose blame runs (worker names): out of the next batches until it is said."""
+        self._posted: SimpleQueue[Callable[[], None]] = SimpleQueue()
+        """What the train and the blames did, for the driver's thread to apply, in order."""
+        self._halt = threading.Event()
+        """The loop stops: no check starts any more, nothing more lands."""
+        self._iteration = 0
+        """The loop's iteration when the batch started, for the checks' journal lines."""
         self.before: str | None = None
         """The loop's branch before the batch landing now (what its backup refs point at)."""
         self.ready_scratch: Callable[[Path], None] | None = None
-        """Makes the train's scratch worktree ready for the checks, once (the project's copied
-        files and setup: `loop.drivers.worktree_setup.Ready.scratch`)."""
+        """Makes a scratch worktree of the train ready for the checks, once (the project's
+        copied files and setup: `loop.drivers.worktree_setup.Ready.scratch`)."""
 
     @property
     def root(self) -> Path:
@@ -117,34 +136,44 @@ class Merges:
         return step
 
     def tidy(self) -> None:
+        self.finish()
         if self.isolation == WORKTREE:
             worktrees.remove_scratch(self.root, self.loop_name)
             worktrees.tidy(self.root, self.loop_name)
 
-    def verify_tree(self, cwd: Path | None = None, counted: bool = True) -> str | None:
+    def verify_tree(self, cwd: Path | None = None) -> str | None:
         """The loop's verification commands on the tree as it is now (the workspace, or a
-        task's rebased worktree); their failures. `counted`: a failure is one in the run's
-        tally (the train counts a branch's failed landing once, not each step of a bisection)."""
+        task's rebased worktree); their failures (a check a signal ended is one)."""
         self.verification.validation = None
         if not self.verification:
             return None
         state = self.session.store.read()
-        return self.verification.run(state.iteration if state is not None else 0, cwd, counted)
+        return self.verification.run(state.iteration if state is not None else 0, cwd)
 
-    def merge_next(self) -> bool:
-        """Land the next batch of the queue (`loop.core.scheduler.next_batch`) by the merge
-        train (`loop.drivers.train`): merged and verified together in a scratch worktree, the
-        loop's branch fast-forwarded to what passed, the rest handed back (a conflict with its
-        hunks, a verification failure with its output and the task it fails beside). The rebase
-        strategy lands one branch at a time. One batch per call, so commands and ended workers
-        are seen between batches."""
+    def merge_next(self, settle: bool = False) -> bool:
+        """What the train did since the last call applied; then, when it is free, the next batch
+        of the queue (`loop.core.scheduler.next_batch`) started on it: merged and verified
+        together in a scratch worktree, the loop's branch fast-forwarded to what passed, the
+        rest handed back (a conflict with its hunks, a verification failure with its output and
+        the task it fails beside). The rebase strategy lands one branch at a time, here.
+        `settle`: return once that batch is done (with none left, once every blame is). True
+        when anything was applied or started."""
         if self.isolation != WORKTREE or self.loop_branch is None:
             return False
+        moved = self._apply_posted()
+        if self._running:
+            if not settle:
+                return moved
+            self._wait(lambda: not self._running)
+            moved = True
         state = self.session.store.read()
         batch = scheduler.next_batch(state) if state is not None else []
-        if not batch:
-            return False
-        now = self.session.now
+        batch = [w for w in batch if w.name not in self._blames]
+        if state is None or not batch:
+            if settle and self._blames:
+                self._wait(lambda: not self._blames)
+                return True
+            return moved
         try:
             if worktrees.current_branch(self.root) != self.loop_branch:
                 raise LoopdeckError(
@@ -157,32 +186,141 @@ class Merges:
             if self.strategy == "rebase":
                 self._rebase_one(batch[0])
                 return True
-            ran = train.Train(self.root, self.loop_name, self._verify_in, self._landed, ready=self._ready())
+        except LoopdeckError as exc:
+            self._problem(batch[0].name, str(exc))
+            return True
+        if self.lanes is None:
+            ready = self.ready_scratch if self.verification else None
+            self.lanes = train.Lanes(self.root, self.loop_name, self.checks, ready)
+        self._iteration = state.iteration
+        self._running = True
+        threading.Thread(target=self._run_train, args=(batch,), name="train", daemon=True).start()
+        if settle:
+            self._wait(lambda: not self._running)
+        return True
+
+    def finish(self, search: bool = True) -> None:
+        """Wait for the train and every blame under way, applying what they did. `search`
+        False (the loop stops): no check starts any more and nothing more lands."""
+        if not search:
+            self._halt.set()
+        self._wait(lambda: not self._running and not self._blames)
+
+    def _wait(self, done: Callable[[], bool]) -> None:
+        """Apply what the train posts, as it posts it, until `done`."""
+        while not done():
+            self._posted.get()()
+
+    def _apply_posted(self) -> bool:
+        """What the train posted so far, applied in order; True when there was any."""
+        moved = False
+        while True:
+            try:
+                step = self._posted.get_nowait()
+            except Empty:
+                return moved
+            step()
+            moved = True
+
+    def _run_train(self, batch: list[Worker]) -> None:
+        """The train's thread: one batch carried out; what it comes to posted, then its end."""
+        assert self.lanes is not None
+        post = self._posted.put
+        try:
+            ran = train.Train(self.root, self._verify_in, self._asked_to_land, self.lanes)
             outcomes = ran.run(batch)
+            post(lambda: self._ran(outcomes, ran.failed))
+        except train.Halted:  # the loop stops, or let a branch go: the queue keeps the rest
+            pass
         except LoopdeckError as exc:
             why = str(exc)
-            first = batch[0].name
-            self.apply(lambda s: workflow.merge_ended(s, first, sha=None, problem=why, now=now()))
-            return True
-        self.verifications += ran.verifications
-        self.session.tally.verify_failures += sum(o.failure is not None for o in outcomes)
+            post(lambda: self._problem(batch[0].name, why))
+        except BaseException as exc:  # a bug: raised on the driver's thread, not lost here
+            bug = exc
+            post(lambda: _raise(bug))
+        finally:
+            post(self._train_ended)
+
+    def _train_ended(self) -> None:
+        self._running = False
+
+    def _asked_to_land(self, tried: train.Tried) -> bool:
+        """The train's thread: may this green tree land? Answered by the driver's thread."""
+        answer: Future[bool] = Future()
+
+        def decide() -> None:
+            try:
+                answer.set_result(self._land(tried))
+            except LoopdeckError as exc:  # git refused: the train's thread says so
+                answer.set_exception(exc)
+
+        self._posted.put(decide)
+        return answer.result()
+
+    def _land(self, tried: train.Tried) -> bool:
+        """The driver's thread: a green tree lands when the loop says its branches still may
+        (`loop.core.scheduler.may_land`): the loop's branch fast-forwarded to it, its tasks merged."""
+        state = self.session.store.read()
+        names = [o.worker.name for o in tried.merged]
+        if state is None or self._halt.is_set() or not scheduler.may_land(state, names):
+            return False
+        worktrees.fast_forward(self.root, tried.tip)
+        self._landed(tried.merged)
+        return True
+
+    def _ran(self, outcomes: list[train.Outcome], failed: list[tuple[train.Outcome, str]]) -> None:
+        """The driver's thread: a run's conflicts handed back; each branch that failed by
+        itself blamed beside the next batches (or, as the loop stops, handed back as it is)."""
         for outcome in outcomes:
             if outcome.sha is None:
                 self._handed_back(outcome)
-        return True
+        for outcome, base in failed:
+            if self._halt.is_set():
+                self._blamed(outcome)
+            else:
+                self._blame(outcome, base)
 
-    def _ready(self) -> Callable[[Path], None] | None:
-        """The scratch worktree's preparation, when the train has checks to run there."""
-        return self.ready_scratch if self.verification else None
+    def _blame(self, failed: train.Outcome, base: str) -> None:
+        """A blame of its own thread for a branch that fails by itself (`train.blame`)."""
+        assert self.lanes is not None
+        lanes = self.lanes
+
+        def search() -> None:
+            found = failed
+            try:
+                found = train.blame(self.root, lanes, self._verify_in, failed, base)
+            except (LoopdeckError, train.Halted):
+                pass  # said without the task it fails beside
+            finally:
+                self._posted.put(lambda: self._blamed(found))
+
+        self._blames.add(failed.worker.name)
+        threading.Thread(target=search, name="blame", daemon=True).start()
+
+    def _blamed(self, outcome: train.Outcome) -> None:
+        self._blames.discard(outcome.worker.name)
+        self.session.tally.verify_failures += 1
+        self._handed_back(outcome)
+
+    def _problem(self, name: str, why: str) -> None:
+        now = self.session.now
+        self.apply(lambda s: workflow.merge_ended(s, name, sha=None, problem=why, now=now()))
 
     def _verify_in(self, where: Path) -> tuple[str | None, dict[str, Any] | None]:
-        failure = self.verify_tree(where, counted=False)  # a branch's failure is counted once
-        return failure, self.verification.validation
+        """The loop's checks in a lane, from the train's threads (a branch's failure is counted
+        once, when it is handed back)."""
+        if self._halt.is_set():
+            raise train.Halted
+        if not self.verification:
+            return None, None
+        verdict = self.verification.verdict(self._iteration, where)
+        if verdict.interrupted:
+            raise train.Halted
+        return verdict.failure, validation_of(verdict)
 
     def _landed(self, outcomes: list[train.Outcome]) -> None:
         """The loop's branch moved to a verified batch: each task in it is merged."""
         now = self.session.now
-        self.landings.append(len(outcomes))
         for outcome in outcomes:
             worker, sha, checked = outcome.worker, outcome.sha, outcome.validation
             assert sha is not None
@@ -265,3 +403,7 @@ class Merges:
         except LoopdeckError as exc:
             self.session.warn(str(exc))
             return False, [], ""
+
+
+def _raise(exc: BaseException) -> None:
+    raise exc

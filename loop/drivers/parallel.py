@@ -9,7 +9,7 @@ escalations, the ending), the state written by `loop.drivers.writer` before the 
 
 In a git repository each task works in its own worktree on its branch (`loop.repo.worktrees`);
 approved branches land on the loop's branch by the merge train (`loop.drivers.train`): a batch
-merged in a scratch worktree, the verification commands run once on it, a red batch bisected to
+merged in a scratch worktree, the verification commands run once on it, a red batch split down to
 the branches that break it; a conflict goes back to the task's worker with its hunks. Outside git (or
 with `--isolation locks`) the workers share the tree and file locks keep them apart.
 
@@ -20,11 +20,13 @@ escalation, SIGINT, SIGTERM, an exception), and each is also told to die with it
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
+from queue import Empty, SimpleQueue
 
 from loop import agents
 from loop.core import engine, scheduler, workflow
@@ -86,6 +88,8 @@ class Parallel:
     """Files copied and commands run once per new worktree, and the workers' ports."""
     batch: int = scheduler.BATCH
     """How many approved branches the merge train lands together at most (1: one at a time)."""
+    merge_checks: int = scheduler.CHECKS
+    """How many checks the merge train may run at once when it looks for what broke a batch."""
     pr: bool = False
     """Each task a pull request on the repository's host (`loop.drivers.pulls`): its checks and
     reviews go back to its worker until green and approved, then it is landed there."""
@@ -121,7 +125,9 @@ class ParallelRunner:
         self.verification = Verification(self.session, settings, self.turns, Children(), self.signals)
         self.commits = Commits(self.session)
         self.report = Report(self.session, self.claim)
-        self.merges = Merges(self.session, self.verification, parallel.strategy, self.apply)
+        self.merges = Merges(
+            self.session, self.verification, parallel.strategy, self.apply, parallel.merge_checks
+        )
         self.pulls = Pulls(self.session, self.merges, self.apply) if parallel.pr else None
         self.children = self.verification.children
         if parallel.pr:  # the host's token stays with the driver: no child sees it
@@ -131,6 +137,10 @@ class ParallelRunner:
         )
         self.merges.ready_scratch = self.ready.scratch  # the train's checks get what a worker's do
         self.pool = Pool()
+        self.preparing: set[str] = set()
+        """Workers whose new worktree is being made ready (`launch`), by name."""
+        self.prepared: SimpleQueue[tuple[str, worktrees.Worktree, str | None]] = SimpleQueue()
+        """Setups done: the worker, its worktree, and the problem when it failed."""
         self.goal = ""
         self.audit_check: Check | None = None
         self.tasks: dict[str, Task] = {}
@@ -204,15 +214,56 @@ class ParallelRunner:
         return self.tasks.get(worker.task) or Task(worker.task, worker.task, target_files=worker.files)
 
     def launch(self, worker: Worker) -> None:
+        """The worker's turn started, in its worktree; a new worktree is made ready first (files
+        copied, setup run: `Ready.prepare`) in a thread of its own, so a long setup holds back
+        no other worker: `start_prepared` starts the turn once it is done."""
         try:
             wt = self.merges.worktree(worker)
-            if wt is not None:  # made ready once: files copied, setup run
-                self.ready.prepare(worker.name, worker.task, wt.path, self.worker_env(worker))
         except LoopdeckError as exc:
             self.pool.failed.append(
                 Ended(worker.name, "worker", None, 0.0, str(exc).encode(), error=str(exc))
             )
             return
+        if wt is not None and self.ready.needed(wt.path):
+            env = self.worker_env(worker)
+            self.preparing.add(worker.name)
+            threading.Thread(target=self.prepare, args=(worker, wt, env), name="setup", daemon=True).start()
+            return
+        self.start_turn(worker, wt)
+
+    def prepare(self, worker: Worker, wt: worktrees.Worktree, env: dict[str, str]) -> None:
+        """A setup's own thread: the worktree made ready, then said to the driver's thread."""
+        problem: str | None = None
+        try:
+            self.ready.prepare(worker.name, worker.task, wt.path, env)
+        except LoopdeckError as exc:
+            problem = str(exc)
+        except BaseException as exc:  # said as the turn's failure to start, not lost in a thread
+            problem = f"the worktree's setup failed: {exc}"
+        finally:
+            self.prepared.put((worker.name, wt, problem))
+
+    def start_prepared(self) -> bool:
+        """The turns of workers whose worktree is ready now started (a worker stopped meanwhile
+        is not); a setup that failed is that turn's failure to start. True when any was."""
+        moved = False
+        while True:
+            try:
+                name, wt, problem = self.prepared.get_nowait()
+            except Empty:
+                return moved
+            moved = True
+            self.preparing.discard(name)
+            state = self.session.store.read()
+            worker = scheduler.board_of(state).worker(name) if state is not None else None
+            if worker is None or worker.status != scheduler.RUNNING:
+                continue
+            if problem is not None:
+                self.pool.failed.append(Ended(name, "worker", None, 0.0, problem.encode(), error=problem))
+                continue
+            self.start_turn(worker, wt)
+
+    def start_turn(self, worker: Worker, wt: worktrees.Worktree | None) -> None:
         cwd = self.ws.root if wt is None else wt.path
         if wt is not None:
             self.into_worktree(worker, wt)
@@ -244,9 +295,9 @@ class ParallelRunner:
 
     def worker_env(self, worker: Worker) -> dict[str, str]:
         """`worker_env`, with the worker's slot 1..N and its port base (`LOOPDECK_WORKER`,
-        `LOOPDECK_PORT_BASE`): held while the worker is on the board."""
+        `LOOPDECK_PORT_BASE`): held while the worker holds a slot (`Board.active`)."""
         state = self.session.store.read()
-        live = [w.name for w in scheduler.board_of(state).workers] if state is not None else []
+        live = [w.name for w in scheduler.board_of(state).active()] if state is not None else []
         return {**worker_env(worker), **self.ready.env(worker.name, live)}
 
     def into_worktree(self, worker: Worker, wt: worktrees.Worktree) -> None:
@@ -349,6 +400,8 @@ class ParallelRunner:
             for one in self.pool.poll(self.options.iteration_timeout):
                 changed = True
                 self.on_ended(one)
+            if self.start_prepared():
+                changed = True
             if self.pulls is not None and self.pulls.poll():
                 changed = True
             if self.merges.merge_next():
@@ -360,7 +413,7 @@ class ParallelRunner:
             now_stamp = graph.stamp(self.parallel.graph)
             if now_stamp != stamp:
                 stamp, changed = now_stamp, True
-            idle = not self.pool.running() and time.monotonic() - last_cycle >= self.parallel.idle_cycle_s
+            idle = not self.busy() and time.monotonic() - last_cycle >= self.parallel.idle_cycle_s
             if scheduler.cycle_due(state, changed, idle):
                 last_cycle = time.monotonic()
                 finished = self.cycle(state)
@@ -369,6 +422,10 @@ class ParallelRunner:
                 stamp = graph.stamp(self.parallel.graph)
                 continue
             time.sleep(self.options.poll)
+
+    def busy(self) -> bool:
+        """A worker's turn, audit or worktree setup is under way."""
+        return bool(self.pool.running() or self.preparing)
 
     def ended_now(self, state: LoopState) -> int | None:
         """The run's exit status when the loop was stopped, or a run nobody watches ends."""
@@ -390,7 +447,7 @@ class ParallelRunner:
         if step is not None and step.effects.archive is not None:
             self.merges.tidy()
             return self.report.finish("completed", str(step.effects.archive.get("reason")), archived=True)
-        asking = scheduler.only_asking(step, bool(self.pool.running())) if step is not None else None
+        asking = scheduler.only_asking(step, self.busy()) if step is not None else None
         ending = engine.run_ends(self.policy, state, asking=asking) if asking is not None else None
         if ending is None:
             return None
@@ -409,11 +466,15 @@ class ParallelRunner:
                 break
             for one in ended:
                 self.on_ended(one)
-        state = self.session.store.read() if merge else None
+        if not merge:
+            self.merges.finish(search=False)  # nothing more lands, no check starts
+            return
+        state = self.session.store.read()
         queued = len(scheduler.board_of(state).queue) if state is not None else 0
-        for _ in range(queued):  # each branch tried once: a merge that fails is not retried here
-            if not self.merges.merge_next():
+        for _ in range(queued + 1):  # each batch once: a branch that fails goes back, not retried
+            if not self.merges.merge_next(settle=True):
                 break
+        self.merges.finish()
 
     def apply_cycle(self) -> Step | None:
         """One scheduling pass on the graph as it is now (`loop.core.workflow.cycle`)."""
@@ -437,6 +498,7 @@ class ParallelRunner:
             loop_branch=self.merges.loop_branch,
             strategy=self.parallel.strategy,
             batch=self.parallel.batch,
+            checks=self.parallel.merge_checks,
             pr=self.parallel.pr,
             deferred=(),
         )

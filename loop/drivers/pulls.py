@@ -2,8 +2,10 @@
 
 An approved turn's branch is pushed and its pull request opened (or its commits added to the
 one already open); the host's checks and reviews are read until they say something
-(`loop.core.pulls.judge` decides what): a failing check or a change request goes back to a
-turn of the same task, told what failed or what was asked; green and approved, the branch
+(`loop.core.pulls.judge` decides what, `answer` what to do): a failing check or a change
+request goes back to a turn of the same task, told what failed or what was asked; a conflict
+with the base goes back to it with the files, hunks and both sides' intent, as the train's
+conflicts do (the base merged into its worktree); green and approved, the branch
 merged onto the host's base is verified here by the loop's checks first (the loop's branch
 never holds a red merge), then landed with `gh pr merge --merge`, and the loop's branch moves
 to the host's merge commit.
@@ -32,6 +34,7 @@ from loop.core.errors import LoopdeckError
 from loop.core.model import LoopState
 from loop.core.redact import redact
 from loop.core.scheduler import Step, Task, Worker
+from loop.drivers import resolve
 from loop.drivers.merging import Merges
 from loop.drivers.session import Session
 from loop.repo import landing, worktrees
@@ -252,27 +255,26 @@ class Pulls:
             except (LoopdeckError, ValueError) as exc:
                 self.session.warn(f"task {pr.task}: its pull request could not be read: {exc}")
                 continue
-            if verdict.kind == pulls.WAIT:
+            todo = pulls.answer(verdict, name, pr.task, pr.url)
+            if todo is None:
                 continue
             moved = True
             del self.open[name]
-            self.act(name, pr, verdict)
+            self.act(name, pr, todo)
         return moved
 
-    def act(self, name: str, pr: Open, verdict: pulls.Verdict) -> None:
+    def act(self, name: str, pr: Open, todo: pulls.Answer) -> None:
+        """Carry out what `loop.core.pulls.answer` decided."""
         now = self.session.now
-        if verdict.kind == pulls.REWORK:
-            self.journal("pr-rework", {"worker": name, "task": pr.task, "url": pr.url, **verdict.facts})
-            self.apply(lambda s: workflow.audited(s, name, False, verdict.feedback, now()))
+        if todo.event is not None:
+            self.journal(*todo.event)
+        problem = todo.problem
+        if problem is not None:
+            self.apply(lambda s: workflow.merge_ended(s, name, sha=None, problem=problem, now=now()))
             return
-        if verdict.kind == pulls.PERSON:
-            reason = f"task {pr.task}: {verdict.feedback}"
-            self.apply(lambda s: workflow.merge_ended(s, name, sha=None, problem=reason, now=now()))
-            return
-        self.apply(lambda s: workflow.audited(s, name, True, "", now()))  # into the queue, landed here
-        self.land(
-            name, pr, merged_already=verdict.kind == pulls.MERGED, conflict=verdict.kind == pulls.CONFLICT
-        )
+        self.apply(lambda s: workflow.audited(s, name, todo.approved, todo.feedback, now()))
+        if todo.approved:  # into the queue, landed here
+            self.land(name, pr, merged_already=todo.merged_already, conflict=todo.conflict)
 
     # --- landing ---------------------------------------------------------------------------------
 
@@ -298,11 +300,16 @@ class Pulls:
                     "rev-parse", "--verify", "--end-of-options", f"refs/heads/{pr.branch}^{{commit}}"
                 )
                 outcome = worktrees.merge(self.root, pr.branch, f"loopdeck: verify task {pr.task} ({pr.url})")
-                if not outcome.merged:
+                if not outcome.merged:  # back to the worker, told both sides' intent as the train's
                     conflicts, hunks = outcome.conflicts, outcome.hunks
+                    intent = (
+                        resolve.intent(self.root, self.session, worker, base, conflicts)
+                        if worker is not None
+                        else ("", [])
+                    )
                     self.apply(
                         lambda s: workflow.merge_ended(
-                            s, name, sha=None, conflicts=conflicts, hunks=hunks, now=now()
+                            s, name, sha=None, conflicts=conflicts, hunks=hunks, intent=intent, now=now()
                         )
                     )
                     return

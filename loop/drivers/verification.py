@@ -17,6 +17,10 @@ from loop.drivers.turn import Turns
 
 if TYPE_CHECKING:
     from loop.verify import Check
+    from loop.verify.suite import Verdict
+
+
+INTERRUPTED = "the checks were interrupted before they finished (the runner was stopped)"
 
 
 class Verification:
@@ -57,14 +61,28 @@ class Verification:
 
     def run(self, n: int, cwd: Path | None = None, counted: bool = True) -> str | None:
         """The verification commands, in the workspace (or `cwd`: a task's worktree); the
-        failures' output, or None when every one passed (or a signal ended them)."""
+        failures' output, or None when every one passed. A signal that ended them is a failure
+        (`INTERRUPTED`, not counted): nothing lands or completes on checks that did not finish."""
         self.validation = None
         if not self.checks:
             return None
+        verdict = self.verdict(n, cwd)
+        if verdict.interrupted:
+            return INTERRUPTED
+        self.validation = validation_of(verdict)
+        if verdict.failure is None:
+            return None
+        if counted:  # a failure along the way (not the starting point before any turn)
+            self.session.tally.verify_failures += 1
+        return verdict.failure
+
+    def verdict(self, n: int, cwd: Path | None = None) -> Verdict:
+        """The verification commands' verdict in `cwd` (default the workspace), as data: what
+        the merge train runs in its lanes, several at once."""
         from loop.verify.suite import run_all  # loaded with the checks (`admit`)
 
         session = self.session
-        verdict = run_all(
+        return run_all(
             self.checks,
             cwd or session.ws.root,
             timeout=session.options.verify_timeout,
@@ -75,13 +93,6 @@ class Verification:
             env=self.children.env(),
             sandbox=self.turns.sandbox_for(cwd, beside=True),
         )
-        if not verdict.interrupted:
-            self.validation = validation_of(verdict)
-        if verdict.failure is None:
-            return None
-        if counted:  # a failure along the way (not the starting point before any turn)
-            session.tally.verify_failures += 1
-        return verdict.failure
 
 
 def validation_of(verdict: Any, git_clean: bool | None = None) -> dict[str, Any]:

@@ -335,6 +335,10 @@ class Ready:
     def env(self, name: str, live: Iterable[str]) -> dict[str, str]:
         return {**env_for(self.setup, self.slots.of(name, live)), "LOOPDECK_WORKER_NAME": name}
 
+    def needed(self, worktree: Path) -> bool:
+        """Whether `worktree` has files to copy or setup to run before its first turn."""
+        return bool(self.setup.copy or self.setup.setup) and not is_ready(self.setup, worktree)
+
     def prepare(self, name: str, task: str, worktree: Path, env: Mapping[str, str]) -> None:
         session = self.session
 

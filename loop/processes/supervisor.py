@@ -38,6 +38,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping
 
 from loop.processes import sweep
@@ -51,6 +52,7 @@ class Supervisor:
         self.run_id = sweep.new_run_id()
         """This run's marker: its children's environments carry `<run_id>.<n>`."""
         self.serial = 0
+        self._tagging = threading.Lock()
         self.open: set[str] = set()
         """Markers given to children not released yet."""
         self.before: set[int] = set()
@@ -73,11 +75,12 @@ class Supervisor:
     def tag(self, env: Mapping[str, str] | None = None) -> tuple[dict[str, str], str]:
         """The environment for the next child (`env`, default this process's, with a marker
         of its own), and that marker."""
-        if not self.open:
-            self.before = sweep.children(os.getpid())
-        self.serial += 1
-        token = f"{self.run_id}.{self.serial}"
-        self.open.add(token)
+        with self._tagging:  # the merge train's checks start from several threads
+            if not self.open:
+                self.before = sweep.children(os.getpid())
+            self.serial += 1
+            token = f"{self.run_id}.{self.serial}"
+            self.open.add(token)
         return sweep.marked_env(os.environ if env is None else env, token), token
 
     def env(self, env: Mapping[str, str] | None = None) -> dict[str, str]:

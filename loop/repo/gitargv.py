@@ -34,8 +34,12 @@ SAFE_CONFIG = (
     *("-c", "tag.gpgSign=false"),
     *("-c", "merge.verifySignatures=false"),
     *("-c", "log.showSignature=false"),
+    *("-c", "gc.auto=0"),
+    *("-c", "maintenance.auto=false"),
 )
-"""Configuration given on the command line wins over the repository's: these name no program."""
+"""Configuration given on the command line wins over the repository's: these name no program,
+and start no housekeeping in the background (the merge train's gits run beside the workers'; a
+`gc --auto` packing refs under them makes their ref updates fail)."""
 
 NO_DIFF_PROGRAMS = ("--no-ext-diff", "--no-textconv")
 """For `git diff`, `log -p` and `show`: no `diff.external`, no textconv program."""

@@ -389,11 +389,17 @@ TRAIN = ".train"
 """The merge train's scratch worktree, beside the tasks' (a task id never starts with a dot)."""
 
 
-def scratch(root: Path, loop: str, at: str) -> Path:
+def scratch_path(root: Path, loop: str, lane: int = 1) -> Path:
+    """The merge train's scratch worktree for checks in `lane` (1, 2, ...: one per check it
+    may run at once)."""
+    return (root / FOLDER / safe_name(loop) / (TRAIN if lane == 1 else f"{TRAIN}-{lane}")).resolve()
+
+
+def scratch(root: Path, loop: str, at: str, lane: int = 1) -> Path:
     """The merge train's scratch worktree, detached at `at`, clean (what the project ignores,
     installed dependencies say, is kept): batches are merged and verified there, never on the
     loop's branch (which moves only by a fast-forward)."""
-    path = (root / FOLDER / safe_name(loop) / TRAIN).resolve()
+    path = scratch_path(root, loop, lane)
     exclude(root)
     if path in _listed(root) and (path / ".git").exists():
         _git(path, "merge", "--abort", check=False)
@@ -494,7 +500,10 @@ def _git_bytes(
 
 
 def remove_scratch(root: Path, loop: str) -> None:
-    path = (root / FOLDER / safe_name(loop) / TRAIN).resolve()
-    if path.exists() or path in _listed(root):
+    """Every lane's scratch worktree of the loop's train."""
+    first = scratch_path(root, loop)
+    listed = _listed(root)
+    lanes = [p for p in listed if p.parent == first.parent and p.name.startswith(TRAIN)]
+    for path in {*lanes, *([first] if first.exists() else [])}:
         _git(root, "worktree", "remove", "--force", str(path), check=False)
-        _git(root, "worktree", "prune", check=False)
+    _git(root, "worktree", "prune", check=False)

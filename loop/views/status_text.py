@@ -227,7 +227,8 @@ def _waiting(waiting: dict[str, Any]) -> str:
 def status_rows(section: dict[str, Any]) -> list[tuple[str, str]]:
     """`loopdeck status` lines for a loop with parallel workers."""
     workers = [w for w in section.get("workers") or [] if isinstance(w, dict)]
-    busy = f"{len(workers)}/{section.get('capacity', '?')} busy"
+    active = [w for w in workers if w.get("status") not in ("queued", "ready")]
+    busy = f"{len(active)}/{section.get('capacity', '?')} busy"
     rows = [("workers", f"{busy}, defer streak {section.get('defer_streak', 0)}")]
     if section.get("isolation") == "worktree":
         rows.append(("  branches", f"one per task, merged into {section.get('loop_branch') or '?'}"))

@@ -15,6 +15,11 @@ the host decides is scripted per test:
 - `review(pr, head_index) -> (state, body) | None`: the reviewer's word on the n-th head
   (0-based) that passed its checks: `("CHANGES_REQUESTED", "…")`, `("APPROVED", "")`.
 
+`mergeable` is CONFLICTING while the head does not merge into its base (`git merge-tree`), and
+merging is then refused, as GitHub does. (GitHub computes it in the background and may say
+UNKNOWN first; this host answers at once. The loop lands on UNKNOWN only after its own merge
+of the base, which finds the same conflict.) `push` moves a base as a person's push would.
+
 Only what gh 2.103 asks for is answered (the reference's field shapes): GraphQL by operation
 name, with every field gh may ask for (Go's decoder ignores the rest), a few REST paths. Every
 request is kept in `log`.
@@ -23,8 +28,10 @@ request is kept in `log`.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
+import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -134,6 +141,8 @@ class FakeGitHub:
         """(method, path, operation or body) of every request."""
         self.merge_inputs: list[dict[str, Any]] = []
         """The input of every merge asked for (`expectedHeadOid`: the head it must still be at)."""
+        self.conflicting: set[int] = set()
+        """The pull requests the host told gh were CONFLICTING with their base, at least once."""
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -219,6 +228,34 @@ class FakeGitHub:
         pull.state, pull.merge_commit = "MERGED", sha
         return sha
 
+    def push(self, branch: str, files: dict[str, str], message: str) -> str:
+        """A person's commit pushed straight to `branch` on the host (its base moving under the
+        pull requests open on it): `files` written over the branch's tree."""
+        with tempfile.TemporaryDirectory() as scratch:
+            env = {**os.environ, "GIT_INDEX_FILE": str(Path(scratch) / "index")}
+            env |= {"GIT_AUTHOR_NAME": "A Person", "GIT_AUTHOR_EMAIL": "person@github.localhost"}
+            env |= {"GIT_COMMITTER_NAME": "A Person", "GIT_COMMITTER_EMAIL": "person@github.localhost"}
+
+            def run(*args: str, given: str | None = None) -> str:
+                return subprocess.run(
+                    ["git", *args],
+                    cwd=self.bare,
+                    env=env,
+                    input=given,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout.strip()
+
+            old = run("rev-parse", f"refs/heads/{branch}")
+            run("read-tree", old)
+            for name, text in files.items():
+                blob = run("hash-object", "-w", "--stdin", given=text)
+                run("update-index", "--add", "--cacheinfo", f"100644,{blob},{name}")
+            sha = run("commit-tree", run("write-tree"), "-p", old, "-m", message)
+            run("update-ref", f"refs/heads/{branch}", sha, old)
+        return sha
+
     # --- what the host says ----------------------------------------------------------------
 
     def checks(self, pull: Pull) -> tuple[str, str]:
@@ -284,6 +321,8 @@ class FakeGitHub:
         decision = self.decision(pull)
         blocked = state != "SUCCESS" or decision != "APPROVED"
         mergeable = self.mergeable(pull)
+        if mergeable == "CONFLICTING":
+            self.conflicting.add(pull.number)
         rollup = {
             "__typename": "StatusContext",
             "context": CHECK,

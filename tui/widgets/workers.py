@@ -29,6 +29,9 @@ from tui import actions
 from tui.widgets.clocks import Clocks
 from tui.widgets.common import clip, clock_of, duration, set_border
 
+IDLE = ("queued", "ready")
+"""Workers that hold no slot: their branch waits for the merge train, or their turn to be admitted."""
+
 
 @dataclass(frozen=True)
 class WorkersView:
@@ -81,7 +84,8 @@ def workers_view(snapshot: Snapshot, now: datetime) -> WorkersView | None:
         later.insert(0, f"branches {pattern} → {into}")
     text = "\n".join([*first, *deferred[:4], *later])
     streak = section.get("defer_streak", 0)
-    subtitle = f"{len(rows)}/{section.get('capacity', '?')} busy · defer streak {streak}"
+    active = [w for w in section.get("workers") or [] if isinstance(w, dict) and w.get("status") not in IDLE]
+    subtitle = f"{len(active)}/{section.get('capacity', '?')} busy · defer streak {streak}"
     return WorkersView(tuple(names), tuple(rows), text, subtitle)
 
 

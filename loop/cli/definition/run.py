@@ -125,6 +125,13 @@ def _worker_options(run: argparse.ArgumentParser) -> None:
         "(default 8; 1 verifies each on its own)",
     )
     run.add_argument(
+        "--merge-checks",
+        type=int,
+        metavar="N",
+        help="with worktrees: when a batch fails, how many of the checks that find the branch "
+        "that broke it run at once (default 2; each in a scratch worktree of its own)",
+    )
+    run.add_argument(
         "--pr",
         action="store_true",
         help="with worktrees: each task becomes a pull request on the repository's host (gh); "
