@@ -60,39 +60,22 @@ def git(root: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
 
 
+def committed(root: Path, text: str, message: str) -> None:
+    """`a.txt` written and committed on the branch checked out."""
+    (root / "a.txt").write_text(text)
+    git(root, "add", "a.txt")
+    git(root, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-q", "-m", message)
+
+
 def test_a_second_conflict_on_the_same_task_asks_a_person_naming_the_files(tmp_path: Path) -> None:
     root = tmp_path / "r"
     root.mkdir()
     git(root, "init", "-q", "-b", "main")
     git(root, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-q", "--allow-empty", "-m", "base")
     git(root, "checkout", "-q", "-b", "loopdeck/L/2")
-    (root / "a.txt").write_text("ours\n")
-    git(root, "add", "a.txt")
-    git(
-        root,
-        "-c",
-        "user.name=t",
-        "-c",
-        "user.email=t@x",
-        "commit",
-        "-q",
-        "-m",
-        "loopdeck: task 2 (worker-2, turn 1)",
-    )
+    committed(root, "ours\n", "loopdeck: task 2 (worker-2, turn 1)")
     git(root, "checkout", "-q", "main")
-    (root / "a.txt").write_text("theirs\n")
-    git(root, "add", "a.txt")
-    git(
-        root,
-        "-c",
-        "user.name=t",
-        "-c",
-        "user.email=t@x",
-        "commit",
-        "-q",
-        "-m",
-        "loopdeck: task 1 (worker-1, turn 1)",
-    )
+    committed(root, "theirs\n", "loopdeck: task 1 (worker-1, turn 1)")
     clash = worktrees.merge(root, "loopdeck/L/2", "loopdeck: merge task 2")
     assert not clash.merged and clash.conflicts == ("a.txt",)
     theirs = landing.sides(root, "loopdeck/L/2", "main", clash.conflicts)

@@ -207,6 +207,10 @@ def test_a_batch_of_one_is_one_at_a_time() -> None:
     assert [w.task for w in scheduler.next_batch(state)] == ["1", "2", "3"]
     one = board_state(*workers, batch=1)
     assert [w.task for w in scheduler.next_batch(one)] == ["1"]
+    # a branch still being looked into stays queued but out of the batches; the next takes its place
+    assert [w.task for w in scheduler.next_batch(one, held={"worker-1"})] == ["2"]
+    two = board_state(*workers, batch=2)
+    assert [w.task for w in scheduler.next_batch(two, held={"worker-2"})] == ["1", "3"]
 
 
 def test_run_with_workers_names_the_task_a_branch_collides_with_then_asks_a_person(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ a completion or a worker's output resets it; at `DEFER_LIMIT` the loop needs a p
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -637,17 +637,17 @@ def may_land(state: LoopState, names: Iterable[str]) -> bool:
     return all(name in board.queue for name in names)
 
 
-def next_batch(state: LoopState) -> list[Worker]:
+def next_batch(state: LoopState, held: Collection[str] = ()) -> list[Worker]:
     """The workers whose branches the merge train lands next, together: the queue's first
     `Board.batch` (one at a time with a batch of 1, or with the rebase strategy), while the
-    loop runs or is paused; empty when nothing may merge now."""
-    first = next_merge(state)
-    if first is None:
+    loop runs or is paused; empty when nothing may merge now. `held`: branches the driver is
+    still looking into (what a failing one collides with), in the queue but out of batches."""
+    if next_merge(state) is None:
         return []
     board = board_of(state)
     size = 1 if board.strategy == "rebase" else max(1, board.batch)
-    found = [board.worker(name) for name in board.queue[:size]]
-    return [w for w in found if w is not None and w.branch is not None]
+    found = [board.worker(name) for name in board.queue if name not in held]
+    return [w for w in found if w is not None and w.branch is not None][:size]
 
 
 def audit_for(board: Board) -> str | None:

@@ -167,8 +167,7 @@ class Merges:
             self._wait(lambda: not self._running)
             moved = True
         state = self.session.store.read()
-        batch = scheduler.next_batch(state) if state is not None else []
-        batch = [w for w in batch if w.name not in self._blames]
+        batch = scheduler.next_batch(state, held=self._blames) if state is not None else []
         if state is None or not batch:
             if settle and self._blames:
                 self._wait(lambda: not self._blames)

@@ -38,7 +38,6 @@ from loop.drivers import resolve
 from loop.drivers.merging import Merges
 from loop.drivers.session import Session
 from loop.repo import landing, worktrees
-from loop.repo.gitargv import git_argv
 
 __all__ = ["GH_TIMEOUT_S", "SECRETS", "Pulls", "decoded"]
 
@@ -111,20 +110,7 @@ class Pulls:
         return decoded(self.gh(*args, ok=ok).stdout, args, default)
 
     def git(self, *args: str) -> str:
-        try:
-            done = subprocess.run(
-                git_argv(*args),
-                cwd=self.root,
-                capture_output=True,
-                text=True,
-                timeout=GH_TIMEOUT_S,
-                stdin=subprocess.DEVNULL,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise LoopdeckError(f"git {args[0]}: {exc}") from None
-        if done.returncode != 0:
-            raise LoopdeckError(f"git {args[0]} in {self.root}: {redact(done.stderr.strip())[-300:]}")
-        return done.stdout.strip()
+        return worktrees.run_git(self.root, *args, timeout=GH_TIMEOUT_S).stdout.strip()
 
     # --- before the loop ---------------------------------------------------------------------
 

@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 import stat
-import subprocess
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +35,7 @@ from loop.drivers.children import Children, Signals
 from loop.drivers.session import Session
 from loop.drivers.turn import Turns
 from loop.processes.sandbox import Spec, Status
-from loop.repo.gitargv import git_argv
+from loop.repo.worktrees import run_git
 from loop.verify import Check, CommandRefused, check, run
 
 KEYS = ("worktree_copy", "worktree_setup", "port_base", "ports_per_worker")
@@ -154,18 +153,9 @@ def path_problem(root: Path, relative: str) -> str | None:
     return None
 
 
-def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(
-            git_argv(*args), cwd=root, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise LoopdeckError(f"git {args[0]} in {root}: {exc}") from None
-
-
 def _tracked(root: Path, paths: Iterable[str]) -> str | None:
     for path in paths:
-        if _git(root, "ls-files", "--error-unmatch", "--", path).returncode == 0:
+        if run_git(root, "ls-files", "--error-unmatch", "--", path, check=False).returncode == 0:
             return path
     return None
 
@@ -174,10 +164,10 @@ def _exclude(root: Path, paths: Iterable[str]) -> None:
     """Keep the copied files off every task's branch: each one the project does not ignore
     already goes into the repository's local exclude file (shared by its worktrees; nothing the
     project commits changes)."""
-    wanted = [p for p in paths if _git(root, "check-ignore", "-q", "--", p).returncode != 0]
+    wanted = [p for p in paths if run_git(root, "check-ignore", "-q", "--", p, check=False).returncode != 0]
     if not wanted:
         return
-    common = _git(root, "rev-parse", "--git-common-dir").stdout.strip()
+    common = run_git(root, "rev-parse", "--git-common-dir", check=False).stdout.strip()
     if not common:
         raise LoopdeckError(f"{root}: git's folder could not be found")
     info = (root / common).resolve() / "info" / "exclude"
@@ -197,7 +187,7 @@ def _exclude(root: Path, paths: Iterable[str]) -> None:
 
 
 def _mark_path(worktree: Path) -> Path:
-    done = _git(worktree, "rev-parse", "--absolute-git-dir")
+    done = run_git(worktree, "rev-parse", "--absolute-git-dir", check=False)
     if done.returncode != 0 or not done.stdout.strip():
         raise SetupFailed(f"{worktree}: not a git worktree")
     return Path(done.stdout.strip()) / MARK

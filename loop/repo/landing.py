@@ -18,13 +18,11 @@ Argv only, through `loop.repo.gitargv`; refs names come from `safe_name`.
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from loop.core.errors import LoopdeckError
-from loop.repo.gitargv import git_argv
-from loop.repo.worktrees import GIT_TIMEOUT_S, safe_name
+from loop.repo.worktrees import run_git, safe_name
 
 BACKUPS = "refs/loopdeck/backup"
 TASK_COMMIT = re.compile(r"^loopdeck: (?:merge )?task (\S+) \(")
@@ -34,24 +32,6 @@ SIDES_KEPT = 5
 
 class LandingError(LoopdeckError):
     pass
-
-
-def _git(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    try:
-        done = subprocess.run(
-            git_argv(*args),
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise LandingError(f"git {args[0]} in {root}: {exc}") from None
-    if check and done.returncode != 0:
-        said = (done.stderr or done.stdout).strip().splitlines()
-        raise LandingError(f"git {args[0]} in {root}: {said[-1][-300:] if said else 'failed'}")
-    return done
 
 
 # --- the backup before a landing -------------------------------------------------------------
@@ -69,7 +49,7 @@ class Backup:
 
 def backups(root: Path, task: str | None = None) -> list[Backup]:
     """The backup refs (of one task), oldest first: by loop (its start), then landing."""
-    out = _git(root, "for-each-ref", "--format=%(objectname) %(refname)", BACKUPS, check=False).stdout
+    out = run_git(root, "for-each-ref", "--format=%(objectname) %(refname)", BACKUPS, check=False).stdout
     found = []
     for line in out.splitlines():
         sha, _, ref = line.partition(" ")
@@ -92,8 +72,8 @@ def backup(root: Path, loop: str, task: str, branch: str) -> str:
     """Point a new ref at `branch` as it is now, before `task` lands on it; its name."""
     n = 1 + max((b.n for b in backups(root, task) if b.loop == safe_name(loop)), default=0)
     ref = f"{BACKUPS}/{safe_name(loop)}/{safe_name(task)}-{n}"
-    sha = _git(root, "rev-parse", "--verify", "--end-of-options", f"refs/heads/{branch}^{{commit}}").stdout
-    _git(root, "update-ref", ref, sha.strip(), "")  # "": only if no such ref exists yet
+    sha = run_git(root, "rev-parse", "--verify", "--end-of-options", f"refs/heads/{branch}^{{commit}}").stdout
+    run_git(root, "update-ref", ref, sha.strip(), "")  # "": only if no such ref exists yet
     return ref
 
 
@@ -101,23 +81,23 @@ def backup(root: Path, loop: str, task: str, branch: str) -> str:
 
 
 def _commit(root: Path, ref: str) -> str | None:
-    done = _git(
+    done = run_git(
         root, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}", check=False
     )
     return done.stdout.strip() or None
 
 
 def contains(root: Path, ancestor: str, ref: str = "HEAD") -> bool:
-    return _git(root, "merge-base", "--is-ancestor", ancestor, ref, check=False).returncode == 0
+    return run_git(root, "merge-base", "--is-ancestor", ancestor, ref, check=False).returncode == 0
 
 
 def landed_commits(root: Path, before: str, after: str) -> tuple[list[str], bool]:
     """What a landing brought: ([the merge commit], True) when `after` is a merge (reverted
     against its first parent), else (its commits, newest first, False)."""
-    parents = _git(root, "rev-list", "--parents", "-n", "1", after).stdout.split()[1:]
+    parents = run_git(root, "rev-list", "--parents", "-n", "1", after).stdout.split()[1:]
     if len(parents) > 1:
         return [after], True
-    shas = _git(root, "rev-list", "--no-merges", f"{before}..{after}").stdout.split()
+    shas = run_git(root, "rev-list", "--no-merges", f"{before}..{after}").stdout.split()
     return shas, False
 
 
@@ -125,25 +105,24 @@ def revert(root: Path, before: str, after: str, message: str) -> str:
     """Take back what landed between `before` and `after` with one revert commit on the branch
     checked out at `root`; its sha. A revert that conflicts with later work is undone and
     refused, naming the files."""
-    if _git(root, "status", "--porcelain", "--untracked-files=no").stdout.strip():
+    if run_git(root, "status", "--porcelain", "--untracked-files=no").stdout.strip():
         raise LandingError(f"{root} has uncommitted changes: commit or put them aside, then undo")
     shas, merge = landed_commits(root, before, after)
     if not shas:
         raise LandingError(f"nothing landed between {before[:8]} and {after[:8]}")
     argv = ["revert", "--no-commit", *(["-m", "1"] if merge else []), *shas]
-    done = _git(root, *argv, check=False)
+    done = run_git(root, *argv, check=False)
     if done.returncode != 0:
-        files = _git(root, "diff", "--name-only", "--diff-filter=U", check=False).stdout.split()
-        _git(root, "revert", "--abort", check=False)
+        files = run_git(root, "diff", "--name-only", "--diff-filter=U", check=False).stdout.split()
+        run_git(root, "revert", "--abort", check=False)
         where = f" in {', '.join(files)}" if files else ""
         raise LandingError(f"the revert conflicts with later work{where}: nothing was changed")
-    name = (
-        [] if _git(root, "config", "user.name", check=False).stdout.strip() else ["-c", "user.name=loopdeck"]
-    )
-    mail = _git(root, "config", "user.email", check=False).stdout.strip()
+    named = run_git(root, "config", "user.name", check=False).stdout.strip()
+    name = [] if named else ["-c", "user.name=loopdeck"]
+    mail = run_git(root, "config", "user.email", check=False).stdout.strip()
     ident = name + ([] if mail else ["-c", "user.email=loopdeck@localhost"])
-    _git(root, *ident, "commit", "--quiet", "--no-verify", "--allow-empty", "-m", message)
-    return _git(root, "rev-parse", "HEAD").stdout.strip()
+    run_git(root, *ident, "commit", "--quiet", "--no-verify", "--allow-empty", "-m", message)
+    return run_git(root, "rev-parse", "HEAD").stdout.strip()
 
 
 # --- a conflict's other side -----------------------------------------------------------------
@@ -157,7 +136,7 @@ def sides(
     task) or ("", subject) for anyone else's; newest first, each once."""
     if not files:
         return []
-    out = _git(
+    out = run_git(
         root,
         "--literal-pathspecs",
         "log",

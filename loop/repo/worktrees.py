@@ -30,6 +30,7 @@ from git.exc import GitCommandError
 from git.exc import GitError as GitPythonError
 
 from loop.core.errors import LoopdeckError
+from loop.core.redact import redact
 from loop.repo.gitargv import NO_DIFF_PROGRAMS, git_argv
 from loop.repo.gitread import conflicts, open_repo
 from loop.repo.gitstate import GitError
@@ -48,16 +49,23 @@ class GitFailed(LoopdeckError):
     pass
 
 
-def _git(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    argv = git_argv(*args)
+def run_git(
+    root: Path, *args: str, check: bool = True, timeout: float = GIT_TIMEOUT_S
+) -> subprocess.CompletedProcess[str]:
+    """git (`git_argv`: no program of the repository runs) in `root`, as text. With `check`, a
+    failure is GitFailed: the command and what git said, redacted (a push may say a URL's
+    token), in one line. The one runner the landing, the train, pull requests and worktree
+    setup share."""
     try:
+        argv = git_argv(*args)
         done = subprocess.run(
-            argv, cwd=root, capture_output=True, text=True, timeout=GIT_TIMEOUT_S, stdin=subprocess.DEVNULL
+            argv, cwd=root, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
         )
     except (OSError, subprocess.TimeoutExpired, UnicodeDecodeError) as exc:  # output not UTF-8
         raise GitFailed(f"git {args[0]} in {root}: {exc}") from None
     if check and done.returncode != 0:
-        raise GitFailed(f"git {' '.join(args[:2])} in {root}: {(done.stderr or done.stdout).strip()[-500:]}")
+        said = redact((done.stderr or done.stdout).strip())[-500:]
+        raise GitFailed(f"git {' '.join(args[:2])} in {root}: {said}")
     return done
 
 
@@ -76,8 +84,8 @@ def _reading(root: Path) -> Iterator[Repo]:
 def _identity(root: Path) -> list[str]:
     """`-c user.name=… -c user.email=…` when the repository has no identity of its own (a fresh
     machine, a container): loopdeck's commits then say who made them instead of failing."""
-    name = _git(root, "config", "user.name", check=False).stdout.strip()
-    email = _git(root, "config", "user.email", check=False).stdout.strip()
+    name = run_git(root, "config", "user.name", check=False).stdout.strip()
+    email = run_git(root, "config", "user.email", check=False).stdout.strip()
     found: list[str] = []
     if not name:
         found += ["-c", "user.name=loopdeck"]
@@ -106,7 +114,7 @@ def current_branch(root: Path) -> str | None:
 
 
 def head(root: Path, ref: str = "HEAD") -> str:
-    return _git(root, "rev-parse", "--verify", f"{ref}^{{commit}}").stdout.strip()
+    return run_git(root, "rev-parse", "--verify", f"{ref}^{{commit}}").stdout.strip()
 
 
 def safe_name(text: str) -> str:
@@ -172,20 +180,20 @@ def ensure(root: Path, loop: str, task: str, base_ref: str) -> Worktree:
     branch = branch_for(loop, task)
     path = (root / FOLDER / safe_name(loop) / safe_name(task)).resolve()
     exclude(root)
-    _git(root, "branch", branch, base_ref, check=False)  # refused when it exists: then go on from it
-    base = _git(root, "merge-base", branch, base_ref).stdout.strip()
+    run_git(root, "branch", branch, base_ref, check=False)  # refused when it exists: then go on from it
+    base = run_git(root, "merge-base", branch, base_ref).stdout.strip()
     listed = _listed(root)
     if listed.get(path) == branch and (path / ".git").exists():
         return Worktree(path, branch, base)
     if path in listed:  # registered but broken (its folder deleted), or on another branch
-        _git(root, "worktree", "remove", "--force", str(path), check=False)
-        _git(root, "worktree", "prune")
+        run_git(root, "worktree", "remove", "--force", str(path), check=False)
+        run_git(root, "worktree", "prune")
     holder = next((p for p, b in _listed(root).items() if b == branch and p != root.resolve()), None)
     if holder is not None:  # the branch is checked out in a stale worktree elsewhere
-        _git(root, "worktree", "remove", "--force", str(holder), check=False)
-        _git(root, "worktree", "prune")
+        run_git(root, "worktree", "remove", "--force", str(holder), check=False)
+        run_git(root, "worktree", "prune")
     path.parent.mkdir(parents=True, exist_ok=True)
-    _git(root, "worktree", "add", "--quiet", str(path), branch)
+    run_git(root, "worktree", "add", "--quiet", str(path), branch)
     return Worktree(path, branch, base)
 
 
@@ -194,12 +202,12 @@ def commit_all(wt: Worktree, message: str) -> str | None:
     the new sha, or None when nothing changed. A merge the worker was resolving is concluded here
     only when no conflict is left (`unresolved` says which are)."""
     root = wt.path
-    _git(root, "add", "-A")  # loopdeck's own files live in the workspace, not in a task's worktree
+    run_git(root, "add", "-A")  # loopdeck's own files live in the workspace, not in a task's worktree
     merging = _merging(root)
-    staged = _git(root, "diff", *NO_DIFF_PROGRAMS, "--cached", "--quiet", check=False).returncode != 0
+    staged = run_git(root, "diff", *NO_DIFF_PROGRAMS, "--cached", "--quiet", check=False).returncode != 0
     if not staged and not merging:
         return None
-    _git(root, *_identity(root), "commit", "--quiet", "--no-verify", "--allow-empty", "-m", message)
+    run_git(root, *_identity(root), "commit", "--quiet", "--no-verify", "--allow-empty", "-m", message)
     return head(root)
 
 
@@ -277,12 +285,12 @@ def merge(root: Path, branch: str, message: str) -> Merge:
         raise GitFailed(
             f"a merge is already under way in {root}: {', '.join(unresolved(root)) or 'MERGE_HEAD'}"
         )
-    done = _git(root, *_identity(root), "merge", "--no-ff", "--no-commit", "--quiet", branch, check=False)
+    done = run_git(root, *_identity(root), "merge", "--no-ff", "--no-commit", "--quiet", branch, check=False)
     if done.returncode == 0:
         return Merge(True)
     conflicts = tuple(unresolved(root))
-    hunks = _git(root, "diff", *NO_DIFF_PROGRAMS, check=False).stdout[:HUNK_CHARS]
-    _git(root, "merge", "--abort", check=False)
+    hunks = run_git(root, "diff", *NO_DIFF_PROGRAMS, check=False).stdout[:HUNK_CHARS]
+    run_git(root, "merge", "--abort", check=False)
     if not conflicts:
         raise GitFailed(f"git merge {branch}: {(done.stderr or done.stdout).strip()[-500:]}")
     return Merge(False, conflicts=conflicts, hunks=hunks)
@@ -292,12 +300,12 @@ def rebase(wt: Worktree, onto: str) -> Merge:
     """Replay the task's branch onto the loop's branch in its worktree (the rebase strategy):
     the loop's branch can then move to it by a fast-forward. A conflict is undone at once and
     reported with its hunks, as a merge's would be."""
-    done = _git(wt.path, *_identity(wt.path), "rebase", "--quiet", onto, check=False)
+    done = run_git(wt.path, *_identity(wt.path), "rebase", "--quiet", onto, check=False)
     if done.returncode == 0:
         return Merge(True)
     conflicts = tuple(unresolved(wt.path))
-    hunks = _git(wt.path, "diff", *NO_DIFF_PROGRAMS, check=False).stdout[:HUNK_CHARS]
-    _git(wt.path, "rebase", "--abort", check=False)
+    hunks = run_git(wt.path, "diff", *NO_DIFF_PROGRAMS, check=False).stdout[:HUNK_CHARS]
+    run_git(wt.path, "rebase", "--abort", check=False)
     if not conflicts:
         raise GitFailed(f"git rebase {onto}: {(done.stderr or done.stdout).strip()[-500:]}")
     return Merge(False, conflicts=conflicts, hunks=hunks)
@@ -305,7 +313,7 @@ def rebase(wt: Worktree, onto: str) -> Merge:
 
 def fast_forward(root: Path, branch: str) -> str:
     """Move the branch checked out at `root` to `branch` (rebased onto it)."""
-    _git(root, "merge", "--ff-only", "--quiet", branch)
+    run_git(root, "merge", "--ff-only", "--quiet", branch)
     return head(root)
 
 
@@ -316,20 +324,20 @@ def merging_branch(root: Path) -> str | None:
 
 def conclude(root: Path, message: str) -> str:
     """Commit the merge under way (verification passed)."""
-    _git(root, *_identity(root), "commit", "--quiet", "--no-verify", "-m", message)
+    run_git(root, *_identity(root), "commit", "--quiet", "--no-verify", "-m", message)
     return head(root)
 
 
 def abandon(root: Path) -> None:
     """Undo the merge under way (verification failed): the loop's branch is as before it."""
-    _git(root, "merge", "--abort", check=False)
+    run_git(root, "merge", "--abort", check=False)
 
 
 def take_in(wt: Worktree, loop_branch: str) -> list[str]:
     """Bring the loop's branch into the task's worktree for a rework: merged when it can be,
     else left mid-merge with the conflict markers in the files it returns, for the worker to
     resolve (the next `commit_all` concludes it)."""
-    done = _git(wt.path, *_identity(wt.path), "merge", "--no-edit", "--quiet", loop_branch, check=False)
+    done = run_git(wt.path, *_identity(wt.path), "merge", "--no-edit", "--quiet", loop_branch, check=False)
     if done.returncode == 0:
         return []
     return unresolved(wt.path)
@@ -355,10 +363,10 @@ def merged(root: Path, branch: str, into: str = "HEAD") -> bool:
 def remove(root: Path, wt_path: Path, branch: str | None = None) -> None:
     """Take a finished task's worktree away (its branch too, once merged: `-d` refuses
     otherwise)."""
-    _git(root, "worktree", "remove", "--force", str(wt_path), check=False)
-    _git(root, "worktree", "prune", check=False)
+    run_git(root, "worktree", "remove", "--force", str(wt_path), check=False)
+    run_git(root, "worktree", "prune", check=False)
     if branch:
-        _git(root, "branch", "-d", branch, check=False)
+        run_git(root, "branch", "-d", branch, check=False)
 
 
 def branches(root: Path, loop: str) -> list[str]:
@@ -374,7 +382,7 @@ def tidy(root: Path, loop: str) -> None:
     held = set(_listed(root).values())
     for branch in branches(root, loop):
         if branch not in held and merged(root, branch):
-            _git(root, "branch", "-d", branch, check=False)
+            run_git(root, "branch", "-d", branch, check=False)
 
 
 def leftovers(root: Path, loop: str) -> list[Path]:
@@ -402,27 +410,27 @@ def scratch(root: Path, loop: str, at: str, lane: int = 1) -> Path:
     path = scratch_path(root, loop, lane)
     exclude(root)
     if path in _listed(root) and (path / ".git").exists():
-        _git(path, "merge", "--abort", check=False)
-        _git(path, "checkout", "--quiet", "--detach", "--force", at)
-        _git(path, "clean", "-fdq")
+        run_git(path, "merge", "--abort", check=False)
+        run_git(path, "checkout", "--quiet", "--detach", "--force", at)
+        run_git(path, "clean", "-fdq")
         return path
-    _git(root, "worktree", "remove", "--force", str(path), check=False)
-    _git(root, "worktree", "prune", check=False)
+    run_git(root, "worktree", "remove", "--force", str(path), check=False)
+    run_git(root, "worktree", "prune", check=False)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _git(root, "worktree", "add", "--quiet", "--detach", str(path), at)
+    run_git(root, "worktree", "add", "--quiet", "--detach", str(path), at)
     return path
 
 
 def reset_to(path: Path, at: str) -> None:
     """Put the scratch worktree back at `at`, clean."""
-    _git(path, "checkout", "--quiet", "--detach", "--force", at)
-    _git(path, "clean", "-fdq")
+    run_git(path, "checkout", "--quiet", "--detach", "--force", at)
+    run_git(path, "clean", "-fdq")
 
 
 def merge_commit(path: Path, branch: str, message: str) -> Merge:
     """Merge `branch` into the scratch worktree's HEAD as a merge commit (its sha), or undo a
     conflict at once and report it with its hunks."""
-    done = _git(
+    done = run_git(
         path,
         *_identity(path),
         "merge",
@@ -439,7 +447,7 @@ def merge_commit(path: Path, branch: str, message: str) -> Merge:
     conflicts = tuple(unresolved(path))
     said = _git_bytes(path, "diff", *NO_DIFF_PROGRAMS, check=False).stdout
     hunks = said.decode("utf-8", "replace")[:HUNK_CHARS]  # a file in any encoding
-    _git(path, "merge", "--abort", check=False)
+    run_git(path, "merge", "--abort", check=False)
     if not conflicts:
         raise GitFailed(f"git merge {branch}: {(done.stderr or done.stdout).strip()[-500:]}")
     return Merge(False, conflicts=conflicts, hunks=hunks)
@@ -447,13 +455,13 @@ def merge_commit(path: Path, branch: str, message: str) -> Merge:
 
 def fork_point(root: Path, branch: str, onto: str) -> str:
     """The last commit `branch` and `onto` share (where the task's work left the loop's)."""
-    return _git(root, "merge-base", branch, onto).stdout.strip()
+    return run_git(root, "merge-base", branch, onto).stdout.strip()
 
 
 def landings(root: Path, until: str, count: int) -> list[tuple[str, str]]:
     """The last `count` commits on the first-parent line of `until` (the loop's branch: each a
     landing) and the one before them, oldest first: (sha, subject)."""
-    out = _git(
+    out = run_git(
         root, "log", "--first-parent", "--reverse", "--format=%H %s", "-n", str(count + 1), until
     ).stdout
     return [(line[:40], line[41:]) for line in out.splitlines() if len(line) >= 40]
@@ -461,7 +469,8 @@ def landings(root: Path, until: str, count: int) -> list[tuple[str, str]]:
 
 def count_landings(root: Path, since: str, until: str) -> int:
     """How many commits the first-parent line of `until` has after `since`."""
-    return int(_git(root, "rev-list", "--first-parent", "--count", f"{since}..{until}").stdout.strip() or 0)
+    counted = run_git(root, "rev-list", "--first-parent", "--count", f"{since}..{until}").stdout
+    return int(counted.strip() or 0)
 
 
 def apply_work(path: Path, branch: str, onto: str) -> bool:
@@ -474,7 +483,7 @@ def apply_work(path: Path, branch: str, onto: str) -> bool:
         return True
     if _git_bytes(path, "apply", "--index", "--whitespace=nowarn", "-", given=diff.stdout).returncode:
         return False
-    _git(path, *_identity(path), "commit", "--quiet", "--no-verify", "-m", f"{branch} alone")
+    run_git(path, *_identity(path), "commit", "--quiet", "--no-verify", "-m", f"{branch} alone")
     return True
 
 
@@ -505,5 +514,5 @@ def remove_scratch(root: Path, loop: str) -> None:
     listed = _listed(root)
     lanes = [p for p in listed if p.parent == first.parent and p.name.startswith(TRAIN)]
     for path in {*lanes, *([first] if first.exists() else [])}:
-        _git(root, "worktree", "remove", "--force", str(path), check=False)
-    _git(root, "worktree", "prune", check=False)
+        run_git(root, "worktree", "remove", "--force", str(path), check=False)
+    run_git(root, "worktree", "prune", check=False)

@@ -172,6 +172,17 @@ def _charts(report: LoopReport) -> list[str]:
     return out
 
 
+def _empty(anchor: str, title: str, said: str) -> list[str]:
+    """A section with nothing to show: its heading and the line (loopdeck's own words) that says so."""
+    return [f'<h2 id="{anchor}">{title}</h2>', f'<p class="empty">{said}</p>']
+
+
+def _table(anchor: str, title: str, headers: Iterable[str]) -> list[str]:
+    """A section's heading and its table's header row (the caller adds the rows and closes it)."""
+    head = "".join(f"<th>{h}</th>" for h in headers)
+    return [f'<h2 id="{anchor}">{title}</h2>', f"<table><tr>{head}</tr>"]
+
+
 def _row(cells: Iterable[str], tone: str = "") -> str:
     return f'<tr class="{tone}">' + "".join(cells) + "</tr>" if tone else "<tr>" + "".join(cells) + "</tr>"
 
@@ -184,14 +195,10 @@ def _pull(url: str) -> str:
 
 
 def _tasks(report: LoopReport) -> list[str]:
-    out = ['<h2 id="tasks">Tasks</h2>']
     if not report.tasks:
-        out.append('<p class="empty">No task is named in this loop\'s journal or sources.</p>')
-        return out
-    out.append(
-        "<table><tr><th>Task</th><th>Outcome</th><th>Turns</th><th>Commits</th><th>Cost</th>"
-        "<th>Checks</th><th>What went wrong</th></tr>"
-    )
+        return _empty("tasks", "Tasks", "No task is named in this loop's journal or sources.")
+    headers = ("Task", "Outcome", "Turns", "Commits", "Cost", "Checks", "What went wrong")
+    out = _table("tasks", "Tasks", headers)
     for task in report.tasks:
         tone = "bad" if task.failures else "good" if task.outcome == "done" else ""
         wrong = ", ".join(f"{n} × {kind}" for kind, n in task.problems.most_common())
@@ -212,11 +219,9 @@ def _tasks(report: LoopReport) -> list[str]:
 
 
 def _checks(report: LoopReport) -> list[str]:
-    out = ['<h2 id="verification">Verification</h2>']
     if not report.checks:
-        out.append('<p class="empty">No verification command ran.</p>')
-        return out
-    out.append("<table><tr><th>Command</th><th>Runs</th><th>Failed</th><th>Last</th><th>Tests</th></tr>")
+        return _empty("verification", "Verification", "No verification command ran.")
+    out = _table("verification", "Verification", ("Command", "Runs", "Failed", "Last", "Tests"))
     for check in report.checks:
         last = "passed" if check.last_passed else f"FAILED (exit {check.last_exit})"
         tail = f"<pre>{e(check.tail)}</pre>" if check.tail.strip() and not check.last_passed else ""
@@ -237,11 +242,9 @@ def _checks(report: LoopReport) -> list[str]:
 
 
 def _questions(report: LoopReport) -> list[str]:
-    out = ['<h2 id="questions">Questions</h2>']
     if not report.questions:
-        out.append('<p class="empty">The agent asked nothing.</p>')
-        return out
-    out.append("<table><tr><th>Iteration</th><th>Asked</th><th>Answer</th></tr>")
+        return _empty("questions", "Questions", "The agent asked nothing.")
+    out = _table("questions", "Questions", ("Iteration", "Asked", "Answer"))
     for q in report.questions:
         who = f"{q.worker}: " if q.worker else ""
         answer = e(q.answer) if q.answer is not None else "<b>not answered yet</b>"
@@ -257,11 +260,9 @@ def _questions(report: LoopReport) -> list[str]:
 
 
 def _escalations(report: LoopReport) -> list[str]:
-    out = ['<h2 id="escalations">Escalations</h2>']
     if not report.escalations:
-        out.append('<p class="empty">None: the loop never stopped to ask for a person.</p>')
-        return out
-    out.append("<table><tr><th>Iteration</th><th>When</th><th>Why</th><th>Now</th></tr>")
+        return _empty("escalations", "Escalations", "None: the loop never stopped to ask for a person.")
+    out = _table("escalations", "Escalations", ("Iteration", "When", "Why", "Now"))
     for x in report.escalations:
         out.append(_row([
             f'<td class="num">{e(x.iteration)}</td>', f'<td class="when">{e(log_stamp(x.ts))}</td>',
@@ -273,11 +274,9 @@ def _escalations(report: LoopReport) -> list[str]:
 
 
 def _timeline(report: LoopReport) -> list[str]:
-    out = ['<h2 id="timeline">Timeline</h2>']
     if not report.journal_found and not report.timeline:
-        out.append('<p class="empty">The journal no longer holds this loop\'s events.</p>')
-        return out
-    out.append("<table><tr><th>Time</th><th>Iteration</th><th>Event</th></tr>")
+        return _empty("timeline", "Timeline", "The journal no longer holds this loop's events.")
+    out = _table("timeline", "Timeline", ("Time", "Iteration", "Event"))
     for i, moment in enumerate(report.timeline):
         if report.left_out and i == len(report.timeline) - TIMELINE_TAIL:
             out.append(f'<tr><td colspan="3" class="empty">… {report.left_out} events left out …</td></tr>')
