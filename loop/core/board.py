@@ -36,6 +36,9 @@ to an agent turn (the task's worker, told both sides' intent), the second to a p
 MAX_COLLISIONS = 2
 """Merges of one task that failed the checks only beside another task's work before a person
 is asked how the two fit together."""
+MAX_FLAKY = 1
+"""Failures of one task's merged tree that the same tree did not repeat (a flaky check) for
+which its branch is queued again; the next goes back to its worker."""
 BATCH = 8
 """How many approved branches the merge train lands together at most (verified once)."""
 CHECKS = 2
@@ -116,6 +119,8 @@ class Worker:
     """Merges of this task that failed the checks only beside another task's work."""
     beside: str | None = None
     """The task whose work this task's branch last failed beside (passing alone)."""
+    flaky: int = 0
+    """Failures of this task's merged tree that the same tree did not repeat."""
 
     def to_json(self) -> dict[str, Any]:
         obj: dict[str, Any] = {
@@ -129,7 +134,7 @@ class Worker:
         for key in ("feedback", "question", "branch", "worktree", "rework", "beside"):
             if getattr(self, key) is not None:
                 obj[key] = getattr(self, key)
-        for key in ("stalls", "replaced", "conflicts", "collisions"):
+        for key in ("stalls", "replaced", "conflicts", "collisions", "flaky"):
             if getattr(self, key):
                 obj[key] = getattr(self, key)
         return obj
@@ -157,6 +162,7 @@ class Worker:
             rework=opt("rework"),
             collisions=_int(obj.get("collisions"), 0),
             beside=opt("beside"),
+            flaky=_int(obj.get("flaky"), 0),
         )
 
 

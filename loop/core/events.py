@@ -195,6 +195,10 @@ KINDS: dict[str, Callable[[Event], str]] = {
         f"Task {e.data.get('task', '?')}: the merged tree failed verification; merge undone, back to "
         f"{e.data.get('worker', '?')}"
     ),
+    "merge-flaky": lambda e: (
+        f"Task {e.data.get('task', '?')}: the checks failed on its merged tree, then passed on the same "
+        "tree; they may be flaky: queued again"
+    ),
     "worker-strayed": lambda e: (
         f"{e.data.get('worker', '?')} changed files outside task {e.data.get('task', '?')}'s: "
         + ", ".join(str(f) for f in e.data.get("files") or [])

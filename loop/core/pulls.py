@@ -50,6 +50,10 @@ class Comment:
     author: str
     body: str
     association: str = ""
+    path: str = ""
+    """An inline comment's file (on the pull request's diff); "" for a conversation comment."""
+    line: int | None = None
+    """An inline comment's line in that file, when the host still knows it."""
 
 
 def trusted(association: str) -> bool:
@@ -72,7 +76,7 @@ class Pull:
     checks: tuple[Check, ...] = ()
     reviews: tuple[Review, ...] = ()
     comments: tuple[Comment, ...] = ()
-    """Conversation comments, oldest first."""
+    """Conversation comments, then inline comments on the diff, each oldest first."""
 
 
 @dataclass(frozen=True)
@@ -165,7 +169,7 @@ def change_request(pull: Pull, asked: list[Review]) -> str:
     tail = "Make the changes asked for that serve the task; your next commit updates the pull request."
     quoted = [_quoted(f"A reviewer ({r.author}) wrote:", r.body) for r in asked]
     said = [c for c in pull.comments if trusted(c.association) and c.body.strip()][-10:]
-    quoted += [_quoted(f"A comment ({c.author}) on the pull request wrote:", c.body) for c in said]
+    quoted += [_quoted(f"A comment ({c.author}) {_where(c)} wrote:", c.body) for c in said]
     room = FEEDBACK_CHARS - len(head) - len(tail) - 2
     kept: list[str] = []
     for part in reversed(quoted):  # the newest first, while they fit
@@ -173,6 +177,14 @@ def change_request(pull: Pull, asked: list[Review]) -> str:
             break
         kept.insert(0, part)
     return "\n".join([head, *kept, tail])
+
+
+def _where(comment: Comment) -> str:
+    """Where a comment was left: the pull request, or a line of a file in its diff."""
+    if not comment.path:
+        return "on the pull request"
+    line = f":{comment.line}" if comment.line is not None else ""
+    return f"on {' '.join(comment.path.split())[:200]}{line}"
 
 
 def _quoted(who: str, text: str) -> str:

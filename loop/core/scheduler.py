@@ -53,6 +53,7 @@ from loop.core.board import (
     LOCKS,
     MAX_COLLISIONS,
     MAX_CONFLICTS,
+    MAX_FLAKY,
     MAX_REPLACEMENTS,
     MAX_WORKERS,
     PENDING,
@@ -375,6 +376,19 @@ def merged(step: Step, name: str, sha: str | None, before: str | None = None) ->
     data = {"worker": worker.name, "task": worker.task, "branch": worker.branch, "sha": sha}
     step.events.append(("task-merged", {**data, "before": before} if before else data))
     return _completed(step, worker)
+
+
+def merge_flaky(step: Step, name: str, failure: str) -> Step | None:
+    """The checks failed on the task's merged tree, then passed on that same tree: the failure
+    may not be the task's. Its branch stays queued, `MAX_FLAKY` times; None after that (the
+    failure goes back to its worker)."""
+    worker = step.board.worker(name)
+    if worker is None or worker.flaky >= MAX_FLAKY or name not in step.board.queue:
+        return None
+    step.board = step.board.put(replace(worker, flaky=worker.flaky + 1))
+    data = {"worker": worker.name, "task": worker.task, "branch": worker.branch, "reason": failure[-400:]}
+    step.events.append(("merge-flaky", data))
+    return step
 
 
 def merge_failed(

@@ -151,6 +151,7 @@ def merge_ended(
     failure: str | None = None,
     validation: Mapping[str, Any] | None = None,
     beside: str | None = None,
+    flaky: bool = False,
     intent: tuple[str, Sequence[tuple[str, str]]] = ("", ()),
     before: str | None = None,
     now: datetime,
@@ -158,11 +159,17 @@ def merge_ended(
     """A merge of a worker's branch into the loop's, as any driver saw it: a problem with the
     merge itself (the workspace, the remote) needs a person; a conflict goes back to the worker
     with its hunks; a verification that failed on the merged tree goes back with its output
-    (`beside`: the task whose work it fails beside, passing alone); else the task is merged.
+    (`beside`: the task whose work it fails beside, passing alone; `flaky`: checked again, the
+    same tree passed, so the branch is queued again, once); else the task is merged.
     `validation`: the checks' results on the merged tree, when they ran: the loop's progress is
     judged on them. `intent`: a conflict's two sides, the task's title and (task, title) of
     what landed the other lines (`loop.core.conflicts`). `before`: the loop's branch before a
     landing, journaled with it for `loopdeck undo`."""
+    if failure is not None and flaky:
+        again = scheduler.merge_flaky(scheduler.step_of(state), worker, failure)
+        if again is not None:
+            return again
+        failure += "\n(these checks also passed once on this same tree: they may be flaky)"
     step = _merge_ended(state, worker, sha, problem, conflicts, hunks, failure, beside, now, intent, before)
     return _checked(step, validation)
 

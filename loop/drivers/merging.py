@@ -137,6 +137,8 @@ class Merges:
 
     def tidy(self) -> None:
         self.finish()
+        if self.lanes is not None:
+            self.lanes.quiet()  # a split's check a green batch made needless ends in its lane
         if self.isolation == WORKTREE:
             worktrees.remove_scratch(self.root, self.loop_name)
             worktrees.tidy(self.root, self.loop_name)
@@ -226,9 +228,9 @@ class Merges:
         assert self.lanes is not None
         post = self._posted.put
         try:
-            ran = train.Train(self.root, self._verify_in, self._asked_to_land, self.lanes)
+            ran = train.Train(self.root, self._verify_in, self._asked_to_land, self.lanes, self._failing)
             outcomes = ran.run(batch)
-            post(lambda: self._ran(outcomes, ran.failed))
+            post(lambda: self._ran(outcomes))
         except train.Halted:  # the loop stops, or let a branch go: the queue keeps the rest
             pass
         except LoopdeckError as exc:
@@ -267,17 +269,24 @@ class Merges:
         self._landed(tried.merged)
         return True
 
-    def _ran(self, outcomes: list[train.Outcome], failed: list[tuple[train.Outcome, str]]) -> None:
-        """The driver's thread: a run's conflicts handed back; each branch that failed by
-        itself blamed beside the next batches (or, as the loop stops, handed back as it is)."""
+    def _ran(self, outcomes: list[train.Outcome]) -> None:
+        """The driver's thread: a run's conflicts handed back."""
         for outcome in outcomes:
             if outcome.sha is None:
                 self._handed_back(outcome)
-        for outcome, base in failed:
-            if self._halt.is_set():
+
+    def _failing(self, outcome: train.Outcome, base: str) -> None:
+        """The train's thread: a branch that fails by itself, posted at once. The driver's
+        thread blames it beside the next batches, or hands it back as it is when the split
+        already named what it fails beside or the loop stops."""
+
+        def failed() -> None:
+            if outcome.beside is not None or self._halt.is_set():
                 self._blamed(outcome)
             else:
                 self._blame(outcome, base)
+
+        self._posted.put(failed)
 
     def _blame(self, failed: train.Outcome, base: str) -> None:
         """A blame of its own thread for a branch that fails by itself (`train.blame`)."""
@@ -336,7 +345,7 @@ class Merges:
         now = self.session.now
         name, clash = outcome.worker.name, outcome.conflict
         conflicts, hunks = (clash.conflicts, clash.hunks) if clash is not None else ((), "")
-        failure, beside, checked = outcome.failure, outcome.beside, outcome.validation
+        failure, beside, checked, flaky = outcome.failure, outcome.beside, outcome.validation, outcome.flaky
         intent = resolve.intent(self.root, self.session, outcome.worker, self.loop_branch, conflicts)
         self.apply(
             lambda s: workflow.merge_ended(
@@ -348,6 +357,7 @@ class Merges:
                 failure=failure,
                 validation=checked,
                 beside=beside,
+                flaky=flaky,
                 intent=intent,
                 now=now(),
             )

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -47,6 +48,8 @@ GH_TIMEOUT_S = 60.0
 POLL_S = 2.0
 """How often an open pull request's checks and reviews are read again."""
 VIEW_FIELDS = "url,state,headRefOid,mergeable,reviewDecision,reviews,comments"
+PULL_URL = re.compile(r"/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+)/pull/(\d+)/?$")
+"""A pull request's address: its repository's owner and name, and its number."""
 
 Apply = Callable[[Callable[[LoopState], Step | None]], Step | None]
 
@@ -225,7 +228,31 @@ class Pulls:
                     str(c.get("authorAssociation") or ""),
                 )
                 for c in view.get("comments") or []
-            ),
+            )
+            + (self.inline(url) if view.get("reviewDecision") == "CHANGES_REQUESTED" else ()),
+        )
+
+    def inline(self, url: str) -> tuple[pulls.Comment, ...]:
+        """The review comments on lines of a pull request's diff, which `gh pr view` leaves out
+        (`gh api …/pulls/N/comments`); read when a change is requested, the only time a worker
+        reads them."""
+        found = PULL_URL.search(url)
+        if found is None:
+            raise LoopdeckError(f"{_shown(url)} is not a pull request's address (…/OWNER/REPO/pull/N)")
+        owner, repo, number = found.groups()
+        path = f"repos/{owner}/{repo}/pulls/{number}/comments?per_page=100"
+        listed = self.gh_json("api", "--paginate", "--", path, default="[]")
+        if not _records(listed):
+            raise LoopdeckError(f"gh api {path}: not the JSON expected")
+        return tuple(
+            pulls.Comment(
+                str(_field(c, "user", "login")),
+                str(c.get("body", "")),
+                str(c.get("author_association") or ""),
+                path=str(c.get("path") or ""),
+                line=next((n for n in (c.get("line"), c.get("original_line")) if _count(n)), None),
+            )
+            for c in listed
         )
 
     def poll(self, force: bool = False) -> bool:
@@ -373,6 +400,10 @@ def decoded(text: str, args: tuple[str, ...], default: str) -> Any:
         return json.loads(text or default)
     except ValueError:
         raise LoopdeckError(f"gh {' '.join(args[:2])}: expected JSON, got {_shown(text)}") from None
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _records(value: Any) -> bool:

@@ -3,16 +3,18 @@
 Waiting for each branch's verification before the next starts makes a slow test suite the
 loop's pace. The train merges a batch of ready branches in a scratch worktree (never on the
 loop's branch) and runs the loop's checks once: green, the loop's branch is fast-forwarded to
-the batch. Red, the batch is split into parts and the batch without each part is checked, up
-to `Lanes.count` checks at once: the largest that passes lands, and the part it left out is
-split again on the new tip, down to the branches that break it. The loop's branch only ever
-moves to a verified tree.
+the batch. Beside that check, in lanes nobody else wants, the batch without each of its parts
+is checked too, so a red batch is split at once: the largest tree that passes lands, and the
+part it left out is split again on the new tip, down to the branches that break it. When only
+the trees without either of two single branches pass, those two fail beside each other, which
+names the pair. The loop's branch only ever moves to a verified tree.
 
-A branch that fails by itself on the loop's branch is handed to `blame`, which runs beside the
-next batches rather than before them: do its own changes pass on the loop's branch as it was
-when it left (and `BLAME_WINDOW` landings before)? If they do, it fails only beside one of the
-landings since, which is found by searching them and named. What each outcome means for the
-task is `loop.core.workflow.merge_ended`'s to say; this module only carries the train out.
+A branch that fails by itself on the loop's branch is handed on at once to `blame`, which runs
+beside the next batches rather than before them: from which landing of the loop's branch do
+its own changes fail? It searches the landings since the branch left and `BLAME_WINDOW`
+before, several probes at once, and names the task of that landing. What each outcome means
+for the task is `loop.core.workflow.merge_ended`'s to say; this module only carries the train
+out.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +53,7 @@ class Halted(Exception):
 @dataclass
 class Outcome:
     """What the train made of one branch: landed (`sha`), a conflict, or a failure (`beside`:
-    the task it fails beside, passing alone)."""
+    the task it fails beside, passing alone; `flaky`: checked again, the same tree passed)."""
 
     worker: Worker
     sha: str | None = None
@@ -59,8 +61,11 @@ class Outcome:
     failure: str | None = None
     beside: str | None = None
     validation: Mapping[str, Any] | None = None
+    flaky: bool = False
 
 
+Red = tuple[str, Mapping[str, Any] | None]
+"""The loop's checks' failure on a tree, and their results."""
 Verify = Callable[[Path], tuple[str | None, Mapping[str, Any] | None]]
 """The loop's checks run in a folder: their failure (None when green) and their results; raises
 `Halted` when a signal ended them."""
@@ -80,6 +85,9 @@ class Lanes:
         """The lanes not made yet (their numbers): the lowest is made first."""
         self._lock = threading.Lock()
         self._making = threading.Lock()
+        self._wanted = 0
+        """Jobs that hold a lane or wait for one."""
+        self._idle = threading.Condition(self._lock)
         self.checks = 0
         """The checks run in the lanes so far (a batch, its parts, a blame's probes)."""
 
@@ -112,15 +120,53 @@ class Lanes:
             self._free.put(path)
 
     def run(self, job: Callable[[Path], T]) -> T:
-        with self.lane() as path:
-            return job(path)
+        with self._lock:
+            self._wanted += 1
+        return self._run(job)
+
+    def _run(self, job: Callable[[Path], T]) -> T:
+        try:
+            with self.lane() as path:
+                return job(path)
+        finally:
+            with self._idle:
+                self._wanted -= 1
+                self._idle.notify_all()
+
+    def spare(self) -> int:
+        """How many lanes no job holds or waits for now."""
+        with self._lock:
+            return max(0, self.count - self._wanted)
+
+    def start(self, jobs: Sequence[Callable[[Path], T]]) -> list[Future[T]]:
+        """Each job started in a lane of its own (up to `count` at once, the rest waiting for a
+        lane); their futures, in order. A job nobody waits for any more runs to its end."""
+        with self._lock:
+            self._wanted += len(jobs)
+        pool = ThreadPoolExecutor(max_workers=max(1, min(self.count, len(jobs))), thread_name_prefix="lane")
+        started: list[Future[T]] = []
+        try:
+            for job in jobs:
+                started.append(pool.submit(self._run, job))
+            return started
+        finally:
+            pool.shutdown(wait=False)
+            with self._idle:
+                self._wanted -= len(jobs) - len(started)  # what could not start waits for nothing
+                self._idle.notify_all()
+
+    def quiet(self) -> None:
+        """Wait until no job holds a lane or waits for one: the checks nobody waits for ended."""
+        with self._idle:
+            self._idle.wait_for(lambda: self._wanted == 0)
 
     def map(self, jobs: Sequence[Callable[[Path], T]]) -> list[T]:
         """Each job in a lane of its own, up to `count` at once; their results in order."""
         if len(jobs) <= 1 or self.count == 1:
             return [self.run(job) for job in jobs]
-        with ThreadPoolExecutor(max_workers=min(self.count, len(jobs))) as pool:
-            return list(pool.map(self.run, jobs))
+        started = self.start(jobs)
+        wait(started)  # every job ended before any result (or error) is taken
+        return [done.result() for done in started]
 
     def check(self, verify: Verify, where: Path) -> tuple[str | None, Mapping[str, Any] | None]:
         with self._lock:
@@ -144,6 +190,25 @@ class Tried:
 
 
 @dataclass
+class Split:
+    """A red group's parts and the group without each, the last part left out first (earlier
+    branches land first); `tries`: those trees merged and checked."""
+
+    parts: list[list[Worker]]
+    without: list[list[Worker]]
+    tries: list[Tried] = field(default_factory=list)
+
+
+def split_of(group: Sequence[Worker], count: int) -> Split:
+    """`group` split in `count` parts (no split under two)."""
+    count = min(count, len(group))
+    if count < 2:
+        return Split([], [])
+    parts = split(group, count)
+    return Split(parts, [[w for w in group if w not in part] for part in reversed(parts)])
+
+
+@dataclass
 class Train:
     """One run of the train over a batch, on the loop's branch at `root`."""
 
@@ -153,18 +218,18 @@ class Train:
     """Asked to land a green tree: the loop's branch fast-forwarded to its tip and its branches
     landed; False when they may not land any more (the train halts)."""
     lanes: Lanes
+    fails: Callable[[Outcome, str], None]
+    """Told at once of a branch that fails by itself on the loop's branch, with the commit it
+    fails on: what it fails beside is `blame`'s to find, unless the split showed it (`beside`)."""
     outcomes: list[Outcome] = field(default_factory=list)
     """Landed branches and conflicts, in order."""
-    failed: list[tuple[Outcome, str]] = field(default_factory=list)
-    """Branches that fail by themselves on the loop's branch, with the commit they fail on:
-    what they fail beside is `blame`'s to find."""
     conflicted: list[tuple[Worker, worktrees.Merge, str]] = field(default_factory=list)
     """Branches that conflicted in a stack, with the commit they were merged onto: retried
     alone on what landed before their conflict is said (it may be with a branch that failed)."""
 
     def run(self, batch: Sequence[Worker]) -> list[Outcome]:
-        """Land what can land of `batch`; the outcomes of the rest (those
-        that fail on their own are in `failed`)."""
+        """Land what can land of `batch`; the outcomes of the rest (those that fail on their
+        own go to `fails` as soon as that is known)."""
         tip = self._land(worktrees.head(self.root), list(batch))
         retry, self.conflicted = self.conflicted, []
         for worker, clash, onto in retry:
@@ -175,13 +240,17 @@ class Train:
         self.outcomes += [Outcome(worker, conflict=clash) for worker, clash, _onto in self.conflicted]
         return self.outcomes
 
-    def _tried(self, base: str, group: Sequence[Worker]) -> Callable[[Path], Tried]:
+    def _tried(
+        self, base: str, group: Sequence[Worker], unless: threading.Event | None = None
+    ) -> Callable[[Path], Tried]:
         """The job: `group` merged one by one onto `base` in a lane (a branch that conflicts is
-        left out), then checked."""
+        left out), then checked; nothing done when `unless` is set by the time it has a lane."""
 
         def job(lane: Path) -> Tried:
-            worktrees.reset_to(lane, base)
             tried = Tried(base, [], [])
+            if unless is not None and unless.is_set():
+                return tried
+            worktrees.reset_to(lane, base)
             for worker in group:
                 assert worker.branch is not None
                 done = worktrees.merge_commit(lane, worker.branch, message(worker))
@@ -206,14 +275,24 @@ class Train:
         self.outcomes += tried.merged
         return tried.tip
 
-    def _land(
-        self, base: str, group: Sequence[Worker], red: tuple[str, Mapping[str, Any] | None] | None = None
-    ) -> str:
+    def _land(self, base: str, group: Sequence[Worker], red: Red | None = None) -> str:
         """Land what can land of `group` on `base`; the loop's branch's new tip. `red`: the
         checks' failure when `group` on `base` is already known to fail (what a batch left
-        out of what landed of it), which is not verified again."""
+        out of what landed of it), which is not verified again. A group's check runs beside
+        its split's in the lanes nobody else wants then: red, the split is known at once."""
+        ahead: Split | None = None
         if red is None:
-            tried = self.lanes.run(self._tried(base, group))
+            ahead = split_of(group, self.lanes.spare() - 1)
+            needless = threading.Event()
+            first, *guesses = self.lanes.start(
+                [self._tried(base, group)] + [self._tried(base, rest, needless) for rest in ahead.without]
+            )
+            try:
+                tried = first.result()  # green, it lands without waiting for the split's checks
+                if tried.failure is not None and not tried.conflicted:  # (a conflict: a new group)
+                    ahead.tries = [guess.result() for guess in guesses]
+            finally:
+                needless.set()  # nobody waits for the split's checks that have no lane yet
             self.conflicted += tried.conflicted
             if not tried.merged:
                 return base
@@ -222,34 +301,42 @@ class Train:
             red = (tried.failure, tried.validation)
             group = [o.worker for o in tried.merged]
         if len(group) == 1:
-            self.failed.append((Outcome(group[0], failure=red[0], validation=red[1]), base))
+            self.fails(Outcome(group[0], failure=red[0], validation=red[1]), base)
             return base
-        parts = split(group, min(max(2, self.lanes.count), len(group)))
-        # the group without each part, the last part left out first (earlier branches land
-        # first), as many at once as there are lanes; the first round with a green one decides
-        without = [[w for w in group if w not in part] for part in reversed(parts)]
-        known: dict[tuple[str, ...], tuple[str, Mapping[str, Any] | None]] = {}
-        for start in range(0, len(without), self.lanes.count):
-            tries = self.lanes.map(
-                [self._tried(base, rest) for rest in without[start : start + self.lanes.count]]
-            )
-            for rest, tried in zip(without[start:], tries, strict=False):
-                if tried.green:
-                    left_out = [w for w in group if w not in rest]
-                    return self._land(self._landed(tried), left_out, red)  # still red beside them
-                if tried.merged and not tried.conflicted and tried.failure is not None:
-                    known[names(rest)] = (tried.failure, tried.validation)
-        return self._each_alone(base, parts, known)
+        if ahead is None or not ahead.tries:
+            ahead = split_of(group, max(2, self.lanes.count))
+            ahead.tries = self.lanes.map([self._tried(base, rest) for rest in ahead.without])
+        return self._split(base, group, red, ahead)
 
-    def _each_alone(
-        self,
-        base: str,
-        parts: list[list[Worker]],
-        known: dict[tuple[str, ...], tuple[str, Mapping[str, Any] | None]],
-    ) -> str:
+    def _split(self, base: str, group: Sequence[Worker], red: Red, done: Split) -> str:
+        """A red group whose tree without each part was checked: the first that passed lands
+        and the part it left out is split again beside it. When just the trees without either
+        of two single branches passed, and another failed again, each of the two fails beside
+        the other: the one left out is told so (anything else is no sure pair: a blame looks,
+        checking the tree again). None passed: more than one part breaks the group
+        (`_each_alone`)."""
+        green = [(rest, tried) for rest, tried in zip(done.without, done.tries, strict=True) if tried.green]
+        if not green:
+            known = {
+                names(rest): (tried.failure or "", tried.validation)
+                for rest, tried in zip(done.without, done.tries, strict=True)
+                if tried.merged and not tried.conflicted and tried.failure is not None
+            }
+            return self._each_alone(base, done.parts, known)
+        left_out = [[w for w in group if w not in rest] for rest, _tried in green]
+        tip = self._landed(green[0][1])
+        repeated = any(t.merged and not t.conflicted and t.failure is not None for t in done.tries)
+        if repeated and len(left_out) == 2 and len(left_out[0]) == len(left_out[1]) == 1:
+            beside = left_out[1][0].task
+            self.fails(Outcome(left_out[0][0], failure=red[0], validation=red[1], beside=beside), tip)
+            return tip
+        return self._land(tip, left_out[0], red)  # still red beside them
+
+    def _each_alone(self, base: str, parts: list[list[Worker]], known: dict[tuple[str, ...], Red]) -> str:
         """More than one part breaks the group: each part checked alone on `base` (at once;
-        with two parts their checks were the ones above), those that pass landed together, a
-        branch that fails alone handed to its blame, a larger part that fails split again."""
+        with two parts their checks were the ones above). A branch that fails alone goes to
+        `fails` at once, those that pass are landed together, a larger part that fails is
+        split again."""
         alone = [known.get(names(part)) for part in parts]
         unknown = [i for i, red in enumerate(alone) if red is None]
         green: list[tuple[int, Tried]] = []
@@ -260,19 +347,20 @@ class Train:
                 green.append((i, tried))
             elif tried.merged and not tried.conflicted:
                 alone[i] = (tried.failure or "", tried.validation)
+        done = {i for i, _tried in green}
+        for i, part in enumerate(parts):
+            red = alone[i]
+            if len(part) == 1 and red is not None:  # fails by itself on the loop's branch
+                self.fails(Outcome(part[0], failure=red[0], validation=red[1]), base)
+                done.add(i)
         tip = base
         if len(green) == 1:
             tip = self._landed(green[0][1])
         elif green:
             tip = self._land(base, [w for i, _tried in green for w in parts[i]])  # checked together
-        passed = {i for i, _tried in green}
         for i, part in enumerate(parts):
-            red = alone[i]
-            if i in passed:
-                continue
-            if len(part) == 1 and red is not None:  # fails by itself on the loop's branch
-                self.failed.append((Outcome(part[0], failure=red[0], validation=red[1]), base))
-            else:
+            if i not in done:
+                red = alone[i]
                 tip = self._land(tip, part, red if tip == base else None)
         return tip
 
@@ -295,8 +383,8 @@ def names(group: Sequence[Worker]) -> tuple[str, ...]:
 def blame(root: Path, lanes: Lanes, verify: Verify, failed: Outcome, base: str) -> Outcome:
     """The task a branch that fails on `base` by itself fails beside: the landing of the loop's
     branch from which its own changes fail, looked for among the landings since it left the
-    loop's branch first, then among the `BLAME_WINDOW` before. None when they fail even on the
-    oldest: the branch fails alone."""
+    loop's branch and the `BLAME_WINDOW` before (it may have left after the one it fails
+    beside), all at once. None when they fail even on the oldest: the branch fails alone."""
     worker = failed.worker
     assert worker.branch is not None
     fork = worktrees.fork_point(root, worker.branch, base)
@@ -312,10 +400,10 @@ def blame(root: Path, lanes: Lanes, verify: Verify, failed: Outcome, base: str) 
 
         return job
 
-    split_at = max(0, len(points) - since_fork - 1)  # the fork: failing there, look before it
-    first = first_failing(lanes, fails_at, split_at, len(points) - 1)
-    if first == split_at and split_at > 0:
-        first = first_failing(lanes, fails_at, 0, split_at)
+    first = first_failing(lanes, fails_at, 0, len(points) - 1)
+    if first is None:
+        failed.flaky = True
+        return failed
     found = LANDED_TASK.match(points[first][1]) if first > 0 else None
     failed.beside = found.group(1) if found else None
     return failed
@@ -323,21 +411,34 @@ def blame(root: Path, lanes: Lanes, verify: Verify, failed: Outcome, base: str) 
 
 def first_failing(
     lanes: Lanes, fails_at: Callable[[int], Callable[[Path], bool]], low: int, high: int
-) -> int:
-    """The first index in [low, high] at which `fails_at` fails, knowing it fails at `high`
-    (and from there on). As many probes at once as the lanes allow but one (the train's), the
-    first round's first at `low` (a branch that fails alone is said at once); one lane: `low`,
-    then halving."""
-    width = max(1, lanes.count - 1)
-    probes = [low] if width == 1 else sorted({low + (high - low) * k // width for k in range(width)})
-    while low < high:
-        bad = lanes.map([fails_at(i) for i in probes])
-        failing = [i for i, b in zip(probes, bad, strict=True) if b]
-        high = min(failing, default=high)
-        passing = [i for i, b in zip(probes, bad, strict=True) if not b and i < high]
-        low = max(passing) + 1 if passing else low
-        if width == 1:
-            probes = [(low + high) // 2]
-        else:
-            probes = sorted({low + (high - low) * k // width for k in range(width)})
-    return high
+) -> int | None:
+    """The first index in [low, high] at which `fails_at` fails, knowing it failed at `high`
+    (and fails from there on). Each round's probes run at once (`spread`), the first round's
+    first at `low` (a branch that fails alone is said at once); one lane: `low`, then halving.
+    The first round checks `high` again too: None when it passes there (a flaky check)."""
+    most = max(1, lanes.count - 1)  # one lane for the train
+    probes = [low] if most <= 2 else spread(low, high, most - 1)  # and one for `high`
+    probes = sorted({*probes, high})
+    while True:
+        bad = dict(zip(probes, lanes.map([fails_at(i) for i in probes]), strict=True))
+        if not bad.get(high, True):
+            return None
+        high = min((i for i in probes if bad[i]), default=high)
+        low = max((i + 1 for i in probes if not bad[i] and i < high), default=low)
+        if low >= high:
+            return high
+        probes = [(low + high) // 2] if most == 1 else spread(low, high, most)
+
+
+def spread(low: int, high: int, most: int) -> list[int]:
+    """Probes over [low, high): the fewest that take as few rounds as `most` would, so the lanes
+    they leave serve the train and other blames (14 landings: 4 probes, two rounds, as with 7)."""
+    span = high - low
+    rounds = 1
+    while most**rounds < span:
+        rounds += 1
+    width = 2
+    while width**rounds < span:
+        width += 1
+    width = min(width, most)
+    return sorted({low + span * k // width for k in range(width)})

@@ -12,8 +12,9 @@ the host decides is scripted per test:
 
 - `check(tree_files) -> "SUCCESS" | "FAILURE"`: the CI check `ci/test` on a head commit (pending
   on the first look at each new head, as GitHub's CI takes a moment);
-- `review(pr, head_index) -> (state, body) | None`: the reviewer's word on the n-th head
-  (0-based) that passed its checks: `("CHANGES_REQUESTED", "…")`, `("APPROVED", "")`.
+- `review(pr, head_index) -> (state, body[, inline]) | None`: the reviewer's word on the n-th
+  head (0-based) that passed its checks: `("CHANGES_REQUESTED", "…")`, `("APPROVED", "")`;
+  `inline`: comments on lines of the diff, `((path, line, body), …)`, which only REST serves.
 
 `mergeable` is CONFLICTING while the head does not merge into its base (`git merge-tree`), and
 merging is then refused, as GitHub does. (GitHub computes it in the background and may say
@@ -98,7 +99,9 @@ FIELDS = [
 """What the feature detection hears GitHub has: all of it (gh then asks for the newest shapes)."""
 
 Checker = Callable[[dict[str, str]], str]
-Reviewer = Callable[["Pull", int], "tuple[str, str] | None"]
+Inline = tuple[tuple[str, int, str], ...]
+"""Review comments on lines of the diff: (path, line, body)."""
+Reviewer = Callable[["Pull", int], "tuple[str, str] | tuple[str, str, Inline] | None"]
 
 
 @dataclass
@@ -112,6 +115,8 @@ class Pull:
     merge_commit: str | None = None
     reviews: list[dict[str, Any]] = field(default_factory=list)
     comments: list[dict[str, Any]] = field(default_factory=list)
+    inline: list[dict[str, Any]] = field(default_factory=list)
+    """Review comments on lines of the diff, in REST's shape (`…/pulls/N/comments`)."""
     looked: set[str] = field(default_factory=set)
     """Head commits whose checks were asked for once (pending the first time)."""
     green_heads: list[str] = field(default_factory=list)
@@ -272,8 +277,28 @@ class FakeGitHub:
                 self.add_review(pull, sha, *said)
         return sha, state
 
-    def add_review(self, pull: Pull, sha: str, state: str, body: str) -> None:
+    def add_review(self, pull: Pull, sha: str, state: str, body: str, inline: Inline = ()) -> None:
         n = len(pull.reviews) + 1
+        for path, line, text in inline:
+            number = 100 * pull.number + len(pull.inline) + 1
+            pull.inline.append(
+                {
+                    "id": number,
+                    "pull_request_review_id": n,
+                    "path": path,
+                    "line": line,
+                    "original_line": line,
+                    "side": "RIGHT",
+                    "commit_id": sha,
+                    "in_reply_to_id": None,
+                    "user": {"login": "reviewer", "id": 2, "type": "User"},
+                    "author_association": "MEMBER",
+                    "body": text,
+                    "created_at": STAMP,
+                    "html_url": f"{pull.url}#discussion_r{number}",
+                    "subject_type": "line",
+                }
+            )
         pull.reviews.append(
             {
                 "id": f"PRR_{pull.number}_{n}",
@@ -590,7 +615,16 @@ def _handler(host: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             self._send(404, {"message": "Not Found"})
 
         def do_GET(self) -> None:
-            host.log.append(("GET", self._path(), ""))  # no REST path is answered: gh's PR verbs use GraphQL
-            self._send(404, {"message": "Not Found"})
+            path = self._path()
+            host.log.append(("GET", path, ""))  # gh's PR verbs use GraphQL; inline comments are REST
+            if self.headers.get("Authorization") != f"token {TOKEN}":
+                self._send(401, {"message": "Bad credentials"})
+                return
+            found = re.fullmatch(rf"/repos/{OWNER}/{NAME}/pulls/(\d+)/comments(\?.*)?", path)
+            pull = host.pulls.get(int(found.group(1))) if found else None
+            if pull is None:
+                self._send(404, {"message": "Not Found"})
+                return
+            self._send(200, pull.inline)
 
     return Handler

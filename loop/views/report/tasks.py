@@ -20,6 +20,7 @@ WORKER_PROBLEMS = {
     "audit-rejected": "audit rejection",
     "merge-conflict": "merge conflict",
     "merge-rejected": "merge undone",
+    "merge-flaky": "flaky check",
     "worker-replaced": "worker replaced",
     "worker-strayed": "files outside the task",
     "verification-failed": "failed check",

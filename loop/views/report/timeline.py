@@ -23,8 +23,8 @@ TIMELINE_KINDS = frozenset(
         "escalation", "question", "worker-question", "answered", "paused", "resumed", "stopped",
         "completed", "failed", "agent-failed", "agent-switched", "usage-limit", "limit-lifted",
         "verification-mode", "verification-interrupted", "task-skipped", "task-completed",
-        "task-merged", "merge-conflict", "merge-rejected", "audit-rejected", "worker-replaced",
-        "worker-strayed", "worker-stopped", "sandbox-refused", "permission-denied",
+        "task-merged", "merge-conflict", "merge-rejected", "merge-flaky", "audit-rejected",
+        "worker-replaced", "worker-strayed", "worker-stopped", "sandbox-refused", "permission-denied",
         "command-applied", "warning", "error", "archived", "summary-kept", "restored",
         "state-rebuilt",
     }
