@@ -13,13 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from loop.demo import graph as demo_graph
 from loop.store.journal import Journal
 from loop.store.paths import Workspace
 from tests.e2e.fakegithub import FakeGitHub, Pull
-from tests.test_pr_e2e import AUDIT, gh_binary, git, pr_env, pushed, run_pr
+from tests.test_pr_e2e import git, pr_env, pr_project, pushed, run_pr
 
 REGISTRY = 'FEATURES = [\n    "base",\n]\n'
 
@@ -83,16 +81,7 @@ class Ran:
 def run(tmp_path: Path, tasks: tuple[tuple[str, str, str], ...], review: Review = approve) -> Ran:
     """A `--pr` loop over `tasks` (id, subject, own file) with the scripted worker, the host's
     CI and `review`, to its end: it must succeed."""
-    gh, why = gh_binary()
-    if gh is None:
-        pytest.skip(why)
-    root = tmp_path / "repo"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "__init__.py").write_text("")
-    (root / "src" / "features.py").write_text(REGISTRY)
-    (root / "check.py").write_text(CHECK)
-    (root / "worker.py").write_text(WORKER)
-    (root / "audit.py").write_text(AUDIT)
+    root, gh = pr_project(tmp_path, CHECK, WORKER, {"src/features.py": REGISTRY})
     prompts = tmp_path / "prompts.txt"
     env = {**pr_env(tmp_path, gh), "PROMPTS": str(prompts)}
     bare = pushed(root, tmp_path, env)

@@ -136,16 +136,24 @@ def reviewer(pull: Pull, look: int) -> tuple[str, str] | tuple[str, str, Inline]
     return "APPROVED", ""
 
 
-def test_each_task_a_pull_request_until_green_and_approved(tmp_path: Path) -> None:
+def pr_project(
+    tmp_path: Path, check: str, worker: str, files: dict[str, str] | None = None
+) -> tuple[Path, str]:
+    """A `--pr` loop's project (its `src` package, the check, the scripted worker, the audit and
+    `files`) and the real gh; the test is skipped without gh."""
     gh, why = gh_binary()
     if gh is None:
         pytest.skip(why)
     root = tmp_path / "repo"
     (root / "src").mkdir(parents=True)
     (root / "src" / "__init__.py").write_text("")
-    (root / "check.py").write_text(CHECK)
-    (root / "worker.py").write_text(WORKER)
-    (root / "audit.py").write_text(AUDIT)
+    for name, text in {"check.py": check, "worker.py": worker, "audit.py": AUDIT, **(files or {})}.items():
+        (root / name).write_text(text)
+    return root, gh
+
+
+def test_each_task_a_pull_request_until_green_and_approved(tmp_path: Path) -> None:
+    root, gh = pr_project(tmp_path, CHECK, WORKER)
     env = pr_env(tmp_path, gh)
     bare = pushed(root, tmp_path, env)
     graph = demo_graph.create(
