@@ -72,7 +72,7 @@ def task_branch(root: Path, task: str, text: str) -> Worker:
     return Worker(f"worker-{task}", task, (f"work/{task}.txt",), "", status=QUEUED, branch=wt.branch)
 
 
-def check(where: Path) -> tuple[str | None, Mapping[str, Any] | None]:
+def check(where: Path, unless: object = None) -> tuple[str | None, Mapping[str, Any] | None]:
     done = subprocess.run([sys.executable, "check.py"], cwd=where, capture_output=True, text=True)
     return (None if done.returncode == 0 else done.stdout.strip()), None
 
@@ -90,8 +90,9 @@ def assert_green_at_every_commit(root: Path) -> None:
 
 
 class Ran:
-    """A train run as the driver runs it: the batch, then the blame of each branch that failed
-    by itself (the driver runs those beside the next batches)."""
+    """The train run as the driver runs it: the batch, again on what stays queued (a red batch
+    keeps the branches that pass alone) until nothing moves, then the blame of each branch that
+    failed by itself (the driver runs those beside the next batches)."""
 
     def __init__(self, root: Path, checks: int = 1, verify: Verify = check, ready: Any = None) -> None:
         self.root = root
@@ -101,7 +102,12 @@ class Ran:
         self.failed: list[tuple[Outcome, str]] = []
         self.told_after: list[int] = []
         """How many moves the loop's branch had made when each failing branch was handed on."""
-        self.train = Train(root, verify, self.land, self.lanes, self.fails)
+        self.passed_alone: set[tuple[str, str]] = set()
+        self.train = self.new_train()
+        self.runs = 0
+
+    def new_train(self) -> Train:
+        return Train(self.root, self.verify, self.land, self.lanes, self.fails, self.passed_alone)
 
     def land(self, tried: Tried) -> bool:
         """What the driver does with a green tree (when its branches are still queued)."""
@@ -114,7 +120,17 @@ class Ran:
         self.told_after.append(len(self.moves))
 
     def run(self, batch: list[Worker]) -> list[Outcome]:
-        outcomes = self.train.run(batch)
+        outcomes: list[Outcome] = []
+        queued = list(batch)
+        while queued:
+            self.train = self.new_train()
+            outcomes += self.train.run(queued)
+            self.runs += 1
+            done = {o.worker.name for o in outcomes} | {f.worker.name for f, _base in self.failed}
+            left = [w for w in queued if w.name not in done]
+            if len(left) == len(queued):
+                break
+            queued = left
         return outcomes + [
             f if f.beside else blame(self.root, self.lanes, self.verify, f, base) for f, base in self.failed
         ]
@@ -235,7 +251,7 @@ def test_a_check_that_fails_once_then_passes_on_the_same_tree_blames_no_task(rep
     ran.run([task_branch(repo, "1", "task 1\n")])
     calls: list[Path] = []
 
-    def once(where: Path) -> tuple[str | None, Mapping[str, Any] | None]:
+    def once(where: Path, unless: object = None) -> tuple[str | None, Mapping[str, Any] | None]:
         calls.append(where)
         return ("FAILED: a flaky test", None) if len(calls) == 1 else check(where)
 
@@ -249,7 +265,7 @@ def test_a_red_pair_that_passes_every_way_it_is_split_is_no_collision(repo: Path
     is named; the blame checks the tree again and finds the checks flaky."""
     calls: list[Path] = []
 
-    def once(where: Path) -> tuple[str | None, Mapping[str, Any] | None]:
+    def once(where: Path, unless: object = None) -> tuple[str | None, Mapping[str, Any] | None]:
         both = len(list((where / "work").glob("*.txt"))) == 3  # base, 1 and 2: the batch
         if both and not calls:
             calls.append(where)
@@ -336,7 +352,7 @@ def test_the_trains_checks_see_the_files_and_setup_a_workers_worktree_gets(repo:
     ready = Ready(setup, session, turns, Children(), Signals())  # type: ignore[arg-type]
     prepared: list[Path] = []
 
-    def needs_env(where: Path) -> tuple[str | None, Mapping[str, Any] | None]:
+    def needs_env(where: Path, unless: object = None) -> tuple[str | None, Mapping[str, Any] | None]:
         env = where / ".env"
         return (None if env.exists() and "s3cret" in env.read_text() else "no .env"), None
 
@@ -389,48 +405,51 @@ def test_a_conflict_with_a_batch_mate_that_did_not_land_is_no_conflict(repo: Pat
     assert outcomes["4"].conflict.conflicts == ("work/base.txt",)
 
 
-def test_a_red_batch_is_split_beside_its_own_check_in_the_lanes_nobody_wants(repo: Path) -> None:
-    """Eight branches, one broken, eight lanes: the batch's check runs beside the checks of the
-    batch without each of seven parts (they really overlap), so when it is red the seven
-    branches that pass land at once in one move and the breaker goes back: one round of checks,
-    then the blame's one."""
+def test_a_red_batch_finds_its_breaker_by_checking_each_branch_alone_beside_it(repo: Path) -> None:
+    """Eight branches, one broken, eight lanes: the batch's check runs beside checks of seven of
+    its branches alone (they really overlap), so when it is red the breaker is handed on at
+    once. The seven others stay queued and land together next, each checked alone once."""
     import threading
 
     batch = [
         task_branch(repo, str(t), f"task {t}" + (" BROKEN" if t == 6 else "") + "\n") for t in range(1, 9)
     ]
-    a_part_started = threading.Event()
+    one_started = threading.Event()
     beside: list[bool] = []
+    alone: list[str] = []
 
-    def counted(where: Path) -> tuple[str | None, Mapping[str, Any] | None]:
-        files = len(list((where / "work").glob("*.txt")))
-        if files < 9:  # the batch without a part
-            a_part_started.set()
-        elif files == 9 and not beside:  # base and the eight: the batch (the blame's later)
-            beside.append(a_part_started.wait(30))
+    def counted(where: Path, unless: object = None) -> tuple[str | None, Mapping[str, Any] | None]:
+        tasks = sorted(p.stem for p in (where / "work").glob("*.txt") if p.stem != "base")
+        if len(tasks) == 1:  # a branch alone
+            alone.append(tasks[0])
+            one_started.set()
+        elif len(tasks) == 8 and not beside:  # the batch (the blame's checks come later)
+            beside.append(one_started.wait(30))
         return check(where)
 
     ran = Ran(repo, checks=8, verify=counted)
     outcomes = by_task(ran.run(batch))
     assert beside == [True]
-    assert ran.moves == [["1", "2", "3", "4", "5", "7", "8"]]
+    assert ran.told_after == [0]  # handed on before anything landed: one round
+    assert ran.moves == [["1", "2", "3", "4", "5", "7", "8"]] and ran.runs == 2
     assert (
         outcomes["6"].sha is None
         and outcomes["6"].beside is None
         and "6.txt" in (outcomes["6"].failure or "")
     )
-    assert ran.verifications == 1 + 7 + 4  # the batch beside its seven parts left out; the blame
+    others = [t for t in alone if t != "6"]  # (the blame checks 6 alone again)
+    assert len(others) == len(set(others)) and {"1", "6"} <= set(alone)  # none checked alone twice
     assert_green_at_every_commit(repo)
 
 
-@pytest.mark.parametrize(("checks", "verifications"), [(4, 1 + 3 + 3), (8, 1 + 4)])
+@pytest.mark.parametrize(("checks", "verifications"), [(4, 1 + 3 + 4), (8, 1 + 4 + 4)])
 def test_two_branches_that_break_only_together_in_one_batch_land_one_and_name_it(
     repo: Path, checks: int, verifications: int
 ) -> None:
-    """Task 3 breaks the checks only beside task 1, both in one batch. With four lanes the
-    batch is split in three parts, tasks 1 and 2 in one: the batch without 3 lands and a blame
-    (one round) names task 1. With eight, the batch without 3 and the batch without 1 both
-    pass and the batch without 4 fails again, which names the pair: no blame."""
+    """Task 3 breaks the checks only beside task 1, both in one batch: each passes alone (the
+    checks beside the batch's, as many as lanes are free), so the batch without each branch is
+    checked. The batch without 3 and the batch without 1 both pass and the batch without 4
+    fails again, which names the pair: no blame."""
     batch = [
         task_branch(repo, "1", "task 1\n"),
         task_branch(repo, "2", "task 2\n"),
@@ -461,7 +480,7 @@ def test_a_check_a_signal_ended_lands_nothing(repo: Path) -> None:
     batch = [task_branch(repo, "1", "task 1\n")]
     before = git(repo, "rev-parse", "main")
 
-    def interrupted(where: Path) -> tuple[str | None, Mapping[str, Any] | None]:
+    def interrupted(where: Path, unless: object = None) -> tuple[str | None, Mapping[str, Any] | None]:
         raise Halted
 
     ran = Ran(repo, verify=interrupted)
@@ -529,10 +548,9 @@ def test_a_lane_that_could_not_be_made_ready_is_made_again_later(repo: Path) -> 
     assert len(tries) == 2
 
 
-def test_two_breakers_in_a_batch_cost_two_more_rounds_not_a_check_each(repo: Path) -> None:
-    """Two branches of eight break the checks: no batch without one part passes, so each part
-    is checked alone at once; the two that fail are handed on, then the six that pass land
-    together in one move."""
+def test_two_breakers_in_a_batch_are_both_handed_on_after_one_round(repo: Path) -> None:
+    """Two branches of eight break the checks: both fail alone beside the batch's check and are
+    handed on at once; the six that pass stay queued and land together next."""
     broken = {"3", "6"}
     batch = [
         task_branch(repo, str(t), f"task {t}" + (" BROKEN" if str(t) in broken else "") + "\n")
@@ -544,23 +562,87 @@ def test_two_breakers_in_a_batch_cost_two_more_rounds_not_a_check_each(repo: Pat
     assert {t for t, o in outcomes.items() if o.sha is None} == broken
     assert ran.told_after == [0, 0]  # their blames start before the six are checked together
     assert all(outcomes[t].failure and outcomes[t].beside is None for t in broken)
-    # three rounds: the batch beside it without each of seven parts; each part alone; the six
-    # together, beside them without each of six parts. Each blame checks its branch again once.
-    assert ran.verifications == (1 + 7) + 7 + (1 + 6) + 2
+    # two rounds: the batch beside seven alone; the six beside the eighth alone (unless the six
+    # passed before its check began). Each blame checks its branch again once.
+    assert ran.verifications <= (1 + 7) + (1 + 1) + 2
     assert_green_at_every_commit(repo)
+
+
+def test_a_green_batch_ends_the_checks_of_its_branches_alone_under_way(repo: Path) -> None:
+    """The batch passes while its branches' checks alone still run: nobody needs those any more,
+    so they are told to end (their lanes serve the next checks) and nothing waits for them."""
+    import threading
+
+    told: list[bool] = []
+    batch_done = threading.Event()
+
+    def slow_alone(where: Path, unless: object = None) -> tuple[str | None, Mapping[str, Any] | None]:
+        if len(list((where / "work").glob("*.txt"))) == 2:  # base and one branch: alone
+            assert isinstance(unless, threading.Event)
+            batch_done.wait(30)
+            told.append(unless.wait(30))
+            raise Halted
+        result = check(where)
+        batch_done.set()
+        return result
+
+    ran = Ran(repo, checks=4, verify=slow_alone)
+    outcomes = by_task(ran.run([task_branch(repo, t, f"task {t}\n") for t in ("1", "2", "3")]))
+    ran.lanes.quiet()
+    assert ran.moves == [["1", "2", "3"]] and all(o.sha for o in outcomes.values())
+    assert told and all(told)
+
+
+def test_no_lane_free_means_no_branch_is_checked_alone(repo: Path) -> None:
+    """Blames hold every lane when a batch comes: its branches are not checked alone (they would
+    hold its own check back); the batch waits for a lane and lands."""
+    import threading
+
+    lanes_held = threading.Event()
+    checked: list[int] = []
+
+    def counted(where: Path, unless: object = None) -> tuple[str | None, Mapping[str, Any] | None]:
+        checked.append(len(list((where / "work").glob("*.txt"))))
+        return check(where)
+
+    ran = Ran(repo, checks=4, verify=counted)
+    held = ran.lanes.start([lambda lane: lanes_held.wait(30)] * 4)
+    with ran.lanes._changed:
+        ran.lanes._changed.wait_for(lambda: ran.lanes._wanted == 4, timeout=30)
+    batch = [task_branch(repo, t, f"task {t}\n") for t in ("1", "2", "3")]
+    landed = threading.Thread(target=ran.run, args=(batch,))
+    landed.start()
+    with ran.lanes._changed:  # the batch's check asked for a lane
+        ran.lanes._changed.wait_for(lambda: ran.lanes._wanted > 4, timeout=30)
+    lanes_held.set()
+    landed.join(30)
+    assert all(h.result() for h in held)
+    assert ran.moves == [["1", "2", "3"]] and checked == [4]  # base and three: the batch only
 
 
 class Probes:
     """Lanes for `first_failing` without git: the probes run here, and the rounds are counted."""
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, spare: int | None = None) -> None:
         self.count = count
+        self.free = count if spare is None else spare
         self.rounds = 0
 
+    def spare(self) -> int:
+        return self.free
+
     def map(self, jobs: list[Any]) -> list[bool]:
-        assert len(jobs) <= max(2, self.count - 1)  # a lane kept for the train (with three or more)
+        assert len(jobs) <= max(1, min(self.count - 1, self.free))  # a lane kept for the train
         self.rounds += 1
         return [job(Path(".")) for job in jobs]
+
+
+def test_a_blame_takes_the_lanes_free_when_its_round_starts() -> None:
+    """Another blame holds five of eight lanes: each round takes the three free ones rather than
+    waiting a round for more, and still finds the landing."""
+    lanes = Probes(8, spare=3)
+    assert first_failing(lanes, lambda i: lambda lane: i >= 11, 0, 16) == 11  # type: ignore[arg-type]
+    assert lanes.rounds <= 4  # the last checks the tree it failed on again
 
 
 @given(count=st.integers(1, 9), high=st.integers(0, 80), data=st.data())
@@ -568,15 +650,15 @@ def test_the_blame_finds_the_first_failing_landing_in_as_few_rounds_as_all_lanes
     count: int, high: int, data: st.DataObject
 ) -> None:
     """Whatever the landing, it is found; with fewer probes a round than lanes, at most one
-    round more than all the lanes but the train's would take (the first round keeps a lane for
-    checking the tree it failed on again)."""
+    round more than all the lanes but the train's would take (the tree it failed on is checked
+    again, last when no round has a lane to spare)."""
     first = data.draw(st.integers(0, high))
     lanes = Probes(count)
     found = first_failing(lanes, lambda i: lambda lane: i >= first, 0, high)  # type: ignore[arg-type]
     assert found == first
     again = Probes(count)
     flaky = first_failing(again, lambda i: lambda lane: first <= i < high, 0, high)  # type: ignore[arg-type]
-    assert flaky is None and again.rounds == 1  # it passes where it failed: nothing is named
+    assert flaky is None  # it passes where it failed (whatever failed before it): nothing is named
     most = count - 1
     if most >= 2:
         fewest = next(r for r in range(1, 10) if most**r >= high)

@@ -51,7 +51,8 @@ class Merges:
         self.loop_branch: str | None = None
         self.loop_name = ""
         self.checks = max(1, checks)
-        """How many checks the train may run at once (its lanes: a red batch's parts, a blame)."""
+        """How many checks the train may run at once (its lanes: a batch, its branches alone, a
+        red batch's parts, a blame's probes)."""
         self.lanes: train.Lanes | None = None
         self._running = False
         """A run of the train is under way (it posts `_train_ended` last)."""
@@ -59,6 +60,8 @@ class Merges:
         """Branches whose blame runs (worker names): out of the next batches until it is said."""
         self._posted: SimpleQueue[Callable[[], None]] = SimpleQueue()
         """What the train and the blames did, for the driver's thread to apply, in order."""
+        self._passed_alone: set[tuple[str, str]] = set()
+        """What the train found passing alone (`train.Train.passed_alone`)."""
         self._halt = threading.Event()
         """The loop stops: no check starts any more, nothing more lands."""
         self._iteration = 0
@@ -138,7 +141,7 @@ class Merges:
     def tidy(self) -> None:
         self.finish()
         if self.lanes is not None:
-            self.lanes.quiet()  # a split's check a green batch made needless ends in its lane
+            self.lanes.quiet()  # a check a green batch made needless ends in its lane
         if self.isolation == WORKTREE:
             worktrees.remove_scratch(self.root, self.loop_name)
             worktrees.tidy(self.root, self.loop_name)
@@ -194,6 +197,8 @@ class Merges:
             ready = self.ready_scratch if self.verification else None
             self.lanes = train.Lanes(self.root, self.loop_name, self.checks, ready)
         self._iteration = state.iteration
+        # what passed alone on older tips of the loop's branch is forgotten
+        self._passed_alone &= {known for known in self._passed_alone if known[0] == self.before}
         self._running = True
         threading.Thread(target=self._run_train, args=(batch,), name="train", daemon=True).start()
         if settle:
@@ -228,7 +233,9 @@ class Merges:
         assert self.lanes is not None
         post = self._posted.put
         try:
-            ran = train.Train(self.root, self._verify_in, self._asked_to_land, self.lanes, self._failing)
+            ran = train.Train(
+                self.root, self._verify_in, self._asked_to_land, self.lanes, self._failing, self._passed_alone
+            )
             outcomes = ran.run(batch)
             post(lambda: self._ran(outcomes))
         except train.Halted:  # the loop stops, or let a branch go: the queue keeps the rest
@@ -314,14 +321,16 @@ class Merges:
         now = self.session.now
         self.apply(lambda s: workflow.merge_ended(s, name, sha=None, problem=why, now=now()))
 
-    def _verify_in(self, where: Path) -> tuple[str | None, dict[str, Any] | None]:
+    def _verify_in(
+        self, where: Path, unless: threading.Event | None = None
+    ) -> tuple[str | None, dict[str, Any] | None]:
         """The loop's checks in a lane, from the train's threads (a branch's failure is counted
-        once, when it is handed back)."""
+        once, when it is handed back); ended early once `unless` is set."""
         if self._halt.is_set():
             raise train.Halted
         if not self.verification:
             return None, None
-        verdict = self.verification.verdict(self._iteration, where)
+        verdict = self.verification.verdict(self._iteration, where, unless)
         if verdict.interrupted:
             raise train.Halted
         return verdict.failure, validation_of(verdict)

@@ -3,11 +3,13 @@
 Waiting for each branch's verification before the next starts makes a slow test suite the
 loop's pace. The train merges a batch of ready branches in a scratch worktree (never on the
 loop's branch) and runs the loop's checks once: green, the loop's branch is fast-forwarded to
-the batch. Beside that check, in lanes nobody else wants, the batch without each of its parts
-is checked too, so a red batch is split at once: the largest tree that passes lands, and the
-part it left out is split again on the new tip, down to the branches that break it. When only
-the trees without either of two single branches pass, those two fail beside each other, which
-names the pair. The loop's branch only ever moves to a verified tree.
+the batch. Beside that check, in the lanes free then, each of its branches is checked alone
+(once per tip of the loop's branch): red, the branches that fail alone are known at once and
+the rest stays queued for the next batch. When every branch passes alone, the batch without
+each part is checked: the largest tree that passes lands, and the part it left out is split
+again on the new tip, down to the branches that break it. When only the trees without either
+of two single branches pass, those two fail beside each other, which names the pair. The loop's
+branch only ever moves to a verified tree.
 
 A branch that fails by itself on the loop's branch is handed on at once to `blame`, which runs
 beside the next batches rather than before them: from which landing of the loop's branch do
@@ -26,7 +28,6 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from queue import SimpleQueue
 from typing import Any, TypeVar
 
 from loop.core.scheduler import Worker
@@ -43,6 +44,10 @@ T = TypeVar("T")
 
 def message(worker: Worker) -> str:
     return f"loopdeck: merge task {worker.task} ({worker.branch})"
+
+
+class Skipped(Exception):
+    """A job called off while it waited for a lane (`Lanes.call_off`)."""
 
 
 class Halted(Exception):
@@ -66,9 +71,9 @@ class Outcome:
 
 Red = tuple[str, Mapping[str, Any] | None]
 """The loop's checks' failure on a tree, and their results."""
-Verify = Callable[[Path], tuple[str | None, Mapping[str, Any] | None]]
+Verify = Callable[[Path, threading.Event | None], tuple[str | None, Mapping[str, Any] | None]]
 """The loop's checks run in a folder: their failure (None when green) and their results; raises
-`Halted` when a signal ended them."""
+`Halted` when a signal ended them, or the event given was set (nobody needs them any more)."""
 
 
 class Lanes:
@@ -80,85 +85,98 @@ class Lanes:
         self.loop = loop
         self.count = max(1, count)
         self.ready = ready
-        self._free: SimpleQueue[Path | None] = SimpleQueue()
+        self._free: list[Path] = []
         self._unmade = list(range(self.count, 0, -1))
         """The lanes not made yet (their numbers): the lowest is made first."""
         self._lock = threading.Lock()
         self._making = threading.Lock()
         self._wanted = 0
         """Jobs that hold a lane or wait for one."""
-        self._idle = threading.Condition(self._lock)
+        self._changed = threading.Condition(self._lock)
+        """Notified when a lane is freed, a job ends or a wait is called off (`call_off`)."""
         self.checks = 0
-        """The checks run in the lanes so far (a batch, its parts, a blame's probes)."""
+        """The checks run in the lanes so far (a batch, its branches alone, its parts, a blame's
+        probes)."""
 
     @contextmanager
-    def lane(self) -> Iterator[Path]:
+    def lane(self, unless: threading.Event | None = None) -> Iterator[Path]:
         """A scratch worktree of its own for one job: a free one, else a new one while fewer
-        than `count` exist, else the next one freed."""
-        while True:
-            with self._lock:
-                number = self._unmade.pop() if self._free.empty() and self._unmade else None
-            if number is None:
-                path = self._free.get()
-                if path is None:  # a lane could not be made: try making it here
-                    continue
-                break
+        than `count` exist, else the next one freed. `Skipped` when `unless` is called off
+        first."""
+        with self._changed:
+            called_off = unless.is_set if unless is not None else lambda: False
+            self._changed.wait_for(lambda: self._free or self._unmade or called_off())
+            if called_off():
+                raise Skipped
+            path = self._free.pop() if self._free else None
+            number = self._unmade.pop() if path is None else 0
+        if path is None:
             try:
                 with self._making:  # git worktree add, one at a time
                     path = worktrees.scratch(self.root, self.loop, "HEAD", number)
                 if self.ready is not None:
                     self.ready(path)
             except BaseException:
-                with self._lock:
+                with self._changed:
                     self._unmade.append(number)
-                self._free.put(None)  # whoever waits for a lane tries again
+                    self._changed.notify_all()
                 raise
-            break
         try:
             yield path
         finally:
-            self._free.put(path)
+            with self._changed:
+                self._free.append(path)
+                self._changed.notify_all()
+
+    def call_off(self, unless: threading.Event) -> None:
+        """Jobs started with `unless` that have no lane yet give up waiting (`Skipped`)."""
+        with self._changed:
+            unless.set()
+            self._changed.notify_all()
 
     def run(self, job: Callable[[Path], T]) -> T:
         with self._lock:
             self._wanted += 1
         return self._run(job)
 
-    def _run(self, job: Callable[[Path], T]) -> T:
+    def _run(self, job: Callable[[Path], T], unless: threading.Event | None = None) -> T:
         try:
-            with self.lane() as path:
+            with self.lane(unless) as path:
                 return job(path)
         finally:
-            with self._idle:
+            with self._changed:
                 self._wanted -= 1
-                self._idle.notify_all()
+                self._changed.notify_all()
 
     def spare(self) -> int:
         """How many lanes no job holds or waits for now."""
         with self._lock:
             return max(0, self.count - self._wanted)
 
-    def start(self, jobs: Sequence[Callable[[Path], T]]) -> list[Future[T]]:
+    def start(
+        self, jobs: Sequence[Callable[[Path], T]], unless: threading.Event | None = None
+    ) -> list[Future[T]]:
         """Each job started in a lane of its own (up to `count` at once, the rest waiting for a
-        lane); their futures, in order. A job nobody waits for any more runs to its end."""
+        lane); their futures, in order. A job still waiting for a lane when `unless` is called
+        off is `Skipped`."""
         with self._lock:
             self._wanted += len(jobs)
         pool = ThreadPoolExecutor(max_workers=max(1, min(self.count, len(jobs))), thread_name_prefix="lane")
         started: list[Future[T]] = []
         try:
             for job in jobs:
-                started.append(pool.submit(self._run, job))
+                started.append(pool.submit(self._run, job, unless))
             return started
         finally:
             pool.shutdown(wait=False)
-            with self._idle:
+            with self._changed:
                 self._wanted -= len(jobs) - len(started)  # what could not start waits for nothing
-                self._idle.notify_all()
+                self._changed.notify_all()
 
     def quiet(self) -> None:
         """Wait until no job holds a lane or waits for one: the checks nobody waits for ended."""
-        with self._idle:
-            self._idle.wait_for(lambda: self._wanted == 0)
+        with self._changed:
+            self._changed.wait_for(lambda: self._wanted == 0)
 
     def map(self, jobs: Sequence[Callable[[Path], T]]) -> list[T]:
         """Each job in a lane of its own, up to `count` at once; their results in order."""
@@ -168,10 +186,13 @@ class Lanes:
         wait(started)  # every job ended before any result (or error) is taken
         return [done.result() for done in started]
 
-    def check(self, verify: Verify, where: Path) -> tuple[str | None, Mapping[str, Any] | None]:
+    def check(
+        self, verify: Verify, where: Path, unless: threading.Event | None = None
+    ) -> tuple[str | None, Mapping[str, Any] | None]:
+        """The checks in a lane; ended early (`Halted`) once `unless` is set."""
         with self._lock:
             self.checks += 1
-        return verify(where)
+        return verify(where, unless)
 
 
 @dataclass
@@ -221,6 +242,8 @@ class Train:
     fails: Callable[[Outcome, str], None]
     """Told at once of a branch that fails by itself on the loop's branch, with the commit it
     fails on: what it fails beside is `blame`'s to find, unless the split showed it (`beside`)."""
+    passed_alone: set[tuple[str, str]] = field(default_factory=set)
+    """(loop's branch, branch) tips a branch passed the checks alone on, kept across runs."""
     outcomes: list[Outcome] = field(default_factory=list)
     """Landed branches and conflicts, in order."""
     conflicted: list[tuple[Worker, worktrees.Merge, str]] = field(default_factory=list)
@@ -241,28 +264,37 @@ class Train:
         return self.outcomes
 
     def _tried(
-        self, base: str, group: Sequence[Worker], unless: threading.Event | None = None
+        self,
+        base: str,
+        group: Sequence[Worker],
+        unless: threading.Event | None = None,
+        ended: threading.Event | None = None,
     ) -> Callable[[Path], Tried]:
         """The job: `group` merged one by one onto `base` in a lane (a branch that conflicts is
-        left out), then checked; nothing done when `unless` is set by the time it has a lane."""
+        left out), then checked; nothing done once `unless` is set (a check under way ends).
+        `ended`: called off as the job ends, before its lane is free for a job waiting for it."""
 
         def job(lane: Path) -> Tried:
             tried = Tried(base, [], [])
-            if unless is not None and unless.is_set():
+            try:
+                if unless is not None and unless.is_set():
+                    return tried
+                worktrees.reset_to(lane, base)
+                for worker in group:
+                    assert worker.branch is not None
+                    done = worktrees.merge_commit(lane, worker.branch, message(worker))
+                    if not done.merged:
+                        tried.conflicted.append((worker, done, tried.tip))
+                        continue
+                    assert done.sha is not None
+                    tried.tip = done.sha
+                    tried.merged.append(Outcome(worker, sha=done.sha))
+                if tried.merged:
+                    tried.failure, tried.validation = self.lanes.check(self.verify, lane, unless)
                 return tried
-            worktrees.reset_to(lane, base)
-            for worker in group:
-                assert worker.branch is not None
-                done = worktrees.merge_commit(lane, worker.branch, message(worker))
-                if not done.merged:
-                    tried.conflicted.append((worker, done, tried.tip))
-                    continue
-                assert done.sha is not None
-                tried.tip = done.sha
-                tried.merged.append(Outcome(worker, sha=done.sha))
-            if tried.merged:
-                tried.failure, tried.validation = self.lanes.check(self.verify, lane)
-            return tried
+            finally:
+                if ended is not None:
+                    self.lanes.call_off(ended)
 
         return job
 
@@ -279,20 +311,25 @@ class Train:
         """Land what can land of `group` on `base`; the loop's branch's new tip. `red`: the
         checks' failure when `group` on `base` is already known to fail (what a batch left
         out of what landed of it), which is not verified again. A group's check runs beside
-        its split's in the lanes nobody else wants then: red, the split is known at once."""
-        ahead: Split | None = None
+        checks of its branches alone, in the lanes free then: red, a branch that fails alone
+        goes to `fails` and the rest waits for the next batch; none does, the group is split."""
         if red is None:
-            ahead = split_of(group, self.lanes.spare() - 1)
-            needless = threading.Event()
-            first, *guesses = self.lanes.start(
-                [self._tried(base, group)] + [self._tried(base, rest, needless) for rest in ahead.without]
-            )
+            alone: list[list[Worker]] = []
+            tips: dict[str, str] = {}
+            if len(group) > 1 and self.lanes.count > 2:
+                tips = {w.name: worktrees.head(self.root, w.branch or "") for w in group}
+                unknown = [w for w in group if (base, tips[w.name]) not in self.passed_alone]
+                alone = [[w] for w in unknown[: max(0, self.lanes.spare() - 1)]]
+            needless, late = threading.Event(), threading.Event()
+            first = self.lanes.start([self._tried(base, group, ended=late)])[0]
+            guesses = self.lanes.start([self._tried(base, one, needless) for one in alone], late)
+            tries: list[Tried] = []
             try:
-                tried = first.result()  # green, it lands without waiting for the split's checks
+                tried = first.result()  # green, it lands without waiting for the other checks
                 if tried.failure is not None and not tried.conflicted:  # (a conflict: a new group)
-                    ahead.tries = [guess.result() for guess in guesses]
-            finally:
-                needless.set()  # nobody waits for the split's checks that have no lane yet
+                    tries = [g.result() for g in guesses if not isinstance(g.exception(), Skipped)]
+            finally:  # (`late` was called off as the batch's check ended: red, only the checks
+                needless.set()  # already under way are waited for) a check nobody needs ends
             self.conflicted += tried.conflicted
             if not tried.merged:
                 return base
@@ -300,12 +337,18 @@ class Train:
                 return self._landed(tried)
             red = (tried.failure, tried.validation)
             group = [o.worker for o in tried.merged]
+            self.passed_alone.update((base, tips[t.merged[0].worker.name]) for t in tries if t.green)
+            failing = [t for t in tries if t.merged and not t.conflicted and t.failure is not None]
+            for one in failing:  # fails by itself: the rest stays queued for the next batch
+                worker = one.merged[0].worker
+                self.fails(Outcome(worker, failure=one.failure, validation=one.validation), base)
+            if failing:
+                return base
         if len(group) == 1:
             self.fails(Outcome(group[0], failure=red[0], validation=red[1]), base)
             return base
-        if ahead is None or not ahead.tries:
-            ahead = split_of(group, max(2, self.lanes.count))
-            ahead.tries = self.lanes.map([self._tried(base, rest) for rest in ahead.without])
+        ahead = split_of(group, max(2, self.lanes.count))
+        ahead.tries = self.lanes.map([self._tried(base, rest) for rest in ahead.without])
         return self._split(base, group, red, ahead)
 
     def _split(self, base: str, group: Sequence[Worker], red: Red, done: Split) -> str:
@@ -396,7 +439,7 @@ def blame(root: Path, lanes: Lanes, verify: Verify, failed: Outcome, base: str) 
             worktrees.reset_to(lane, points[index][0])
             if not worktrees.apply_work(lane, worker.branch or "", base):
                 return True
-            return lanes.check(verify, lane)[0] is not None
+            return lanes.check(verify, lane, None)[0] is not None
 
         return job
 
@@ -415,19 +458,34 @@ def first_failing(
     """The first index in [low, high] at which `fails_at` fails, knowing it failed at `high`
     (and fails from there on). Each round's probes run at once (`spread`), the first round's
     first at `low` (a branch that fails alone is said at once); one lane: `low`, then halving.
-    The first round checks `high` again too: None when it passes there (a flaky check)."""
-    most = max(1, lanes.count - 1)  # one lane for the train
-    probes = [low] if most <= 2 else spread(low, high, most - 1)  # and one for `high`
-    probes = sorted({*probes, high})
+    `high` itself is checked again in the first round with a lane to spare, else last: None
+    when it passes there (a flaky check)."""
+    top, again, first = high, False, True
     while True:
-        bad = dict(zip(probes, lanes.map([fails_at(i) for i in probes]), strict=True))
-        if not bad.get(high, True):
-            return None
-        high = min((i for i in probes if bad[i]), default=high)
-        low = max((i + 1 for i in probes if not bad[i] and i < high), default=low)
+        most = free(lanes)
         if low >= high:
-            return high
-        probes = [(low + high) // 2] if most == 1 else spread(low, high, most)
+            if again:
+                return high
+            probes = [top]
+        elif most == 1:
+            probes = [low if first else (low + high) // 2]
+        else:
+            probes = spread(low, high, most)
+            if not again and len(probes) < most:
+                probes.append(top)
+        first = False
+        bad = dict(zip(probes, lanes.map([fails_at(i) for i in probes]), strict=True))
+        if not bad.get(top, True):
+            return None
+        again = again or top in bad
+        high = min([high] + [i for i in probes if bad[i]])
+        low = max([low] + [i + 1 for i in probes if not bad[i] and i < high])
+
+
+def free(lanes: Lanes) -> int:
+    """How many probes a round of a blame takes: the lanes free now, one left for the train (a
+    probe that waits for a lane holds its whole round back)."""
+    return max(1, min(lanes.count - 1, lanes.spare()))
 
 
 def spread(low: int, high: int, most: int) -> list[int]:

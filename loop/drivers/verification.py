@@ -5,6 +5,7 @@ the loop runs (`admit`), then run after a turn, on a merged tree or on a worker'
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,9 +77,10 @@ class Verification:
             self.session.tally.verify_failures += 1
         return verdict.failure
 
-    def verdict(self, n: int, cwd: Path | None = None) -> Verdict:
+    def verdict(self, n: int, cwd: Path | None = None, unless: threading.Event | None = None) -> Verdict:
         """The verification commands' verdict in `cwd` (default the workspace), as data: what
-        the merge train runs in its lanes, several at once."""
+        the merge train runs in its lanes, several at once. Interrupted on a signal, or once
+        `unless` is set (the train needs the verdict no more)."""
         from loop.verify.suite import run_all  # loaded with the checks (`admit`)
 
         session = self.session
@@ -87,7 +89,7 @@ class Verification:
             cwd or session.ws.root,
             timeout=session.options.verify_timeout,
             report=lambda kind, data: session.event(kind, n, data),
-            interrupted=lambda: self.signals.caught is not None,
+            interrupted=lambda: self.signals.caught is not None or (unless is not None and unless.is_set()),
             register=self.children.register(),
             released=self.children.release,
             env=self.children.env(),
