@@ -209,6 +209,11 @@ class Tried:
     def green(self) -> bool:
         return bool(self.merged) and not self.conflicted and self.failure is None
 
+    @property
+    def red(self) -> bool:
+        """Merged without a conflict, and the checks failed: what it says is about this tree."""
+        return bool(self.merged) and not self.conflicted and self.failure is not None
+
 
 @dataclass
 class Split:
@@ -326,10 +331,10 @@ class Train:
             tries: list[Tried] = []
             try:
                 tried = first.result()  # green, it lands without waiting for the other checks
-                if tried.failure is not None and not tried.conflicted:  # (a conflict: a new group)
+                if tried.red:  # the checks already under way (`late` was called off) are awaited
                     tries = [g.result() for g in guesses if not isinstance(g.exception(), Skipped)]
-            finally:  # (`late` was called off as the batch's check ended: red, only the checks
-                needless.set()  # already under way are waited for) a check nobody needs ends
+            finally:
+                needless.set()  # a check nobody needs any more ends
             self.conflicted += tried.conflicted
             if not tried.merged:
                 return base
@@ -338,7 +343,7 @@ class Train:
             red = (tried.failure, tried.validation)
             group = [o.worker for o in tried.merged]
             self.passed_alone.update((base, tips[t.merged[0].worker.name]) for t in tries if t.green)
-            failing = [t for t in tries if t.merged and not t.conflicted and t.failure is not None]
+            failing = [t for t in tries if t.red]
             for one in failing:  # fails by itself: the rest stays queued for the next batch
                 worker = one.merged[0].worker
                 self.fails(Outcome(worker, failure=one.failure, validation=one.validation), base)
@@ -363,12 +368,12 @@ class Train:
             known = {
                 names(rest): (tried.failure or "", tried.validation)
                 for rest, tried in zip(done.without, done.tries, strict=True)
-                if tried.merged and not tried.conflicted and tried.failure is not None
+                if tried.red
             }
             return self._each_alone(base, done.parts, known)
         left_out = [[w for w in group if w not in rest] for rest, _tried in green]
         tip = self._landed(green[0][1])
-        repeated = any(t.merged and not t.conflicted and t.failure is not None for t in done.tries)
+        repeated = any(t.red for t in done.tries)
         if repeated and len(left_out) == 2 and len(left_out[0]) == len(left_out[1]) == 1:
             beside = left_out[1][0].task
             self.fails(Outcome(left_out[0][0], failure=red[0], validation=red[1], beside=beside), tip)
@@ -388,7 +393,7 @@ class Train:
         ):
             if tried.green:
                 green.append((i, tried))
-            elif tried.merged and not tried.conflicted:
+            elif tried.red:
                 alone[i] = (tried.failure or "", tried.validation)
         done = {i for i, _tried in green}
         for i, part in enumerate(parts):
