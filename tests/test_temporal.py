@@ -118,8 +118,11 @@ def test_heartbeats_results_and_errors_carry_no_secret_of_the_worker(
     env = ActivityEnvironment()
     env.on_heartbeat = lambda *details: beats.append(details)
     out = env.run(acts.turn, turn_for(proj.remote, agent))
-    said = repr(beats) + out.to_record()
+    said = repr(beats) + out.to_record() + repr(out.lines)
     assert "my key is [REDACTED]" in said  # the agent said it; it never left the worker
+    # the turn's last lines come back with it, scrubbed, for a monitor opened after it ended
+    assert out.lines is not None and "my key is [REDACTED]" in out.lines["lines"]
+    assert "lines" not in out.to_record()  # never in the turn's commit message
     for secret in (PLAIN_SECRET, SECRET):
         assert secret not in said
     assert beats, "no heartbeat while the agent ran"
@@ -400,6 +403,50 @@ def test_serve_temporal_opens_the_temporal_monitor_in_each_tab(monkeypatch: pyte
     assert json.loads(os.environ[serve.ENV])["temporal"] == target
     serve.main()
     assert opened == [("127.0.0.1:7233", "loopdeck-x-1")]
+
+
+def test_the_monitor_shows_the_last_lines_of_a_remote_turn_that_ended_before_it_opened(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker whose turn ended (it asks a question) has no heartbeat on the server any more:
+    the Output panel shows the lines the loop kept of that turn."""
+    import asyncio
+    import time
+
+    from loop.core import scheduler
+    from loop.core.model import LoopState
+    from loop.temporal import protocol
+    from loop.temporal.client import Remote, Target
+    from tui.temporal import TemporalApp
+    from tui.widgets.output import OutputPanel
+
+    asking = scheduler.Worker("worker-1", "1", ("a.py",), "", status=scheduler.QUESTION, turns=2)
+    state = scheduler.keep(
+        LoopState.new("Build it", started_at="2026-11-29T08:00:00+00:00"), scheduler.Board(workers=(asking,))
+    )
+    tail = {"worker": "worker-1", "task": "1", "turn": 2, "agent": "text", "count": 3}
+    answer = {
+        "state": protocol.state_json(state),
+        "events": [],
+        "events_total": 0,
+        "tails": [{**tail, "lines": ["my key is [REDACTED]", "Which port should it use?"]}],
+    }
+    monkeypatch.setattr(Remote, "read", lambda self, wf: answer)
+    monkeypatch.setattr(Remote, "outputs", lambda self, wf: [])  # no turn under way
+
+    async def opened() -> str:
+        app = TemporalApp(Target("127.0.0.1:1"), "loopdeck-x-1", prompts=False)
+        async with app.run_test(size=(160, 48)) as pilot:
+            deadline = time.monotonic() + 20
+            while True:
+                panel = app.screen.query(OutputPanel)
+                shown = "\n".join(t.plain for t in panel.first().lines) if panel else ""
+                if "Which port" in shown or time.monotonic() > deadline:
+                    return shown
+                await pilot.pause(0.1)
+
+    shown = asyncio.run(opened())
+    assert "… 1 lines not fetched" in shown and "Which port should it use?" in shown
 
 
 def test_temporal_dev_is_the_server_itself_and_leaves_nothing_behind(tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
 """The Temporal engine at parity with the local workers, on the dev server with a worker in this
 process: a loop that continues as new every two turns completes with every task merged once,
-a question asked before a switch answered after it, and the monitor's Output panel showing a
-remote turn as it runs; a usage limit handing the turn to the fallback agent in the same turn;
-an audit agent rejecting a task once."""
+a question asked before a switch answered after it, the monitor's Output panel showing a remote
+turn as it runs, and each worker's last turn's lines kept past it; a usage limit handing the
+turn to the fallback agent in the same turn; an audit agent rejecting a task once."""
 
 from __future__ import annotations
 
@@ -139,6 +139,9 @@ def test_a_loop_continued_as_new_loses_and_repeats_nothing(server: Server, tmp_p
     end = asyncio.run(run_loop(server, spec, tmp_path / "work", during))
     assert end["outcome"] == "completed", end
     final = end["final"]
+    # each worker's last turn's lines outlive the turn, and the runs it ran in
+    assert {t["worker"] for t in final["tails"]} >= {asked["worker"]}
+    assert all(t["lines"][0].startswith("my key is") for t in final["tails"]), final["tails"]
     assert final["runs"] >= 4, final["runs"]  # continued as new at least three times
     done = [e["data"]["task"] for e in final["events"] if e["kind"] == "task-completed"]
     assert sorted(done) == ["1", "2", "3", "4", "5", "6"]

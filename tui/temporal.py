@@ -7,12 +7,15 @@ second instead of watched on disk, and the keys' commands go to the workflow as 
 of the control queue. Every panel, key and prompt is `LoopdeckApp`'s.
 
 The Output panel follows a remote turn as it follows a local worker's log: each poll fetches
-the turns' last heartbeats (their agents' last lines, `loop.temporal.output`) and appends what
-is new to a file of the monitor's own (a folder removed when it closes), which the panel reads.
+the turns' last heartbeats (their agents' last lines, `loop.temporal.output`) and the last lines
+of each worker's ended turn (kept by the loop: a monitor opened in the morning shows the
+night's last turns), and appends what is new to a file of the monitor's own (a folder removed
+when it closes), which the panel reads.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -85,17 +88,18 @@ class TemporalApp(LoopdeckApp):
             answer = self.remote.read(wf)
         except (LoopdeckError, TimeoutError):
             return  # the server away for a moment: the next poll tries again
-        if not answer.get("ended"):
-            self.fetch_outputs(wf)  # before the snapshot: the panel finds their lines with it
+        self.fetch_outputs(wf, answer)  # before the snapshot: the panel finds their lines with it
         if wf == self.workflow_id:
             self.post_message(SnapshotReady(view.snapshot(answer, wf, self.target)))
 
-    def fetch_outputs(self, wf: str) -> list[Path]:
-        """The remote turns' latest lines into the loop's files here (the files that grew)."""
-        try:
-            details = self.remote.outputs(wf)
-        except (LoopdeckError, TimeoutError):
-            return []
+    def fetch_outputs(self, wf: str, answer: dict[str, Any]) -> list[Path]:
+        """The remote turns' latest lines into the loop's files here (the files that grew): the
+        ended turns' from the loop's snapshot `answer`, then the last heartbeats of those under
+        way (none once the loop ended)."""
+        details = list(answer.get("tails") or [])
+        if not answer.get("ended"):
+            with contextlib.suppress(LoopdeckError, TimeoutError):  # the next poll tries again
+                details += self.remote.outputs(wf)
         return self.mirror(wf).take(details)
 
     def mirror(self, wf: str) -> Mirror:

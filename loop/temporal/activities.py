@@ -185,7 +185,8 @@ class Activities:
     def turn(self, inp: TurnInput) -> TurnOutput:
         tail = Tail(inp.worker, inp.task, inp.turn, self.scrub)  # what its heartbeats carry
         with Beating(self.settings.heartbeat_s, tail.last):
-            return self.guard(lambda: self._turn(inp, tail))
+            out = self.guard(lambda: self._turn(inp, tail))
+        return replace(out, lines=tail.now() if tail.count else None)
 
     def _turn(self, inp: TurnInput, tail: Tail) -> TurnOutput:
         info = activity.info()

@@ -149,6 +149,8 @@ class Carried:
     """Worker → the files its branch changed, for an audit that starts in the next run."""
     outputs: dict[str, str] = field(default_factory=dict)
     """Worker → its last turn's final words, for an audit agent."""
+    tails: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Worker → its last ended turn's last lines, for a monitor."""
     refresh: bool = False
     """The graph is to be read again from the loop's branch."""
     runs: int = 1
@@ -230,9 +232,14 @@ class TurnOutput:
     """Its CLI (`claude`, `codex`, `text`…), as the journal names agents."""
     limits: list[dict[str, Any]] = field(default_factory=list)
     """Each agent that hit a usage limit in this turn: role, agent, reason, resets_at."""
+    lines: dict[str, Any] | None = None
+    """The turn's last lines as its last heartbeat would carry them (`loop.temporal.output`),
+    taken after the agent ended: a monitor opened later shows them."""
 
     def to_record(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
+        """The facts kept in the turn's commit (its lines stay out of the commit message)."""
+        facts = {k: v for k, v in asdict(self).items() if k != "lines"}
+        return json.dumps(facts, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
     def from_record(cls, text: str) -> TurnOutput | None:

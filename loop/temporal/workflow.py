@@ -108,6 +108,9 @@ class LoopWorkflow:
         """The role of the agent the last turn started with."""
         self.outputs: dict[str, str] = {}
         """Worker → its last turn's final words, for an audit agent."""
+        self.tails: dict[str, dict[str, Any]] = {}
+        """Worker → its last ended turn's last lines: a monitor opened after the turn ended (the
+        heartbeats of a turn under way are read from the server) shows them."""
         self.audits: dict[str, list[str]] = {}
         """Worker → the files its branch changed, while its audit is due or under way."""
         self.draining = False
@@ -147,6 +150,7 @@ class LoopWorkflow:
             "loop_branch": self.spec.loop_branch if self.spec else "",
             "task_queue": self.spec.task_queue if self.spec else "",
             "runs": self.runs,
+            "tails": list(self.tails.values()),
         }
 
     # --- the loop ----------------------------------------------------------------------------
@@ -239,6 +243,7 @@ class LoopWorkflow:
             held={role: [until, waits] for role, (until, waits) in self.held.items()},
             audits=dict(self.audits),
             outputs=dict(self.outputs),
+            tails=dict(self.tails),
             refresh=self.refresh_wanted,
             runs=self.runs + 1,
             role=self.role,
@@ -259,6 +264,7 @@ class LoopWorkflow:
         self.held = {role: (v[0], int(v[1])) for role, v in carried.held.items()}
         self.audits = {name: list(files) for name, files in carried.audits.items()}
         self.outputs = dict(carried.outputs)
+        self.tails = dict(carried.tails)
         self.runs = carried.runs
         self.role = carried.role
         board = scheduler.board_of(self.state)
@@ -518,6 +524,8 @@ class LoopWorkflow:
         assert state is not None
         worker = scheduler.board_of(state).worker(name)
         self.turns.pop(name, None)
+        if out.lines is not None and turn >= int(self.tails.get(name, {}).get("turn", 0)):
+            self.tails[name] = out.lines
         if worker is None or worker.turns != turn or worker.status != scheduler.RUNNING:
             return  # a turn the loop stopped waiting for (skipped, stopped, replaced)
         out = self.on_limits(name, out)
