@@ -79,7 +79,7 @@ async def test_u_undoes_a_landed_task_from_the_monitor(repo: Workspace) -> None:
 async def test_a_refused_undo_is_a_notice_and_escape_cancels(repo: Workspace) -> None:
     landed_two(repo)
     tip = git(repo.root, "rev-parse", "HEAD").strip()
-    (repo.root / "b.py").write_text("a person's edit, not committed\n")
+    (repo.root / "a.py").write_text("a person's edit of task 1's file, not committed\n")
     monitor = app(repo, git=False, prompts=False)
     async with monitor.run_test(size=SIZE, notifications=True) as pilot:
         await until(pilot, lambda: monitor.check_action("undo", ()) is True)
@@ -93,7 +93,7 @@ async def test_a_refused_undo_is_a_notice_and_escape_cancels(repo: Workspace) ->
         await until(pilot, lambda: not isinstance(monitor.screen, ConfirmScreen))
         await pick(monitor, pilot, "1")
         await pilot.press("y")
-        refused = "has uncommitted changes: commit or put them aside, then undo"
+        refused = "has uncommitted changes in a.py, which the undo takes back"
         await until(pilot, lambda: any(refused in n for n in notices(monitor)))
         assert set(monitor.landed) == {"1", "2"} and not isinstance(
             monitor.screen, (UndoScreen, ConfirmScreen)

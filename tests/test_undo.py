@@ -63,6 +63,35 @@ def test_undo_reverts_a_landed_task_reopens_it_and_the_next_run_lands_it_again(r
     assert json.loads((graph / "1.json").read_text())["status"] == "completed"
 
 
+def test_undo_keeps_other_uncommitted_changes_and_refuses_those_it_would_take_back(repo: Workspace) -> None:
+    """A task graph kept in git holds the loop's status lines, uncommitted, after every run (and
+    every undo): they never block an undo. A person's edit of a file the undo takes back does,
+    as a staged change does, each said in one line."""
+    graph = demo_graph.create(
+        repo.root / "graph", (("1", "Model", (), ("a.py",)), ("2", "Store", (), ("b.py",)))
+    )
+    git(repo.root, "add", "graph")
+    git(repo.root, "commit", "-qm", "the task graph, kept in git")
+    done = run(repo, graph, "--workers", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert git(repo.root, "status", "--porcelain", "--", "graph").strip()  # the loop's own lines
+    edit = "a person's edit, not committed\n"
+    (repo.root / "b.py").write_text(edit)
+
+    undone = undo(repo, "1")
+    assert undone.returncode == 0, undone.stdout + undone.stderr
+    assert not (repo.root / "a.py").exists() and (repo.root / "b.py").read_text() == edit
+    assert git(repo.root, "show", "--name-only", "--format=", "HEAD").split() == ["a.py"]
+
+    refused = undo(repo, "2")
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "uncommitted changes in b.py, which the undo takes back" in refused.stderr
+    git(repo.root, "add", "b.py")
+    staged = undo(repo, "2")
+    assert staged.returncode != 0 and "has staged changes: commit or unstage them" in staged.stderr
+    assert (repo.root / "b.py").read_text() == edit  # nothing a person wrote was lost
+
+
 def test_undo_is_refused_inside_an_agent_and_while_a_runner_drives_the_loop(repo: Workspace) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO), "CLAUDECODE": "1"}
     argv = [PY, "-m", "loop.cli", "-C", str(repo.root), "undo", "1"]

@@ -103,10 +103,20 @@ def landed_commits(root: Path, before: str, after: str) -> tuple[list[str], bool
 
 def revert(root: Path, before: str, after: str, message: str) -> str:
     """Take back what landed between `before` and `after` with one revert commit on the branch
-    checked out at `root`; its sha. A revert that conflicts with later work is undone and
-    refused, naming the files."""
-    if run_git(root, "status", "--porcelain", "--untracked-files=no").stdout.strip():
-        raise LandingError(f"{root} has uncommitted changes: commit or put them aside, then undo")
+    checked out at `root`; its sha. Uncommitted changes to other files stay as they are (the
+    loop's own status lines in a tracked task graph, say); staged ones, or changes to a file the
+    revert takes back, are refused, naming the files. A revert that conflicts with later work is
+    undone and refused, naming the files."""
+    if run_git(root, "diff", "--cached", "--quiet", check=False).returncode != 0:
+        raise LandingError(f"{root} has staged changes: commit or unstage them, then undo")
+    landed = set(run_git(root, "diff", "--name-only", "-z", before, after).stdout.split("\0"))
+    edited = set(run_git(root, "diff", "--name-only", "-z").stdout.split("\0"))
+    both = sorted((landed & edited) - {""})
+    if both:
+        raise LandingError(
+            f"{root} has uncommitted changes in {', '.join(both)}, which the undo takes back: "
+            "commit or put them aside, then undo"
+        )
     shas, merge = landed_commits(root, before, after)
     if not shas:
         raise LandingError(f"nothing landed between {before[:8]} and {after[:8]}")
