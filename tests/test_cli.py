@@ -143,6 +143,24 @@ def test_log_renders_and_json(cli) -> None:
     assert [e["kind"] for e in data["events"]] == ["command-sent"]
 
 
+def test_a_skip_naming_no_worker_among_several_is_refused_naming_them(cli, ws: Workspace) -> None:
+    from loop.core import scheduler
+    from loop.store.state import StateStore
+
+    cli("start", "x")
+    store = StateStore(ws)
+    state = store.read()
+    assert state is not None
+    two = (scheduler.Worker("worker-1", "3", (), ""), scheduler.Worker("worker-2", "4", (), ""))
+    store.write(scheduler.keep(state, scheduler.Board(workers=two)))
+    ran = cli("skip")
+    assert ran.code == 1 and ran.err.count("\n") == 1 and "Traceback" not in ran.err
+    assert "worker-1 (task 3), worker-2 (task 4): skip one's task with --worker NAME" in ran.err
+    assert cli("skip", "--worker", "worker-2").code == 0
+    lines = [json.loads(line) for line in ws.control.read_text().splitlines()]
+    assert [(c["kind"], c.get("target")) for c in lines] == [("skip", "worker-2")]
+
+
 @pytest.mark.parametrize(
     "verb",
     [

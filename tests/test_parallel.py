@@ -301,8 +301,10 @@ async def test_the_monitor_shows_workers_and_keys_act_on_the_selected_one(tmp_pa
         await on_second_worker(monitor, pilot)
         await pilot.press("w")
         await pilot.pause()
+        await pilot.press("s")  # the loop's skip: "the current task" is the selected worker's
+        await pilot.pause()
     sent = [json.loads(line) for line in ws.control.read_text().splitlines()]
-    assert [(c["kind"], c.get("target")) for c in sent] == [("stop", "worker-2")]
+    assert [(c["kind"], c.get("target")) for c in sent] == [("stop", "worker-2"), ("skip", "worker-2")]
 
 
 async def test_the_answer_key_asks_the_selected_workers_question_and_sends_it_to_that_worker(

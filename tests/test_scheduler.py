@@ -351,6 +351,34 @@ def test_worker_commands_skip_and_stop() -> None:
     assert stop.board.workers == ()
 
 
+def test_a_skip_that_names_no_worker_skips_the_only_ones_task_and_among_several_says_so() -> None:
+    """ "The current task" of a loop of workers: the only worker's, else nobody's (which?)."""
+    one = loop(Board(graph="g", capacity=2, workers=(w("worker-1", "1", "a.py"),), serial=1))
+    skip = workflow.command(one, Command("c", "ts", "skip", "cli", person=True), None, NOW)
+    assert skip.end == ["worker-1"] and ("task-skipped", {"task": "1", "worker": "worker-1"}) in skip.events
+    two = loop(
+        Board(
+            graph="g", capacity=2, workers=(w("worker-1", "1", "a.py"), w("worker-2", "2", "b.py")), serial=2
+        )
+    )
+    why = workflow.unaimed(two, "skip", None)
+    assert (
+        why
+        == "2 workers hold tasks, worker-1 (task 1), worker-2 (task 2): skip one's task with --worker NAME"
+    )
+    none = workflow.command(two, Command("c", "ts", "skip", "cli", person=True), None, NOW)
+    assert none.end == [] and none.board == scheduler.board_of(two) and none.updates == []
+    assert none.events == [
+        (
+            "command-applied",
+            {"id": "c", "command": "skip", "source": "cli", "outcome": f"nothing done: {why}"},
+        )
+    ]
+    assert workflow.unaimed(two, "skip", "worker-2") is None and workflow.unaimed(two, "pause", None) is None
+    verifying = loop(scheduler.board_of(two), verification_mode=True)
+    assert workflow.unaimed(verifying, "skip", None) is None  # a verification loop is skipped
+
+
 def test_a_task_nobody_could_move_escalates_and_resume_gives_it_another_go() -> None:
     worker = w("worker-3", "1", "a.py", stalls=2, replaced=2)
     state = loop(Board(graph="g", capacity=2, workers=(worker,), serial=3))

@@ -459,7 +459,8 @@ class LoopdeckApp(App[None]):
 
         A queued pause makes `p` pointless and `r` the way to take it back; a queued stop or
         completion ends the loop, so nothing else that steers it makes sense until it lands."""
-        pending = {c.kind for c in self.snapshot.pending} if self.snapshot else set()
+        # a command to one worker (`--worker`) steers that worker, not the loop
+        pending = {c.kind for c in self.snapshot.pending if not c.target} if self.snapshot else set()
         if not pending:
             return None
         ending = pending & {"stop", "complete"}
@@ -484,7 +485,18 @@ class LoopdeckApp(App[None]):
         self.ensure_runner()
 
     def action_skip(self) -> None:
-        self.send("skip", reason="from the monitor")
+        """Skip the current task: in a loop of workers, the highlighted worker's (several hold
+        tasks, and the loop would not know which one is meant)."""
+        snapshot = self.snapshot
+        target = None
+        if (
+            snapshot is not None
+            and snapshot.parallel is not None
+            and not (snapshot.loop is not None and snapshot.loop.verification_mode)
+        ):
+            panels = self.screen.query(WorkersPanel)
+            target = panels.first().selected() if panels else None
+        self.send("skip", reason="from the monitor", target=target)
 
     def action_complete(self) -> None:
         pending = self.snapshot.sources.pending_total if self.snapshot and self.snapshot.sources else 0

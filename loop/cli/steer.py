@@ -67,6 +67,9 @@ def steer(kind: str, args: argparse.Namespace, value: int | None = None) -> int:
         )
     if target and "parallel" not in state.extra:
         raise LoopdeckError(f"the loop in {ws.root} has no workers (`run --workers N` starts them)")
+    why = workflow.unaimed(state, kind, target)
+    if why is not None:
+        raise LoopdeckError(f"nothing to {kind} in the loop in {ws.root}: {why}")
 
     command = control.queue(
         ws,

@@ -216,17 +216,49 @@ def asking(state: LoopState) -> list[str]:
     return [w.name for w in scheduler.board_of(state).workers if w.status == scheduler.QUESTION]
 
 
-def command(state: LoopState, cmd: Command, sources: Aggregate | None, now: datetime) -> Step:
-    """A person's command: to one worker, the scheduler's; to the whole loop, the engine's,
-    then what it means for the workers. An answer that names no worker, while a worker asks
-    and the loop itself does not, is that worker's (the first asking): a person answers the
-    question they were shown, from wherever they are."""
-    if not cmd.target and cmd.kind == "answer" and state.waiting_kind != "question":
+def aimed(state: LoopState, cmd: Command) -> Command:
+    """The worker a command that names none is for, when the loop's state says it: an answer
+    while a worker asks and the loop itself does not goes to that worker (the first asking: a
+    person answers the question they were shown, from wherever they are); a skip in a loop of
+    one worker skips its task."""
+    if cmd.target or scheduler.SECTION not in state.extra:
+        return cmd
+    if cmd.kind == "answer" and state.waiting_kind != "question":
         who = asking(state)
         if who:
-            cmd = model.replace(cmd, target=who[0])
+            return model.replace(cmd, target=who[0])
+    workers = scheduler.board_of(state).workers
+    if cmd.kind == "skip" and not state.verification_mode and len(workers) == 1:
+        return model.replace(cmd, target=workers[0].name)
+    return cmd
+
+
+def unaimed(state: LoopState, kind: str, target: str | None) -> str | None:
+    """Why a command of `kind` to `target` (None: no worker named) does nothing in this loop of
+    workers (None: it does something): a skip while several workers hold tasks (which task is
+    the current one?)."""
+    if target or kind != "skip" or state.verification_mode or scheduler.SECTION not in state.extra:
+        return None
+    workers = scheduler.board_of(state).workers
+    if len(workers) < 2:
+        return None
+    held = ", ".join(f"{w.name} (task {w.task})" for w in workers)
+    return f"{len(workers)} workers hold tasks, {held}: skip one's task with --worker NAME"
+
+
+def command(state: LoopState, cmd: Command, sources: Aggregate | None, now: datetime) -> Step:
+    """A person's command: to one worker, the scheduler's; to the whole loop, the engine's,
+    then what it means for the workers. One that names no worker may be aimed at one (`aimed`),
+    or do nothing but say why (`unaimed`)."""
+    cmd = aimed(state, cmd)
     if engine.refusal(cmd) is not None:  # the engine's one rule, for a worker's command too
         return scheduler.step_of(state).absorb(engine.refuse(state, cmd))
+    why = unaimed(state, cmd.kind, cmd.target)
+    if why is not None:
+        step = scheduler.step_of(state)
+        data = {"id": cmd.id, "command": cmd.kind, "source": cmd.source, "outcome": f"nothing done: {why}"}
+        step.events.append(("command-applied", data))
+        return step
     if cmd.target:
         return scheduler.command(scheduler.step_of(state), cmd)
     step = scheduler.step_of(state).absorb(engine.commands(state, [cmd], sources, now))
