@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -141,6 +142,38 @@ def test_log_renders_and_json(cli) -> None:
     assert "Command queued: pause (cli)" in out[1]
     data = json.loads(cli("log", "--json", "-n", "1").out)
     assert [e["kind"] for e in data["events"]] == ["command-sent"]
+
+
+def test_status_on_a_corrupt_state_offers_only_a_backup_restore_would_take(cli, ws: Workspace) -> None:
+    import shutil
+
+    cli("start", "x")
+    shutil.copy(ws.state, ws.backup)  # the last good copy, as a runner's write leaves it
+    good = ws.backup.read_text()
+    ws.state.write_text("garbage\n")
+    ran = cli("status")
+    assert ran.code == 1 and f"{ws.backup}: `loopdeck restore` puts it back" in ran.err
+    # the backup of a loop before this one: restore refuses it, so status does not offer it
+    earlier = re.sub(r"(?m)^started_at: .*$", 'started_at: "2020-01-01T00:00:00+00:00"', good)
+    ws.backup.write_text(re.sub(r"(?m)^loop_id: .*$", 'loop_id: "0123456789ab"', earlier))
+    ran = cli("status")
+    assert ran.code == 1 and "restore" not in ran.err
+    assert "`loopdeck resume` rebuilds the state from the journal" in ran.err
+    assert cli("restore").code == 1
+
+
+def test_a_workers_flags_mistake_is_said_before_a_missing_agent(
+    cli, ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(ws.root / "no-agents-here"))  # the default agent is not installed
+    for argv, said in (
+        (("--workers", "0"), "--workers takes 1 to 12, not 0"),
+        (("--workers", "2"), "--workers needs a task graph"),
+        (("--workers", "2", "--graph", str(ws.root / "nope.json")), "nope.json: no such task graph"),
+    ):
+        ran = cli("run", "x", "--headless", *argv)
+        assert ran.code == 1 and said in ran.err and ran.err.count("\n") == 1, ran.err
+    assert not ws.state.exists()  # nothing written
 
 
 def test_a_skip_naming_no_worker_among_several_is_refused_naming_them(cli, ws: Workspace) -> None:

@@ -19,9 +19,13 @@ from tests.test_parallel import repo as repo
 
 
 def undo(ws: Workspace, *args: str) -> subprocess.CompletedProcess[str]:
+    return verb(ws, "undo", *args)
+
+
+def verb(ws: Workspace, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDECODE", "CLAUDE_CODE"))}
     env["PYTHONPATH"] = str(REPO)
-    argv = [PY, "-m", "loop.cli", "-C", str(ws.root), "undo", *args]
+    argv = [PY, "-m", "loop.cli", "-C", str(ws.root), *args]
     return subprocess.run(argv, cwd=ws.root, env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -48,6 +52,8 @@ def test_undo_reverts_a_landed_task_reopens_it_and_the_next_run_lands_it_again(r
     assert json.loads((graph / "1.json").read_text())["status"] == "pending"
     assert json.loads((graph / "2.json").read_text())["status"] == "completed"
     assert [e.data["task"] for e in events(repo) if e.kind == "task-undone"] == ["1"]
+    # the last run's summary counted it done: status says it is not any more
+    assert "undone       task 1 at " in verb(repo, "status").stdout
 
     again = undo(repo, "1")  # refused in one line
     assert again.returncode != 0 and "task 1 is not landed: it was undone" in again.stderr
@@ -61,6 +67,7 @@ def test_undo_reverts_a_landed_task_reopens_it_and_the_next_run_lands_it_again(r
     merged = [e.data["task"] for e in Journal(repo.journal).read_from(0).events if e.kind == "task-merged"]
     assert merged.count("1") == 2 and merged.count("2") == 1
     assert json.loads((graph / "1.json").read_text())["status"] == "completed"
+    assert "undone" not in verb(repo, "status").stdout  # landed again
 
 
 def test_undo_keeps_other_uncommitted_changes_and_refuses_those_it_would_take_back(repo: Workspace) -> None:

@@ -22,7 +22,7 @@ from loop.cli.options import (
     sandbox_from,
     workspace_of,
 )
-from loop.cli.parallel import recorded_workers, run_parallel
+from loop.cli.parallel import check_workers, recorded_workers, run_parallel
 from loop.cli.starting import request_from
 from loop.core.errors import LoopdeckError
 from loop.core.model import Settings
@@ -58,6 +58,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if existing is not None or prompt:  # else "no loop" is the one thing to say
+        check_workers(args, ws, existing)
         _preflight(args, ws, existing, options)
     limits = limits_from(args)
 

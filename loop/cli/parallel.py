@@ -58,6 +58,21 @@ def inside(ws: Workspace, path: Path) -> Path:
     )
 
 
+def check_workers(args: argparse.Namespace, ws: Workspace, existing: LoopState | None) -> None:
+    """A loop of workers' own flags checked first: their mistake is the one to hear, not that
+    the default agent is not installed."""
+    if args.workers is None:
+        return
+    if not 1 <= args.workers <= MAX_WORKERS:
+        raise LoopdeckError(f"--workers takes 1 to {MAX_WORKERS}, not {args.workers}")
+    if args.workers > 1 or args.graph:
+        path = graph_path(args, ws, existing)  # refused when none is named or recorded
+        if args.graph:
+            from loop.sources import taskgraph
+
+            taskgraph.read(path)  # there, and a graph
+
+
 def run_parallel(
     args: argparse.Namespace,
     ws: Workspace,
@@ -66,8 +81,7 @@ def run_parallel(
     existing: LoopState | None,
     create: Callable[[], LoopState],
 ) -> int:
-    if not 1 <= args.workers <= MAX_WORKERS:
-        raise LoopdeckError(f"--workers takes 1 to {MAX_WORKERS}, not {args.workers}")
+    check_workers(args, ws, existing)
     board = board_of(existing) if existing is not None else None
     pr = bool(getattr(args, "pr", False)) or (board is not None and board.pr)  # a --pr loop goes on as one
     if args.workers == 1 and not pr:

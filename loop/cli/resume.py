@@ -24,6 +24,7 @@ from loop.store import control
 from loop.store.archive import latest
 from loop.store.journal import Journal
 from loop.store.paths import Workspace
+from loop.store.state import StateStore
 from loop.trust import key
 from loop.trust.person import refuse_inside_agent
 from loop.views.summary import archived_lines
@@ -220,5 +221,6 @@ def _recover(ws: Workspace, found: Any, args: argparse.Namespace, ask: Any) -> b
         print(f"loopdeck: the state is rebuilt from the journal ({where})")
         for line in report:
             print(f"  {line}")
-    print("loopdeck: the corrupt file is kept beside it (….corrupt-<time>)")
+    kept = StateStore(ws).newest_corrupt()
+    print(f"loopdeck: the corrupt file is kept as {kept or 'a ….corrupt-<time> file beside it'}")
     return True

@@ -87,8 +87,9 @@ def cmd_restore(args: argparse.Namespace) -> int:
     refuse_inside_agent("`loopdeck restore`")
     ws = workspace_of(args)
     state = writer.restore_backup(ws, utcnow())
+    kept = StateStore(ws).newest_corrupt()
     print(
         f"loopdeck: the backup is restored (iteration {state.iteration}, {state.status}); "
-        "the corrupt file is kept beside it (….corrupt-<time>)"
+        f"the corrupt file is kept as {kept or 'a ….corrupt-<time> file beside it'}"
     )
     return 0

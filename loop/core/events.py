@@ -140,7 +140,7 @@ KINDS: dict[str, Callable[[Event], str]] = {
     # parallel workers (`run --workers N`)
     "worker-started": lambda e: (
         f"{e.data.get('worker', '?')} started on task {e.data.get('task', '?')}"
-        + (f" (locks {', '.join(e.data['files'])})" if e.data.get("files") else "")
+        + (f" (its files: {', '.join(e.data['files'])})" if e.data.get("files") else "")
     ),
     "worker-turn": lambda e: (
         f"{e.data.get('worker', '?')}: task {e.data.get('task', '?')} again (turn {e.data.get('turn', '?')})"

@@ -12,7 +12,6 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from loop import trust
@@ -166,7 +165,7 @@ class Session:
             except (StateError, OSError) as failed:
                 why = f"its backup could not be restored ({failed})"
             else:
-                kept = _newest_corrupt(self.ws)
+                kept = self.store.newest_corrupt()
                 where = f"kept as {kept}" if kept else "kept beside it"
                 message = (
                     f"the state file was corrupt ({problem}); it is {where}; the backup of this loop "
@@ -193,12 +192,3 @@ class Session:
         with contextlib.suppress(Exception):  # a notification is a courtesy: the journal has it
             due = notify.messages([("escalation", {"reason": text})], self.ws.root.name, n or 0)
             notify.send_detached(self.ws.root, trust.confirmed_targets(self.ws, state), due)
-
-
-def _newest_corrupt(ws: Workspace) -> Path | None:
-    """The corrupt state file a restore just moved aside (`….corrupt-<time>`), if found."""
-    try:
-        found = list(ws.claude_dir.glob(ws.state.name + ".corrupt-*"))
-        return max(found, key=lambda p: p.stat().st_mtime_ns) if found else None
-    except OSError:
-        return None

@@ -25,7 +25,7 @@ from loop.store import control
 from loop.store.archive import archive, move_logs
 from loop.store.journal import Event, Journal
 from loop.store.paths import Workspace
-from loop.store.state import StateError, StateStore
+from loop.store.state import StateError, StateStore, current_loop
 
 if TYPE_CHECKING:  # annotations only: the Stop hook does not pay for typing
     from typing import Any
@@ -150,28 +150,6 @@ def started_data(state: LoopState, **more: Any) -> dict[str, Any]:
     if state.limits:
         data["limits"] = dict(state.limits)
     return {**data, **more}
-
-
-def current_loop(ws: Workspace, journal: Journal) -> tuple[str, str] | None:
-    """Which loop the folder holds now (its `started_at` and `loop_id`, "" when it has none),
-    even when its state file is corrupt: the file's own `started_at` and `loop_id` lines if
-    they can be read, else the journal's last `loop-started`; None when neither says."""
-    import re
-
-    try:
-        data = ws.state.read_bytes()[: 1024 * 1024]
-    except OSError:
-        data = b""
-    found = re.search(rb"^started_at:[ \t]*[\"']?([0-9T:+.Z-]{10,40})[\"']?[ \t]*\r?$", data, re.MULTILINE)
-    if found:
-        ident = re.search(rb"^loop_id:[ \t]*[\"']?([0-9A-Za-z]{1,64})[\"']?[ \t]*\r?$", data, re.MULTILINE)
-        return found.group(1).decode("ascii"), ident.group(1).decode("ascii") if ident else ""
-    last = journal.tail(1, where=lambda e: e.kind == "loop-started", budget=64 * 1024 * 1024).events
-    started = last[0].data.get("started_at") if last else None
-    if not (isinstance(started, str) and started):
-        return None
-    ident = last[0].data.get("loop_id")
-    return started, ident if isinstance(ident, str) else ""
 
 
 def backup_of_this_loop(ws: Workspace) -> bool:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 from loop.core.errors import LockTimeout, os_problem
 from loop.core.model import ACTIVE_STATUSES, DRIVERS, KNOWN_KEYS, NULL, STATUSES, LoopState
@@ -278,6 +279,15 @@ class StateStore:
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)
 
+    def newest_corrupt(self) -> Path | None:
+        """The corrupt state file moved aside last (`….corrupt-<time>`), if any: what a
+        person is told to look at."""
+        try:
+            found = list(self.path.parent.glob(self.path.name + ".corrupt-*"))
+            return max(found, key=lambda p: p.stat().st_mtime_ns) if found else None
+        except OSError:
+            return None
+
     def _move_aside(self) -> None:
         stamp = utcnow().strftime("%Y%m%dT%H%M%S")
         target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
@@ -286,3 +296,25 @@ class StateStore:
             n += 1
             target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}.{n}")
         os.replace(self.path, target)
+
+
+def current_loop(ws: Workspace, journal: Journal) -> tuple[str, str] | None:
+    """Which loop the folder holds now (its `started_at` and `loop_id`, "" when it has none),
+    even when its state file is corrupt: the file's own `started_at` and `loop_id` lines if
+    they can be read, else the journal's last `loop-started`; None when neither says."""
+    import re
+
+    try:
+        data = ws.state.read_bytes()[: 1024 * 1024]
+    except OSError:
+        data = b""
+    found = re.search(rb"^started_at:[ \t]*[\"']?([0-9T:+.Z-]{10,40})[\"']?[ \t]*\r?$", data, re.MULTILINE)
+    if found:
+        ident = re.search(rb"^loop_id:[ \t]*[\"']?([0-9A-Za-z]{1,64})[\"']?[ \t]*\r?$", data, re.MULTILINE)
+        return found.group(1).decode("ascii"), ident.group(1).decode("ascii") if ident else ""
+    last = journal.tail(1, where=lambda e: e.kind == "loop-started", budget=64 * 1024 * 1024).events
+    started = last[0].data.get("started_at") if last else None
+    if not (isinstance(started, str) and started):
+        return None
+    ident = last[0].data.get("loop_id")
+    return started, ident if isinstance(ident, str) else ""

@@ -14,13 +14,13 @@ from typing import Any
 
 from loop import trust
 from loop.core.errors import FileProblem
-from loop.core.model import Command
+from loop.core.model import Command, same_loop
 from loop.core.timeutil import parse_iso
 from loop.sources.aggregate import Aggregate, SourceConfig, check_all
 from loop.store import state as state_file  # `state_file.parse`: a test counts the parses
 from loop.store.archive import latest_summary
 from loop.store.control import pending
-from loop.store.journal import Event, Follower
+from loop.store.journal import Event, Follower, Journal
 from loop.store.paths import Workspace
 from loop.store.proc import alive
 from loop.store.safeopen import NotRegularFile, read_regular
@@ -164,6 +164,8 @@ class Snapshot:
     archive: dict[str, Any] | None = None
     """The latest archived loop's summary, when there is no live loop."""
     backup_exists: bool = False
+    """With a corrupt state: a backup of the loop in this folder is there to restore (the
+    backup of a loop before it is not offered: `loopdeck restore` refuses it)."""
     parallel: dict[str, Any] | None = None
     """`run --workers`: the workers, the lock table and the deferral streak, as the state has them."""
     pending: tuple[Command, ...] = ()
@@ -338,7 +340,7 @@ class Reader:
             state = self._state()
         except FileProblem as exc:
             problem = StateProblem(str(exc.path), exc.line, exc.problem, str(exc))
-            return Snapshot(root, None, problem, events=events, backup_exists=backup)
+            return Snapshot(root, None, problem, events=events, backup_exists=backup and _ours(workspace))
         if state is None:
             return Snapshot(
                 root, None, events=events, archive=_latest_archive(workspace), backup_exists=backup
@@ -399,3 +401,13 @@ def _latest_archive(workspace: Workspace) -> dict[str, Any] | None:
         return None
     folder, data = found
     return {**data, "folder": str(folder)}
+
+
+def _ours(workspace: Workspace) -> bool:
+    """The state's backup is of the loop the folder holds (the only one a restore takes)."""
+    try:
+        backup = StateStore(workspace).read_backup()
+    except (FileProblem, OSError):
+        return False
+    current = state_file.current_loop(workspace, Journal(workspace.journal))
+    return backup is not None and (current is None or same_loop(backup.started_at, backup.loop_id, *current))

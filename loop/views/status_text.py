@@ -11,6 +11,7 @@ from loop.core.model import same_loop
 from loop.core.policy import named
 from loop.store.archive import latest_summary
 from loop.store.paths import Workspace
+from loop.views.landed import landings
 from loop.views.snapshot import read
 from loop.views.summary import archived_lines, cost_line, turn_line, validation_line
 
@@ -20,8 +21,12 @@ def render(ws: Workspace) -> tuple[int, list[str], list[str]]:
     snap = read(ws)
     if snap.error is not None:
         errors = [f"error: {snap.error.message}"]
-        if ws.backup.exists():
-            errors.append(f"a backup of the last good state is in {ws.backup}")
+        if snap.backup_exists:
+            errors.append(
+                f"a backup of this loop's last good state is in {ws.backup}: `loopdeck restore` puts it back"
+            )
+        else:
+            errors.append("`loopdeck resume` rebuilds the state from the journal")
         return 1, [], errors
     neighbours = formats.detect(ws.root)
     lines = _neighbours(neighbours)
@@ -29,7 +34,7 @@ def render(ws: Workspace) -> tuple[int, list[str], list[str]]:
     if loop is None:
         lines.append(f"no loop in {ws.root}" if not neighbours else f"no loopdeck loop in {ws.root}")
         lines += _summary_lines(snap.archive)  # the snapshot found it: the archive is listed once
-        lines += [f"{name:<13}{value}" for name, value in pull_rows(snap.events)]
+        lines += [f"{name:<13}{value}" for name, value in pull_rows(snap.events) + undone_rows(snap.events)]
         return 0, lines, []
     limit = f"/{loop.max_iterations}" if loop.max_iterations else " (no limit)"
     driver = loop.driver or "none yet"
@@ -70,7 +75,7 @@ def render(ws: Workspace) -> tuple[int, list[str], list[str]]:
     ]
     if snap.parallel is not None:
         rows += status_rows(snap.parallel)
-    rows += pull_rows(snap.events)
+    rows += pull_rows(snap.events) + undone_rows(snap.events)
     if snap.sources is not None:
         rows.append(("sources", _sources_line(snap.sources)))
     lines += [f"{name:<13}{value}" for name, value in rows]
@@ -98,6 +103,19 @@ def pull_rows(events: Sequence[Any]) -> list[tuple[str, str]]:
     return [
         ("pull requests" if i == 0 else "", f"task {task}: {url} ({how})")
         for i, (task, (url, how)) in enumerate(pulls.items())
+    ]
+
+
+def undone_rows(events: Sequence[Any]) -> list[tuple[str, str]]:
+    """The tasks `loopdeck undo` took back and no run landed again: the summary before it
+    counted them done."""
+    found = [one for one in landings(events).values() if one.undone]
+    return [
+        (
+            "undone" if i == 0 else "",
+            f"task {one.task} at {one.undone[:19]}: pending again, the next run lands it",
+        )
+        for i, one in enumerate(found)
     ]
 
 
