@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -153,6 +154,13 @@ def test_status_on_a_corrupt_state_offers_only_a_backup_restore_would_take(cli, 
     ws.state.write_text("garbage\n")
     ran = cli("status")
     assert ran.code == 1 and f"{ws.backup}: `loopdeck restore` puts it back" in ran.err
+    older = ws.state.with_name(ws.state.name + ".corrupt-20200101T000000")
+    older.write_text("an older corrupt state, moved aside before\n")
+    restored = cli("restore")
+    assert restored.code == 0, restored.err
+    kept = restored.out.split("the corrupt file is kept as ")[1].strip()
+    assert kept != str(older) and Path(kept).read_text() == "garbage\n"
+    ws.state.write_text("garbage\n")
     # the backup of a loop before this one: restore refuses it, so status does not offer it
     earlier = re.sub(r"(?m)^started_at: .*$", 'started_at: "2020-01-01T00:00:00+00:00"', good)
     ws.backup.write_text(re.sub(r"(?m)^loop_id: .*$", 'loop_id: "0123456789ab"', earlier))

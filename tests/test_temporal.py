@@ -5,6 +5,7 @@ and the single-machine path that never loads the SDK."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -447,6 +448,47 @@ def test_the_monitor_shows_the_last_lines_of_a_remote_turn_that_ended_before_it_
 
     shown = asyncio.run(opened())
     assert "… 1 lines not fetched" in shown and "Which port should it use?" in shown
+
+
+def test_a_skip_naming_no_worker_among_several_is_refused_before_it_is_sent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import argparse
+
+    from loop.core import scheduler
+    from loop.core.errors import LoopdeckError
+    from loop.core.model import LoopState
+    from loop.temporal import cli, protocol
+    from loop.temporal import client as tc
+
+    two = (scheduler.Worker("worker-1", "3", (), ""), scheduler.Worker("worker-2", "4", (), ""))
+    state = scheduler.keep(
+        LoopState.new("x", started_at="2026-11-29T08:00:00+00:00"), scheduler.Board(workers=two)
+    )
+    sent: list[object] = []
+
+    async def connect(target: object) -> None:
+        return None
+
+    async def read(client: object, wf: str, since: int = 0) -> dict[str, object]:
+        return {"state": protocol.state_json(state)}
+
+    async def send(client: object, wf: str, signal: object) -> None:
+        sent.append(signal)
+
+    monkeypatch.setattr(tc, "connect", connect)
+    monkeypatch.setattr(tc, "read", read)
+    monkeypatch.setattr(tc, "send", send)
+    args = argparse.Namespace(
+        temporal="127.0.0.1:1", workflow="loopdeck-x-1", reason=None, worker=None, wait=None
+    )
+    with pytest.raises(
+        LoopdeckError, match=re.escape("2 workers hold tasks, worker-1 (task 3), worker-2 (task 4)")
+    ):
+        cli.steer("skip", args, None)
+    assert sent == []
+    args.worker = "worker-2"
+    assert cli.steer("skip", args, None) == 0 and len(sent) == 1
 
 
 def test_temporal_dev_is_the_server_itself_and_leaves_nothing_behind(tmp_path: Path) -> None:

@@ -99,6 +99,39 @@ def test_undo_keeps_other_uncommitted_changes_and_refuses_those_it_would_take_ba
     assert (repo.root / "b.py").read_text() == edit  # nothing a person wrote was lost
 
 
+def test_a_file_a_landing_changed_and_changed_back_is_still_one_the_undo_takes_back(tmp_path: Path) -> None:
+    """Its net change is nothing, yet `git revert` would refuse to overwrite a person's edit of
+    it: the edit is named before anything is tried."""
+    from loop.repo import landing
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    for key, value in (("user.name", "t"), ("user.email", "t@example.invalid")):
+        git(root, "config", key, value)
+    (root / "x.txt").write_text("one\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "base")
+    before = git(root, "rev-parse", "HEAD").strip()
+    git(root, "checkout", "-qb", "task")
+    (root / "x.txt").write_text("two\n")
+    git(root, "commit", "-qam", "change x")
+    (root / "x.txt").write_text("one\n")
+    (root / "y.txt").write_text("new\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "x back, y new")
+    git(root, "checkout", "-q", "main")
+    git(root, "merge", "-q", "--no-ff", "-m", "land task", "task")
+    after = git(root, "rev-parse", "HEAD").strip()
+    (root / "x.txt").write_text("a person's edit\n")
+    with pytest.raises(
+        landing.LandingError, match=r"uncommitted changes in x\.txt, which the undo takes back"
+    ):
+        landing.revert(root, before, after, "undo")
+    assert (root / "x.txt").read_text() == "a person's edit\n"
+    assert git(root, "rev-parse", "HEAD").strip() == after
+
+
 def test_undo_is_refused_inside_an_agent_and_while_a_runner_drives_the_loop(repo: Workspace) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO), "CLAUDECODE": "1"}
     argv = [PY, "-m", "loop.cli", "-C", str(repo.root), "undo", "1"]

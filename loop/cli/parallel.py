@@ -81,7 +81,8 @@ def run_parallel(
     existing: LoopState | None,
     create: Callable[[], LoopState],
 ) -> int:
-    check_workers(args, ws, existing)
+    if not 1 <= args.workers <= MAX_WORKERS:  # `cmd_run` checked the rest (`check_workers`)
+        raise LoopdeckError(f"--workers takes 1 to {MAX_WORKERS}, not {args.workers}")
     board = board_of(existing) if existing is not None else None
     pr = bool(getattr(args, "pr", False)) or (board is not None and board.pr)  # a --pr loop goes on as one
     if args.workers == 1 and not pr:

@@ -24,7 +24,7 @@ from loop.store import control
 from loop.store.archive import latest
 from loop.store.journal import Journal
 from loop.store.paths import Workspace
-from loop.store.state import StateStore
+from loop.store.state import StateStore, backup_of_this_loop
 from loop.trust import key
 from loop.trust.person import refuse_inside_agent
 from loop.views.summary import archived_lines
@@ -195,7 +195,7 @@ def _recover(ws: Workspace, found: Any, args: argparse.Namespace, ask: Any) -> b
     """A corrupt state: restore the backup or rebuild from the journal, as the person
     chooses; the corrupt file is kept as `….corrupt-<time>`. False when they declined."""
     print(f"loopdeck: {found.error}")
-    has_backup = ws.backup.exists() and writer.backup_of_this_loop(ws)
+    has_backup = ws.backup.exists() and backup_of_this_loop(ws)
     if ws.backup.exists() and not has_backup:
         print("loopdeck: the backup is of an earlier loop, not this one: it is not offered")
     source = args.source
@@ -212,15 +212,16 @@ def _recover(ws: Workspace, found: Any, args: argparse.Namespace, ask: Any) -> b
             print("loopdeck: left as it is")
             return False
         source = "backup" if letter == "b" else "journal"
+    since = utcnow()
     if source == "backup":
-        state = writer.restore_backup(ws, utcnow())
+        state = writer.restore_backup(ws, since)
         print(f"loopdeck: the backup is restored (iteration {state.iteration}, {state.status})")
     else:
-        state, report = writer.rebuild_from_journal(ws, utcnow())
+        state, report = writer.rebuild_from_journal(ws, since)
         where = f"iteration {state.iteration}, {state.status}"
         print(f"loopdeck: the state is rebuilt from the journal ({where})")
         for line in report:
             print(f"  {line}")
-    kept = StateStore(ws).newest_corrupt()
+    kept = StateStore(ws).newest_corrupt(since)
     print(f"loopdeck: the corrupt file is kept as {kept or 'a ….corrupt-<time> file beside it'}")
     return True

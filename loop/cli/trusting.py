@@ -86,8 +86,9 @@ def cmd_restore(args: argparse.Namespace) -> int:
     monitor's `b` runs this verb, so the monitor itself never writes the state."""
     refuse_inside_agent("`loopdeck restore`")
     ws = workspace_of(args)
-    state = writer.restore_backup(ws, utcnow())
-    kept = StateStore(ws).newest_corrupt()
+    since = utcnow()
+    state = writer.restore_backup(ws, since)
+    kept = StateStore(ws).newest_corrupt(since)
     print(
         f"loopdeck: the backup is restored (iteration {state.iteration}, {state.status}); "
         f"the corrupt file is kept as {kept or 'a ….corrupt-<time> file beside it'}"

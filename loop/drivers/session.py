@@ -24,7 +24,7 @@ from loop.processes import agent
 from loop.sources.aggregate import SourceConfig, check_all
 from loop.store.journal import Event, Journal, render_line
 from loop.store.paths import Workspace
-from loop.store.state import StateError, StateStore
+from loop.store.state import StateError, StateStore, backup_of_this_loop
 from loop.views.summary import Tally
 
 ANSWER_HINT = (
@@ -159,13 +159,14 @@ class Session:
             raise exc  # the file reads: a problem of another kind, not ours to mend here
         n = self.final.iteration if self.final is not None else None
         why = "there is no backup of this loop to restore"
-        if self.ws.backup.exists() and writer.backup_of_this_loop(self.ws):
+        if self.ws.backup.exists() and backup_of_this_loop(self.ws):
+            since = utcnow()  # the file moved aside is named for the wall clock's time
             try:
                 restored = writer.restore_backup(self.ws, self.now())
             except (StateError, OSError) as failed:
                 why = f"its backup could not be restored ({failed})"
             else:
-                kept = self.store.newest_corrupt()
+                kept = self.store.newest_corrupt(since)
                 where = f"kept as {kept}" if kept else "kept beside it"
                 message = (
                     f"the state file was corrupt ({problem}); it is {where}; the backup of this loop "

@@ -152,18 +152,6 @@ def started_data(state: LoopState, **more: Any) -> dict[str, Any]:
     return {**data, **more}
 
 
-def backup_of_this_loop(ws: Workspace) -> bool:
-    """Is the backup a copy of the loop the folder holds now (not of one archived before it)?"""
-    try:
-        backup = StateStore(ws).read_backup()
-    except StateError:
-        return False
-    if backup is None:
-        return False
-    current = current_loop(ws, Journal(ws.journal))
-    return current is None or same_loop(backup.started_at, backup.loop_id, *current)
-
-
 def start(
     ws: Workspace,
     store: StateStore,

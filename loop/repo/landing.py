@@ -109,7 +109,14 @@ def revert(root: Path, before: str, after: str, message: str) -> str:
     undone and refused, naming the files."""
     if run_git(root, "diff", "--cached", "--quiet", check=False).returncode != 0:
         raise LandingError(f"{root} has staged changes: commit or unstage them, then undo")
+    # every file a landed commit touched (a file changed and changed back nets to nothing, but
+    # `git revert` still refuses to overwrite a person's edit of it)
     landed = set(run_git(root, "diff", "--name-only", "-z", before, after).stdout.split("\0"))
+    landed |= set(
+        run_git(
+            root, "log", "--format=", "--name-only", "--no-renames", "-z", f"{before}..{after}"
+        ).stdout.split("\0")
+    )
     edited = set(run_git(root, "diff", "--name-only", "-z").stdout.split("\0"))
     both = sorted((landed & edited) - {""})
     if both:
@@ -123,10 +130,15 @@ def revert(root: Path, before: str, after: str, message: str) -> str:
     argv = ["revert", "--no-commit", *(["-m", "1"] if merge else []), *shas]
     done = run_git(root, *argv, check=False)
     if done.returncode != 0:
-        files = run_git(root, "diff", "--name-only", "--diff-filter=U", check=False).stdout.split()
+        unmerged = run_git(root, "diff", "--name-only", "--diff-filter=U", "-z", check=False).stdout
+        files = [name for name in unmerged.split("\0") if name]
         run_git(root, "revert", "--abort", check=False)
-        where = f" in {', '.join(files)}" if files else ""
-        raise LandingError(f"the revert conflicts with later work{where}: nothing was changed")
+        if not files:  # no conflict: git refused for a reason of its own, said as it said it
+            said = (done.stderr or done.stdout).strip().splitlines()
+            raise LandingError(
+                f"git revert refused: {said[0] if said else 'no reason given'}: nothing was changed"
+            )
+        raise LandingError(f"the revert conflicts with later work in {', '.join(files)}: nothing was changed")
     named = run_git(root, "config", "user.name", check=False).stdout.strip()
     name = [] if named else ["-c", "user.name=loopdeck"]
     mail = run_git(root, "config", "user.email", check=False).stdout.strip()

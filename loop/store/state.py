@@ -20,10 +20,11 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 from loop.core.errors import LockTimeout, os_problem
-from loop.core.model import ACTIVE_STATUSES, DRIVERS, KNOWN_KEYS, NULL, STATUSES, LoopState
+from loop.core.model import ACTIVE_STATUSES, DRIVERS, KNOWN_KEYS, NULL, STATUSES, LoopState, same_loop
 from loop.core.timeutil import utcnow
 from loop.store import gitexclude
 from loop.store.frontmatter import atomic_write
@@ -279,23 +280,34 @@ class StateStore:
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)
 
-    def newest_corrupt(self) -> Path | None:
-        """The corrupt state file moved aside last (`….corrupt-<time>`), if any: what a
-        person is told to look at."""
+    def newest_corrupt(self, since: datetime) -> Path | None:
+        """The corrupt state file moved aside last (`….corrupt-<time>[.n]`, the time it was
+        moved), if that was at `since` or later: what a person is told to look at."""
+        prefix = self.path.name + ".corrupt-"
+
+        def moved(path: Path) -> tuple[str, int]:
+            stamp, _dot, n = path.name[len(prefix) :].partition(".")
+            return stamp, int(n) if n.isdigit() else 1
+
         try:
-            found = list(self.path.parent.glob(self.path.name + ".corrupt-*"))
-            return max(found, key=lambda p: p.stat().st_mtime_ns) if found else None
+            found = [p for p in self.path.parent.glob(prefix + "*") if moved(p)[0] >= _stamp(since)]
         except OSError:
             return None
+        return max(found, key=moved, default=None)
 
     def _move_aside(self) -> None:
-        stamp = utcnow().strftime("%Y%m%dT%H%M%S")
+        stamp = _stamp(utcnow())
         target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
         n = 1
         while target.exists():  # two in one second: the earlier one is kept too
             n += 1
             target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}.{n}")
         os.replace(self.path, target)
+
+
+def _stamp(when: datetime) -> str:
+    """A moved-aside corrupt state's time, in its name."""
+    return when.strftime("%Y%m%dT%H%M%S")
 
 
 def current_loop(ws: Workspace, journal: Journal) -> tuple[str, str] | None:
@@ -318,3 +330,15 @@ def current_loop(ws: Workspace, journal: Journal) -> tuple[str, str] | None:
         return None
     ident = last[0].data.get("loop_id")
     return started, ident if isinstance(ident, str) else ""
+
+
+def backup_of_this_loop(ws: Workspace) -> bool:
+    """Is the backup a copy of the loop the folder holds now (not of one archived before it)?"""
+    try:
+        backup = StateStore(ws).read_backup()
+    except StateError:
+        return False
+    if backup is None:
+        return False
+    current = current_loop(ws, Journal(ws.journal))
+    return current is None or same_loop(backup.started_at, backup.loop_id, *current)

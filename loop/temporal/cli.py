@@ -25,6 +25,7 @@ from loop.core.events import render_line
 from loop.core.redact import redact
 from loop.core.scheduler import MAX_WORKERS, WORKTREE, Board, keep
 from loop.core.timeutil import iso_s, utcnow
+from loop.core.workflow import unaimed
 from loop.drivers.start import Request, new_state
 from loop.processes import agent, sandbox
 from loop.repo import worktrees
@@ -92,6 +93,10 @@ def steer(kind: str, args: argparse.Namespace, ws: Workspace | None, value: int 
             raise LoopdeckError(
                 f"the loop {workflow_id} has ended ({snap['ended'].get('outcome')}): nothing to {kind}"
             )
+        state = snap.get("state")
+        why = unaimed(protocol.state_from(state), kind, signal.target) if isinstance(state, dict) else None
+        if why is not None:
+            raise LoopdeckError(f"nothing to {kind} in the loop {workflow_id}: {why}")
         await tc.send(client, workflow_id, signal)
         wait = getattr(args, "wait", None)
         if not wait:

@@ -109,8 +109,9 @@ class LoopWorkflow:
         self.outputs: dict[str, str] = {}
         """Worker → its last turn's final words, for an audit agent."""
         self.tails: dict[str, dict[str, Any]] = {}
-        """Worker → its last ended turn's last lines: a monitor opened after the turn ended (the
-        heartbeats of a turn under way are read from the server) shows them."""
+        """Worker → its last ended turn's last lines, while it is on the board (waiting for its
+        audit, its merge or a person): a monitor opened after the turn ended shows them (the
+        heartbeats of a turn under way are read from the server)."""
         self.audits: dict[str, list[str]] = {}
         """Worker → the files its branch changed, while its audit is due or under way."""
         self.draining = False
@@ -353,6 +354,8 @@ class LoopWorkflow:
                 running.cancel()
         for worker in step.start:
             self.launch(worker)
+        on_board = {w.name for w in step.board.workers}
+        self.tails = {name: tail for name, tail in self.tails.items() if name in on_board}
         return step
 
     def record(self, events: list[tuple[str, dict[str, Any]]]) -> None:

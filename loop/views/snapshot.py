@@ -8,23 +8,24 @@ not in here: it is slow (a subprocess), so viewers ask `gitstate.status` on thei
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from loop import trust
 from loop.core.errors import FileProblem
-from loop.core.model import Command, same_loop
+from loop.core.model import Command
 from loop.core.timeutil import parse_iso
 from loop.sources.aggregate import Aggregate, SourceConfig, check_all
 from loop.store import state as state_file  # `state_file.parse`: a test counts the parses
 from loop.store.archive import latest_summary
 from loop.store.control import pending
-from loop.store.journal import Event, Follower, Journal
+from loop.store.journal import Event, Follower
 from loop.store.paths import Workspace
 from loop.store.proc import alive
 from loop.store.safeopen import NotRegularFile, read_regular
-from loop.store.state import LoopState, StateStore
+from loop.store.state import LoopState, StateStore, backup_of_this_loop
 
 JOURNAL_TAIL = 300
 
@@ -326,6 +327,20 @@ class Reader:
         """The verifications and durations worked out from the events they came from."""
         self.lock = threading.Lock()
         """One read at a time: a viewer's worker threads may overlap."""
+        self.ours: tuple[tuple[float, int, float, int], bool] | None = None
+        """Whether the backup is of this loop, for the state and backup files as they were."""
+
+    def _ours(self) -> bool:
+        """With a corrupt state: is the backup of the loop in this folder (what a restore
+        takes)? Worked out again only when either file changed: a monitor reads every second."""
+        try:
+            state, backup = os.stat(self.workspace.state), os.stat(self.workspace.backup)
+        except OSError:
+            return False
+        key = (state.st_mtime, state.st_size, backup.st_mtime, backup.st_size)
+        if self.ours is None or self.ours[0] != key:
+            self.ours = key, backup_of_this_loop(self.workspace)
+        return self.ours[1]
 
     def read(self, *, with_sources: bool = True, with_events: bool = True) -> Snapshot:
         with self.lock:
@@ -340,7 +355,7 @@ class Reader:
             state = self._state()
         except FileProblem as exc:
             problem = StateProblem(str(exc.path), exc.line, exc.problem, str(exc))
-            return Snapshot(root, None, problem, events=events, backup_exists=backup and _ours(workspace))
+            return Snapshot(root, None, problem, events=events, backup_exists=backup and self._ours())
         if state is None:
             return Snapshot(
                 root, None, events=events, archive=_latest_archive(workspace), backup_exists=backup
@@ -401,13 +416,3 @@ def _latest_archive(workspace: Workspace) -> dict[str, Any] | None:
         return None
     folder, data = found
     return {**data, "folder": str(folder)}
-
-
-def _ours(workspace: Workspace) -> bool:
-    """The state's backup is of the loop the folder holds (the only one a restore takes)."""
-    try:
-        backup = StateStore(workspace).read_backup()
-    except (FileProblem, OSError):
-        return False
-    current = state_file.current_loop(workspace, Journal(workspace.journal))
-    return backup is not None and (current is None or same_loop(backup.started_at, backup.loop_id, *current))

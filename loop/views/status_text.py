@@ -107,15 +107,12 @@ def pull_rows(events: Sequence[Any]) -> list[tuple[str, str]]:
 
 
 def undone_rows(events: Sequence[Any]) -> list[tuple[str, str]]:
-    """The tasks `loopdeck undo` took back and no run landed again: the summary before it
-    counted them done."""
-    found = [one for one in landings(events).values() if one.undone]
+    """The tasks `loopdeck undo` took back since the last loop started, and no run landed
+    again: that loop's summary counted them done."""
+    start = max((i for i, e in enumerate(events) if e.kind == "loop-started"), default=0)
+    found = [one for one in landings(events[start:]).values() if one.undone]
     return [
-        (
-            "undone" if i == 0 else "",
-            f"task {one.task} at {one.undone[:19]}: pending again, the next run lands it",
-        )
-        for i, one in enumerate(found)
+        ("undone" if i == 0 else "", f"task {one.task} at {one.undone[:19]}") for i, one in enumerate(found)
     ]
 
 
