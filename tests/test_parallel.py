@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -305,6 +306,34 @@ async def test_the_monitor_shows_workers_and_keys_act_on_the_selected_one(tmp_pa
         await pilot.pause()
     sent = [json.loads(line) for line in ws.control.read_text().splitlines()]
     assert [(c["kind"], c.get("target")) for c in sent] == [("stop", "worker-2"), ("skip", "worker-2")]
+
+
+async def test_the_selected_worker_stays_selected_when_the_rows_above_it_go(tmp_path: Path) -> None:
+    """A worker that finished leaves the table: the cursor follows the worker it was on, not
+    its row (a key would act on another worker's task)."""
+    from loop.core import scheduler
+    from loop.store.state import StateStore
+    from tui.app import LoopdeckApp
+    from tui.widgets.workers import WorkersPanel
+
+    ws = workers_loop(tmp_path, {"turns": 2})
+    monitor = LoopdeckApp(ws, git=False, prompts=False)
+    async with monitor.run_test(size=(140, 50)) as pilot:
+        await on_second_worker(monitor, pilot)
+        panel = monitor.query_one(WorkersPanel)
+        state = StateStore(ws).read()
+        assert state is not None
+        board = scheduler.board_of(state)
+        later = scheduler.Worker("worker-3", "6", ("docs.md",), "2026-01-09T10:00:00+00:00")
+        StateStore(ws).write(scheduler.keep(state, replace(board, workers=(*board.workers[1:], later))))
+        deadline = time.monotonic() + 10
+        while panel.rows != ["worker-2", "worker-3"] and time.monotonic() < deadline:
+            await pilot.pause(0.05)
+        assert panel.rows == ["worker-2", "worker-3"] and panel.selected() == "worker-2"
+        await pilot.press("w")
+        await pilot.pause()
+    sent = [json.loads(line) for line in ws.control.read_text().splitlines()]
+    assert [(c["kind"], c.get("target")) for c in sent] == [("stop", "worker-2")]
 
 
 async def test_the_answer_key_asks_the_selected_workers_question_and_sends_it_to_that_worker(

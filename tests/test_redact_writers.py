@@ -176,6 +176,8 @@ def write_the_state_everywhere(ws: Workspace, text: str) -> LoopState:
         again.current_task = text + " (again)"
         store.write(again)
         writer.archive_ending(ws, again, "stopped", {"reason": text, "agent_failures": [text]})
+        # the backup goes with the archived loop: a copy of it is looked at with the rest
+        (ws.claude_dir / "the-backup-before-archiving").write_bytes(ws.backup.read_bytes())
         writer.archive_completed(ws, again, {"reason": text})
     return again
 
@@ -310,7 +312,7 @@ def test_no_writer_lets_a_secret_out(
     files = [p for p in ws.root.rglob("*") if p.is_file()]
     names = {p.relative_to(ws.root).as_posix() for p in files}
     for expected in (
-        ".claude/orchestrator-loop.local.md.bak",  # the live state went to its archive
+        ".claude/the-backup-before-archiving",  # the live state and its backup went to the archive
         ".claude/orchestrator-loop.events.jsonl",
         ".claude/orchestrator-loop.control.jsonl",
         ".claude/loopdeck/iterations/0001.log",

@@ -42,6 +42,12 @@ def test_undo_reverts_a_landed_task_reopens_it_and_the_next_run_lands_it_again(r
     assert "task 1: Model" in (repo.root / "a.py").read_text()
     assert git(repo.root, "for-each-ref", "--format=%(refname)", "refs/loopdeck/backup/").count("/1-") >= 1
     tip = git(repo.root, "rev-parse", "HEAD").strip()
+    # the loop ended and was archived: no backup of its state is left to bring it back to life
+    assert not repo.state.exists() and not repo.backup.exists()
+    repo.state.write_text("garbage\n")
+    restored = verb(repo, "restore")
+    assert restored.returncode == 1 and "no backup" in restored.stderr, restored.stderr
+    repo.state.unlink()
 
     undone = undo(repo, "1")
     assert undone.returncode == 0, undone.stdout + undone.stderr

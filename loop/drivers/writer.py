@@ -110,10 +110,12 @@ def finish_archive(ws: Workspace, journal: Journal, state: LoopState) -> None:
 def archive_completed(ws: Workspace, state: LoopState, summary: dict[str, Any]) -> Path:
     """A finished loop leaves the live state file for its archive folder, summary beside it.
     The archive keeps its own, wholly redacted copy (the live file keeps the commands and
-    notification targets the loop needs as given), and the live file goes."""
+    notification targets the loop needs as given), and the live file and its backup go."""
     folder = archive(ws, state, "completed", summary, reuse=True)
     move_logs(ws, state, folder)
     os.unlink(ws.state)
+    # its backup is of a loop that ended: restored, it would bring that loop back to life
+    ws.backup.unlink(missing_ok=True)
     return folder
 
 

@@ -122,6 +122,9 @@ class WorkersPanel(Vertical):
         yield table
         yield Static(id="workers-locks")
 
+    shown: list[str] = []
+    """Worker names in the table's rows now (the view may be newer)."""
+
     def on_mount(self) -> None:
         self.border_title = "Workers"
         self.query_one(DataTable).add_columns("task", "worker", "files locked", "elapsed", "turns", "status")
@@ -142,13 +145,17 @@ class WorkersPanel(Vertical):
             return
         table = self.query_one(DataTable)
         cursor = table.cursor_row
+        chosen = self.shown[cursor] if 0 <= cursor < len(self.shown) else None
         table.clear()
         for row in view.rows:
             table.add_row(*row)
+        self.shown = list(view.names)
+        if chosen in self.shown:  # the same worker stays selected as rows come and go
+            cursor = self.shown.index(chosen)
         if not view.rows:
             table.add_row("-", "no worker running", "", "", "", "")
-        elif 0 <= cursor < len(view.rows):
-            table.move_cursor(row=cursor)
+        elif cursor >= 0:
+            table.move_cursor(row=min(cursor, len(view.rows) - 1))
         self.query_one("#workers-locks", Static).update(view.locks)
         set_border(self, subtitle=f"{self.keys_text()} · {view.subtitle}")
 
