@@ -449,3 +449,17 @@ def test_graph_round_trip_in_json_yaml_and_a_folder(tmp_path: Path) -> None:
         assert graph.read(path)[0].owner is None
     assert '"extra": 5' in (tmp_path / "g.json").read_text()
     assert graph.read(folder)[3].target_files == ("src/api.py", "src/validate.py")
+
+
+def test_a_skipped_task_is_counted_skipped_not_done_until_it_is_done(tmp_path: Path) -> None:
+    from loop.sources.graph import of_tasks
+
+    path = tmp_path / "g.json"
+    path.write_text('[{"id": "1", "subject": "a"}, {"id": "2", "subject": "b", "status": "completed"}]')
+    graph.write(path, [scheduler.Update("1", "completed", "worker-1", {"skipped": True})])
+    counted = of_tasks(graph.read(path), "now", "g")
+    assert (counted.done, counted.skipped) == (1, 1)
+    assert [(i.title, i.status) for i in counted.items] == [("a", "skipped"), ("b", "done")]
+    graph.write(path, [scheduler.Update("1", "pending", None)])  # opened again, then done
+    graph.write(path, [scheduler.Update("1", "completed", "worker-3")])
+    assert not graph.read(path)[0].skipped and of_tasks(graph.read(path), "now", "g").done == 2

@@ -79,6 +79,8 @@ class Task:
     owner: str | None = None
     blocked_by: tuple[str, ...] = ()
     target_files: tuple[str, ...] = ()
+    skipped: bool = False
+    """Completed by a person's skip (`metadata.skipped`), not done: counted apart."""
 
 
 @dataclass(frozen=True)

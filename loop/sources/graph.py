@@ -38,10 +38,12 @@ def check(path: Path, now: str) -> SourceReport:
 
 def of_tasks(tasks: Iterable[Task], now: str, detail: str, path: str | None = None) -> SourceReport:
     """The tasks counted as a source (what a loop of workers on a server counts too)."""
-    counts = {"pending": 0, "in_progress": 0, "done": 0}
+    counts = {"pending": 0, "in_progress": 0, "done": 0, "skipped": 0}
     items: list[TaskItem] = []
     for task in tasks:
         status = _STATUS.get(task.status, "pending")
+        if status == "done" and task.skipped:  # a person skipped it: finished, not done
+            status = "skipped"
         counts[status] += 1
         if len(items) < MAX_ITEMS:
             items.append(
@@ -61,6 +63,7 @@ def of_tasks(tasks: Iterable[Task], now: str, detail: str, path: str | None = No
         pending=counts["pending"],
         in_progress=counts["in_progress"],
         done=counts["done"],
+        skipped=counts["skipped"],
         items=tuple(items),
         checked_at=now,
         detail=detail,

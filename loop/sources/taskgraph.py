@@ -86,6 +86,7 @@ def _task(obj: dict[str, Any], fallback_id: str) -> Task | None:
         owner=str(owner) if isinstance(owner, str) and owner else None,
         blocked_by=_strs(obj.get("blockedBy")),
         target_files=files,
+        skipped=metadata.get("skipped") is True,
     )
 
 
@@ -155,10 +156,12 @@ def _apply(obj: dict[str, Any], update: Update) -> None:
         obj["owner"] = update.owner
     else:
         obj.pop("owner", None)
+    raw = obj.get("metadata")
+    metadata: dict[str, Any] = raw if isinstance(raw, dict) else {}
     if update.metadata:
-        raw = obj.get("metadata")
-        metadata: dict[str, Any] = raw if isinstance(raw, dict) else {}
         obj["metadata"] = {**metadata, **update.metadata}
+    elif metadata.get("skipped") is True:  # done, or open again, since a person skipped it
+        obj["metadata"] = {k: v for k, v in metadata.items() if k != "skipped"}
 
 
 def write(path: Path, updates: Iterable[Update]) -> None:

@@ -59,6 +59,7 @@ def task_from(obj: dict[str, Any]) -> Task:
         owner=obj.get("owner") if isinstance(obj.get("owner"), str) else None,
         blocked_by=tuple(str(b) for b in obj.get("blocked_by") or ()),
         target_files=tuple(str(f) for f in obj.get("target_files") or ()),
+        skipped=obj.get("skipped") is True,
     )
 
 
@@ -69,7 +70,14 @@ def overlay(tasks: list[Task], updates: dict[str, Update]) -> list[Task]:
     from dataclasses import replace
 
     return [
-        replace(t, status=updates[t.id].status, owner=updates[t.id].owner) if t.id in updates else t
+        replace(
+            t,
+            status=updates[t.id].status,
+            owner=updates[t.id].owner,
+            skipped=updates[t.id].metadata.get("skipped") is True,
+        )
+        if t.id in updates
+        else t
         for t in tasks
     ]
 
