@@ -28,7 +28,10 @@ START_AGAIN = (
 
 
 def next_steps(snapshot: Snapshot) -> str:
-    """With no live loop, what a person can do next: the ways to start one."""
+    """With no live loop, what a person can do next: the ways to start one (with a state file
+    that does not read, mending it comes first: the error panel says how)."""
+    if snapshot.error is not None:
+        return "The loop's state file does not read (the error panel says why): `loopdeck resume` mends it."
     ended = "No loop running; the last one is archived." if snapshot.archive else "No loop here yet."
     return "\n".join(
         [

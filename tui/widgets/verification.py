@@ -78,6 +78,8 @@ class VerificationPanel(Vertical):
                 f"VERIFYING {loop.verification_loop} of {loop.verify_loops} · "
                 f"{loop.verification_remaining} left\n{tally}"
             )
+        elif snapshot.parallel is not None:  # a loop of workers checks each landing instead
+            self.mode = f"checks at each landing\n{tally}"
         else:
             self.mode = f"working; then {loop.verify_loops} checks\n{tally}"
         # A live loop shows each command's latest run; a finished one, its last runs, newest first.
