@@ -308,6 +308,24 @@ async def test_the_monitor_shows_workers_and_keys_act_on_the_selected_one(tmp_pa
     assert [(c["kind"], c.get("target")) for c in sent] == [("stop", "worker-2"), ("skip", "worker-2")]
 
 
+async def test_after_a_search_the_workers_keys_act_again(tmp_path: Path) -> None:
+    """The search box gives the focus back where it was: the Workers panel's keys work again."""
+    from tui.app import LoopdeckApp
+
+    ws = workers_loop(tmp_path, {"turns": 2})
+    monitor = LoopdeckApp(ws, git=False, prompts=False)
+    async with monitor.run_test(size=(140, 50)) as pilot:
+        await on_second_worker(monitor, pilot)
+        await pilot.press("slash", "w", "o", "escape", "escape")  # searched, then cleared
+        await pilot.pause()
+        await pilot.press("slash", "w", "enter")  # searched, the filter kept
+        await pilot.pause()
+        await pilot.press("w")
+        await pilot.pause()
+    sent = [json.loads(line) for line in ws.control.read_text().splitlines()]
+    assert [(c["kind"], c.get("target")) for c in sent] == [("stop", "worker-2")]
+
+
 async def test_the_selected_worker_stays_selected_when_the_rows_above_it_go(tmp_path: Path) -> None:
     """A worker that finished leaves the table: the cursor follows the worker it was on, not
     its row (a key would act on another worker's task)."""

@@ -172,7 +172,7 @@ class JournalPanel(Vertical):
 
     def start_search(self) -> None:
         self.add_class("-searching")
-        self.query_one(SearchInput).focus()
+        self.query_one(SearchInput).open()
 
     def on_input_changed(self, event: SearchInput.Changed) -> None:
         self.query_text = event.value.strip()
@@ -192,7 +192,7 @@ class JournalPanel(Vertical):
         go back to the screen."""
         if not self.query_text:
             self.remove_class("-searching")
-        self.screen.set_focus(None)
+        self.query_one(SearchInput).give_back()
         self.screen.refresh_bindings()
 
     @property
@@ -207,7 +207,7 @@ class JournalPanel(Vertical):
         self.query_text = ""
         self.remove_class("-searching")
         if search.has_focus:
-            self.screen.set_focus(None)
+            search.give_back()
         if was:
             self.redraw()
         self.screen.refresh_bindings()

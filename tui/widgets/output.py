@@ -521,7 +521,7 @@ class OutputPanel(Vertical):
 
     def start_search(self) -> None:
         self.add_class("-searching")
-        self.query_one(SearchInput).focus()
+        self.query_one(SearchInput).open()
 
     @property
     def searching(self) -> bool:
@@ -534,7 +534,7 @@ class OutputPanel(Vertical):
         self.query_text = ""
         self.remove_class("-searching")
         if search.has_focus:
-            self.screen.set_focus(None)
+            search.give_back()
         self.screen.refresh_bindings()
 
     @on(SearchInput.Changed, "#output-search")
@@ -547,7 +547,7 @@ class OutputPanel(Vertical):
         """The filter stays; the box goes when it is empty, and the keys go back to the screen."""
         if not self.query_text:
             self.remove_class("-searching")
-        self.screen.set_focus(None)
+        self.query_one(SearchInput).give_back()
         self.screen.refresh_bindings()
 
     @on(SearchInput.Cleared)

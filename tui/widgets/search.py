@@ -8,6 +8,7 @@ would otherwise be blank.
 from __future__ import annotations
 
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Input
 
 from tui import actions
@@ -21,6 +22,21 @@ class SearchInput(Input):
 
     class Kept(Message):
         """Enter: the panel keeps the filter and gives the keys back to the screen."""
+
+    came_from: Widget | None = None
+    """What had the focus when the search opened: it gets it back (`give_back`), so the keys
+    of a focused panel (the Workers panel's) work again after the search."""
+
+    def open(self) -> None:
+        """Take the focus, keeping where it was."""
+        focused = self.screen.focused
+        self.came_from = focused if focused is not self else self.came_from
+        self.focus()
+
+    def give_back(self) -> None:
+        """The focus back where it was when the search opened (none, when that has gone)."""
+        back, self.came_from = self.came_from, None
+        self.screen.set_focus(back if back is not None and back.is_attached else None)
 
     def action_keep(self) -> None:
         self.post_message(self.Kept())
