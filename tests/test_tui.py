@@ -305,6 +305,21 @@ async def test_corrupt_state_panel_and_restore(tmp_path: Path) -> None:
     assert next(ws.claude_dir.glob("*.corrupt-*")).read_bytes() == broken
 
 
+async def test_a_corrupt_state_without_a_backup_says_how_to_mend_it_and_fits_80x24(tmp_path: Path) -> None:
+    from tui.widgets.journal import JournalPanel
+
+    ws = make(tmp_path, "corrupt")
+    ws.backup.unlink(missing_ok=True)
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=(80, 24)) as pilot:
+        await screenshots.settle(monitor)
+        assert "`loopdeck resume` rebuilds the state from the journal" in text_of(monitor, "#error-panel")
+        assert not monitor.check_action("restore_backup", ())
+        journal = monitor.screen.query_one(JournalPanel).region
+        assert journal.y <= 20  # its title and lines on screen, above the footer
+        await pilot.pause()
+
+
 async def test_question_modal_sends_the_answer(tmp_path: Path) -> None:
     ws = make(tmp_path, "running")
     Journal(ws.journal).append("question", 12, {"question": "SQLite or files?"})

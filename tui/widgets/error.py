@@ -13,7 +13,7 @@ class ErrorPanel(Static):
     """Shown only while the state file does not read."""
 
     DEFAULT_CSS = """
-    ErrorPanel { display: none; border: thick $error; background: $error 15%; padding: 1 2; height: auto; }
+    ErrorPanel { display: none; border: thick $error; background: $error 15%; padding: 0 1; height: auto; }
     ErrorPanel.-shown { display: block; }
     """
 
@@ -27,12 +27,19 @@ class ErrorPanel(Static):
         if snapshot is None or error is None:
             self.problem = ""
             return
-        restore = "  Press b to restore the backup." if snapshot.backup_exists else ""
-        self.problem = (
-            f"The loop's state file is corrupt and was left as it is.\n\n"
-            f"file: {relative(error.path, snapshot.workspace)}\n"
-            f"line: {error.line or '-'}\n"
-            f"problem: {error.problem}\n\n{restore}"
+        mend = (
+            "Press b to restore this loop's backup, or run `loopdeck resume`."
+            if snapshot.backup_exists
+            else "`loopdeck resume` rebuilds the state from the journal."
+        )
+        self.problem = "\n".join(
+            [
+                "The loop's state file is corrupt and was left as it is.",
+                f"file: {relative(error.path, snapshot.workspace)}",
+                f"line: {error.line or '-'}",
+                f"problem: {error.problem}",
+                mend,
+            ]
         )
 
     def watch_problem(self, problem: str) -> None:

@@ -179,11 +179,12 @@ def iteration_view(
     loop = snapshot.loop
     if loop is None:
         archive = snapshot.archive
-        facts = (
-            finished_text(archive, snapshot, width)
-            if archive
-            else f"no loop here: {START_AGAIN[1][1]} starts one ({START_AGAIN[0][1]} in Claude Code)"
-        )
+        if snapshot.error is not None:  # a loop whose state does not read: the error panel's
+            facts = "not known while the state file does not read"
+        elif archive:
+            facts = finished_text(archive, snapshot, width)
+        else:
+            facts = f"no loop here: {START_AGAIN[1][1]} starts one ({START_AGAIN[0][1]} in Claude Code)"
         return IterationView("Last loop" if archive else "Iteration", "", facts, (), "", idle=True)
     alive = {True: "running", False: "not running", None: "inside Claude Code's session"}[loop.alive]
     durations = snapshot.durations

@@ -29,9 +29,9 @@ START_AGAIN = (
 
 def next_steps(snapshot: Snapshot) -> str:
     """With no live loop, what a person can do next: the ways to start one (with a state file
-    that does not read, mending it comes first: the error panel says how)."""
+    that does not read, nothing: the error panel says how to mend it)."""
     if snapshot.error is not None:
-        return "The loop's state file does not read (the error panel says why): `loopdeck resume` mends it."
+        return "Not counted while the loop's state file does not read."
     ended = "No loop running; the last one is archived." if snapshot.archive else "No loop here yet."
     return "\n".join(
         [
