@@ -17,7 +17,7 @@ from loop.store.paths import Workspace
 from loop.store.state import StateStore
 from tests.test_parallel import events, run
 from tests.test_parallel import repo as repo
-from tests.test_tui import SIZE, app, make, until
+from tests.test_tui import SIZE, app, make, text_of, until
 from tui.app import LoopdeckApp
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.undo import Landings, UndoScreen
@@ -69,6 +69,11 @@ async def test_u_undoes_a_landed_task_from_the_monitor(repo: Workspace) -> None:
         await pilot.press("y")
         await until(pilot, lambda: any("task 1 undone on" in n for n in notices(monitor)))
         await until(pilot, lambda: monitor.landed == ("2",))  # read again: only task 2 is landed
+        # the last loop's summary counted it done: the panel says it was undone since
+        await until(
+            pilot,
+            lambda: "undone since (1): task 1" in " ".join(text_of(monitor, "#iteration-facts").split()),
+        )
     assert git(repo.root, "log", "-1", "--format=%s").strip() == "loopdeck: undo task 1"
     assert git(repo.root, "rev-parse", "HEAD~1").strip() == tip  # a new commit: history only grows
     assert not (repo.root / "a.py").exists() and (repo.root / "b.py").exists()

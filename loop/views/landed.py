@@ -11,7 +11,7 @@ plant or move, is only checked against it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -54,6 +54,13 @@ def landings(events: Iterable[JournalEvent], found: dict[str, Landing] | None = 
         else:
             found[task] = replace(last or Landing(task), undone=event.ts)
     return found
+
+
+def undone(events: Sequence[JournalEvent]) -> list[Landing]:
+    """The tasks `loopdeck undo` took back since the last loop started, that no run landed
+    again: that loop's summary counted them done."""
+    start = max((i for i, e in enumerate(events) if e.kind == "loop-started"), default=0)
+    return [one for one in landings(events[start:]).values() if one.undone]
 
 
 def landed(found: dict[str, Landing]) -> list[Landing]:

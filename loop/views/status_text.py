@@ -11,7 +11,7 @@ from loop.core.model import same_loop
 from loop.core.policy import named
 from loop.store.archive import latest_summary
 from loop.store.paths import Workspace
-from loop.views.landed import landings
+from loop.views.landed import undone
 from loop.views.snapshot import read
 from loop.views.summary import archived_lines, cost_line, turn_line, validation_line
 
@@ -107,12 +107,10 @@ def pull_rows(events: Sequence[Any]) -> list[tuple[str, str]]:
 
 
 def undone_rows(events: Sequence[Any]) -> list[tuple[str, str]]:
-    """The tasks `loopdeck undo` took back since the last loop started, and no run landed
-    again: that loop's summary counted them done."""
-    start = max((i for i, e in enumerate(events) if e.kind == "loop-started"), default=0)
-    found = [one for one in landings(events[start:]).values() if one.undone]
+    """The tasks undone since the last loop's summary counted them done (`landed.undone`)."""
     return [
-        ("undone" if i == 0 else "", f"task {one.task} at {one.undone[:19]}") for i, one in enumerate(found)
+        ("undone" if i == 0 else "", f"task {one.task} at {one.undone[:19]}")
+        for i, one in enumerate(undone(events))
     ]
 
 

@@ -12,6 +12,7 @@ from textual.reactive import var
 from textual.widgets import Sparkline, Static
 
 from loop.core.timeutil import parse_iso
+from loop.views.landed import undone
 from loop.views.snapshot import Snapshot
 from loop.views.summary import cost_line
 from tui.widgets.clocks import Clocks
@@ -93,6 +94,9 @@ def finished_text(archive: dict[str, Any], snapshot: Snapshot, width: int = 80) 
     if not named:
         pending = archive.get("pending_at_end")
         facts.append(f"left: {pending} task(s)" if isinstance(pending, int) else "tasks: not recorded")
+    taken_back = [f"task {one.task}" for one in undone(snapshot.events)]
+    if taken_back:  # `loopdeck undo` took them back since: the summary counted them done
+        facts.append(listed("undone since", taken_back))
     facts.append(f"archived in {relative(_without_id(archive), snapshot.workspace)}")
     lines = [line for fact in facts for line in hanging(fact, width)]
     (claude, in_claude), (terminal, in_terminal) = START_AGAIN
