@@ -460,6 +460,9 @@ def test_a_skipped_task_is_counted_skipped_not_done_until_it_is_done(tmp_path: P
     counted = of_tasks(graph.read(path), "now", "g")
     assert (counted.done, counted.skipped) == (1, 1)
     assert [(i.title, i.status) for i in counted.items] == [("a", "skipped"), ("b", "done")]
+    graph.write(path, [scheduler.Update("1", "pending", None, {"note": "again"})])  # opened again
+    assert not graph.read(path)[0].skipped
+    graph.write(path, [scheduler.Update("1", "completed", "worker-2", {"skipped": True})])
     graph.write(path, [scheduler.Update("1", "pending", None)])  # opened again, then done
     graph.write(path, [scheduler.Update("1", "completed", "worker-3")])
     assert not graph.read(path)[0].skipped and of_tasks(graph.read(path), "now", "g").done == 2

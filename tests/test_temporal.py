@@ -491,6 +491,27 @@ def test_a_skip_naming_no_worker_among_several_is_refused_before_it_is_sent(
     assert cli.steer("skip", args, None) == 0 and len(sent) == 1
 
 
+def test_a_skipped_task_stays_skipped_when_the_loop_continues_as_new() -> None:
+    from loop.core.board import Task, Update
+    from loop.core.model import LoopState
+    from loop.sources.graph import of_tasks
+    from loop.temporal.protocol import Carried, overlay
+    from loop.temporal.workflow import LoopWorkflow
+
+    before = LoopWorkflow()
+    before.state = LoopState.new("x", started_at="2026-11-29T08:00:00+00:00")
+    before.updates = {"1": Update("1", "completed", "worker-1", {"skipped": True})}
+    carried = before.carry().to_json()
+    after = LoopWorkflow()
+    after.take_over(Carried.from_json(carried))
+    counted = of_tasks(
+        overlay([Task("1", "a"), Task("2", "b", status="completed")], after.updates), "now", "g"
+    )
+    assert (counted.done, counted.skipped) == (1, 1)
+    old = {**carried, "updates": {"1": ["completed", "worker-1"]}}  # a run from before: no metadata
+    LoopWorkflow().take_over(Carried.from_json(old))
+
+
 def test_temporal_dev_is_the_server_itself_and_leaves_nothing_behind(tmp_path: Path) -> None:
     import signal
     import socket

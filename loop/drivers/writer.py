@@ -113,9 +113,10 @@ def archive_completed(ws: Workspace, state: LoopState, summary: dict[str, Any]) 
     notification targets the loop needs as given), and the live file and its backup go."""
     folder = archive(ws, state, "completed", summary, reuse=True)
     move_logs(ws, state, folder)
-    os.unlink(ws.state)
-    # its backup is of a loop that ended: restored, it would bring that loop back to life
+    # its backup is of a loop that ended: restored, it would bring that loop back to life (it
+    # goes first: a crash before the state goes leaves a completed state, archived again later)
     ws.backup.unlink(missing_ok=True)
+    os.unlink(ws.state)
     return folder
 
 

@@ -158,10 +158,11 @@ def _apply(obj: dict[str, Any], update: Update) -> None:
         obj.pop("owner", None)
     raw = obj.get("metadata")
     metadata: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    if update.metadata:
-        obj["metadata"] = {**metadata, **update.metadata}
-    elif metadata.get("skipped") is True:  # done, or open again, since a person skipped it
-        obj["metadata"] = {k: v for k, v in metadata.items() if k != "skipped"}
+    merged = {**metadata, **update.metadata}
+    if "skipped" not in update.metadata:  # done, or open again, since a person skipped it
+        merged.pop("skipped", None)
+    if merged != metadata:
+        obj["metadata"] = merged
 
 
 def write(path: Path, updates: Iterable[Update]) -> None:

@@ -145,7 +145,7 @@ class Carried:
     state: dict[str, Any]
     tasks: list[dict[str, Any]]
     updates: dict[str, list[Any]]
-    """Task → [status, owner] the loop decided."""
+    """Task → [status, owner, metadata] the loop decided (a task skipped says so there)."""
     journal: list[dict[str, Any]]
     attached: int
     """Journal events before `journal`'s first (the queries count events from the loop's start)."""

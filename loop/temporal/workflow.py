@@ -237,7 +237,7 @@ class LoopWorkflow:
         return Carried(
             state=protocol.state_json(state),
             tasks=[protocol.task_json(t) for t in self.tasks],
-            updates={task: [u.status, u.owner] for task, u in self.updates.items()},
+            updates={task: [u.status, u.owner, dict(u.metadata)] for task, u in self.updates.items()},
             journal=journal,
             attached=self.attached + len(self.journal) - len(journal),
             inbox=[dataclasses.asdict(c) for c in self.inbox],
@@ -256,7 +256,12 @@ class LoopWorkflow:
         self.state = protocol.state_from(carried.state)
         self.tasks = [protocol.task_from(t) for t in carried.tasks]
         self.updates = {
-            task: Update(task, str(v[0]), v[1] if isinstance(v[1], str) else None)
+            task: Update(
+                task,
+                str(v[0]),
+                v[1] if isinstance(v[1], str) else None,
+                v[2] if len(v) > 2 and isinstance(v[2], dict) else {},  # a run before metadata: none
+            )
             for task, v in carried.updates.items()
         }
         self.journal = list(carried.journal)

@@ -34,9 +34,11 @@ class SearchInput(Input):
         self.focus()
 
     def give_back(self) -> None:
-        """The focus back where it was when the search opened (none, when that has gone)."""
+        """The focus back where it was when the search opened (none, when that has gone or is
+        hidden now)."""
         back, self.came_from = self.came_from, None
-        self.screen.set_focus(back if back is not None and back.is_attached else None)
+        shown = back is not None and back.is_attached and back in self.screen.focus_chain
+        self.screen.set_focus(back if shown else None)  # never a panel hidden meanwhile
 
     def action_keep(self) -> None:
         self.post_message(self.Kept())

@@ -142,6 +142,7 @@ class WorkersPanel(Vertical):
     def watch_view(self, view: WorkersView | None) -> None:
         self.set_class(view is not None, "-shown")
         if view is None:
+            self.shown = []
             return
         table = self.query_one(DataTable)
         cursor = table.cursor_row
