@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,7 +22,7 @@ from hypothesis import strategies as st
 from loop.core import scheduler, workflow
 from loop.core.board import QUEUED, WORKTREE, Board, Task, Worker, keep, worker_prompt
 from loop.core.model import LoopState
-from loop.drivers.train import Halted, Lanes, Outcome, Train, Tried, Verify, blame, first_failing
+from loop.drivers.train import Checked, Halted, Lanes, Outcome, Train, Tried, Verify, blame, first_failing
 from loop.repo import worktrees
 
 NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
@@ -102,12 +104,15 @@ class Ran:
         self.failed: list[tuple[Outcome, str]] = []
         self.told_after: list[int] = []
         """How many moves the loop's branch had made when each failing branch was handed on."""
-        self.passed_alone: set[tuple[str, str]] = set()
+        self.passed_alone: dict[str, str] = {}
+        self.checked = Checked()
         self.train = self.new_train()
         self.runs = 0
 
     def new_train(self) -> Train:
-        return Train(self.root, self.verify, self.land, self.lanes, self.fails, self.passed_alone)
+        return Train(
+            self.root, self.verify, self.land, self.lanes, self.fails, self.passed_alone, self.checked
+        )
 
     def land(self, tried: Tried) -> bool:
         """What the driver does with a green tree (when its branches are still queued)."""
@@ -132,7 +137,8 @@ class Ran:
                 break
             queued = left
         return outcomes + [
-            f if f.beside else blame(self.root, self.lanes, self.verify, f, base) for f, base in self.failed
+            f if f.beside else blame(self.root, self.lanes, self.verify, f, base, self.passed_alone)
+            for f, base in self.failed
         ]
 
     @property
@@ -174,6 +180,104 @@ def test_a_red_batch_lands_the_rest_and_sends_the_breaker_back(repo: Path) -> No
     assert "FAILED: 2.txt" in (outcomes["2"].failure or "") and outcomes["2"].beside is None
     assert not worktrees.merged(repo, batch[1].branch or "")
     assert_green_at_every_commit(repo)
+
+
+def test_a_branch_queued_behind_the_batch_that_fails_alone_is_known_while_the_batch_lands(
+    repo: Path,
+) -> None:
+    """The lanes the batch leaves free check the branches queued behind it alone: one that
+    fails goes on at once, a batch sooner, and one that passes is known to."""
+    batch = [task_branch(repo, t, f"task {t}\n") for t in ("1", "2")]
+    behind = [task_branch(repo, "3", "task 3 BROKEN\n"), task_branch(repo, "4", "task 4\n")]
+    base = worktrees.head(repo)
+    ran = Ran(repo, checks=5)  # the batch, its two branches and the two behind it
+    outcomes = by_task(ran.train.run(batch, behind))
+    assert ran.moves == [["1", "2"]] and set(outcomes) == {"1", "2"}
+    assert [(f.worker.task, at) for f, at in ran.failed] == [("3", base)]
+    assert ran.failed[0][0].failure == "FAILED: 3.txt"
+    assert ran.passed_alone[worktrees.head(repo, behind[1].branch or "")] == base
+    assert_green_at_every_commit(repo)
+
+
+def test_the_queue_behind_the_batch_is_checked_only_when_batches_are_on() -> None:
+    workers = [Worker(f"worker-{t}", t, (), "", status=QUEUED, branch=f"b{t}") for t in "1234"]
+    assert [w.task for w in scheduler.behind_batch(board_state(*workers, batch=2))] == ["3", "4"]
+    held = scheduler.behind_batch(board_state(*workers, batch=2), held={"worker-3"})
+    assert [w.task for w in held] == ["4"]
+    assert scheduler.behind_batch(board_state(*workers, batch=1)) == []  # one at a time stays so
+    assert scheduler.behind_batch(board_state(*workers)) == []  # all in the batch
+    # the batch checked on top of the one under way (its branches held)
+    under_way = {"worker-1", "worker-2"}
+    assert [w.task for w in scheduler.following_batch(board_state(*workers, batch=2), under_way)] == [
+        "3",
+        "4",
+    ]
+    assert scheduler.following_batch(board_state(*workers, batch=1), under_way) == []
+
+
+def test_the_batch_checked_on_top_of_the_one_under_way_lands_without_a_check_of_its_own(
+    repo: Path,
+) -> None:
+    """While task 1's batch is checked, task 2 is checked on top of it; task 1 lands, and the
+    next batch, task 2 on the new tip, is the same tree: it lands on that check."""
+    first, second = task_branch(repo, "1", "task 1\n"), task_branch(repo, "2", "task 2\n")
+    checking, go_on = threading.Event(), threading.Event()
+    trees: list[int] = []
+
+    def held(where: Path, unless: object = None) -> tuple[str | None, Mapping[str, Any] | None]:
+        trees.append(len(list((where / "work").glob("*.txt"))))
+        if trees[-1] == 2:  # base and task 1: the batch under way
+            checking.set()
+            go_on.wait(30)
+        return check(where)
+
+    ran = Ran(repo, checks=3, verify=held)
+    under_way = threading.Thread(target=ran.train.run, args=([first],))
+    under_way.start()
+    assert checking.wait(30) and ran.train.ahead is not None
+    ahead = ran.lanes.start([ran.train.tried_on(ran.train.ahead, [second], threading.Event())])[0]
+    assert ahead.result(30).green  # base, task 1 and task 2
+    go_on.set()
+    under_way.join(30)
+    assert not under_way.is_alive()
+    ran.train = ran.new_train()
+    outcomes = by_task(ran.train.run([second]))
+    assert ran.moves == [["1"], ["2"]] and outcomes["2"].sha
+    assert trees == [2, 3]  # the batch, and task 2 on top of it: never checked again
+    assert_green_at_every_commit(repo)
+
+
+def test_a_tree_is_checked_once_unless_it_was_red_or_its_check_was_called_off() -> None:
+    checked = Checked()
+    runs: list[str] = []
+
+    def green() -> tuple[str | None, Mapping[str, Any] | None]:
+        runs.append("green")
+        return None, None
+
+    def red() -> tuple[str | None, Mapping[str, Any] | None]:
+        runs.append("red")
+        return "FAILED", None
+
+    assert checked.result("a", green) == (None, None) and checked.result("a", red) == (None, None)
+    assert checked.result("b", red) == ("FAILED", None) and checked.result("b", green) == (None, None)
+    assert runs == ["green", "red", "green"]  # a red tree may have been flaky: checked again
+
+    started, called_off = threading.Event(), threading.Event()
+
+    def halted() -> tuple[str | None, Mapping[str, Any] | None]:
+        started.set()
+        called_off.wait(30)
+        raise Halted
+
+    with ThreadPoolExecutor(2) as pool:
+        owner = pool.submit(checked.result, "c", halted)
+        assert started.wait(30)
+        waiter = pool.submit(checked.result, "c", green)  # waits for the one under way
+        called_off.set()
+        with pytest.raises(Halted):
+            owner.result(30)
+        assert waiter.result(30) == (None, None) and runs[-1] == "green"  # then checked itself
 
 
 def test_branches_that_break_only_together_name_each_other(repo: Path) -> None:
@@ -409,7 +513,6 @@ def test_a_red_batch_finds_its_breaker_by_checking_each_branch_alone_beside_it(r
     """Eight branches, one broken, eight lanes: the batch's check runs beside checks of seven of
     its branches alone (they really overlap), so when it is red the breaker is handed on at
     once. The seven others stay queued and land together next, each checked alone once."""
-    import threading
 
     batch = [
         task_branch(repo, str(t), f"task {t}" + (" BROKEN" if t == 6 else "") + "\n") for t in range(1, 9)
@@ -474,6 +577,28 @@ def test_the_blame_searches_many_landings_with_several_checks_at_once(repo: Path
     assert moves == [] and outcomes["late"].beside == "7"
     one, _ = train(repo, checks=1)  # one check at a time finds the same
     assert by_task(one.run([late]))["late"].beside == "7"
+
+
+def test_a_blame_searches_only_the_landings_since_the_branch_passed_alone(repo: Path) -> None:
+    """Twelve landings since the branch left, and it passed alone on the sixth: the blame
+    checks it only on the landings after that one, and names the one it fails beside."""
+    late = task_branch(repo, "late", "task late\nclashes with 9\n")
+    green_at = ""
+    for t in range(1, 13):
+        ran, _ = train(repo)
+        ran.run([task_branch(repo, str(t), f"task {t}\n")])
+        green_at = worktrees.head(repo) if t == 6 else green_at
+    landed: list[int] = []
+
+    def counted(where: Path, unless: object = None) -> tuple[str | None, Mapping[str, Any] | None]:
+        landed.append(len(list((where / "work").glob("*.txt"))) - 2)  # but base.txt and its own
+        return check(where)
+
+    known = {worktrees.head(repo, late.branch or ""): green_at}
+    found = blame(
+        repo, Lanes(repo, LOOP, 1, None), counted, Outcome(late, failure="red"), worktrees.head(repo), known
+    )
+    assert found.beside == "9" and landed and min(landed) > 6
 
 
 def test_a_check_a_signal_ended_lands_nothing(repo: Path) -> None:
@@ -571,7 +696,6 @@ def test_two_breakers_in_a_batch_are_both_handed_on_after_one_round(repo: Path) 
 def test_a_green_batch_ends_the_checks_of_its_branches_alone_under_way(repo: Path) -> None:
     """The batch passes while its branches' checks alone still run: nobody needs those any more,
     so they are told to end (their lanes serve the next checks) and nothing waits for them."""
-    import threading
 
     told: list[bool] = []
     batch_done = threading.Event()
@@ -596,7 +720,6 @@ def test_a_green_batch_ends_the_checks_of_its_branches_alone_under_way(repo: Pat
 def test_no_lane_free_means_no_branch_is_checked_alone(repo: Path) -> None:
     """Blames hold every lane when a batch comes: its branches are not checked alone (they would
     hold its own check back); the batch waits for a lane and lands."""
-    import threading
 
     lanes_held = threading.Event()
     checked: list[int] = []
@@ -627,22 +750,63 @@ class Probes:
         self.count = count
         self.free = count if spare is None else spare
         self.rounds = 0
+        self.sizes: list[int] = []
 
-    def spare(self) -> int:
-        return self.free
-
-    def map(self, jobs: list[Any]) -> list[bool]:
-        assert len(jobs) <= max(1, min(self.count - 1, self.free))  # a lane kept for the train
+    def round(self, pick: Any, job: Any) -> dict[int, bool]:
+        chosen = pick(max(1, min(self.count - 1, self.free - 1)))  # a lane kept for the train
         self.rounds += 1
-        return [job(Path(".")) for job in jobs]
+        self.sizes.append(len(chosen))
+        return {i: job(i)(Path(".")) for i in chosen}
+
+
+def test_a_blame_leaves_the_train_the_lanes_its_rounds_do_not_need() -> None:
+    """Nine landings with seven lanes free take two rounds of three probes at most: the tree
+    it failed on is checked again only in the last round, and only while no probe failed (that
+    is a second failure), so the first round leaves the train's next batch its lanes. A branch
+    that fails on the oldest landing too fails alone, said after one round."""
+    lanes = Probes(8)
+    assert first_failing(lanes, lambda i: lambda lane: i >= 2, 0, 9) == 2  # type: ignore[arg-type]
+    assert lanes.sizes == [3, 2]  # 0, 3, 6; then 1, 2
+    alone = Probes(8)
+    assert first_failing(alone, lambda i: lambda lane: True, 0, 9) == 0  # type: ignore[arg-type]
+    assert alone.sizes == [3]
+    last = Probes(8)  # it fails only beside the last landing: named once checked there again
+    assert first_failing(last, lambda i: lambda lane: i >= 9, 0, 9) == 9  # type: ignore[arg-type]
+    assert last.sizes == [3, 3]  # 0, 3, 6; then 7, 8 and the tree it failed on (9)
 
 
 def test_a_blame_takes_the_lanes_free_when_its_round_starts() -> None:
-    """Another blame holds five of eight lanes: each round takes the three free ones rather than
-    waiting a round for more, and still finds the landing."""
+    """Another blame holds five of eight lanes: each round takes two of the three free ones
+    (the third is the train's) rather than waiting a round for more, and still finds the
+    landing."""
     lanes = Probes(8, spare=3)
     assert first_failing(lanes, lambda i: lambda lane: i >= 11, 0, 16) == 11  # type: ignore[arg-type]
-    assert lanes.rounds <= 4  # the last checks the tree it failed on again
+    assert max(lanes.sizes) == 2 and lanes.rounds <= 5  # the last checks the tree it failed on again
+
+
+def test_two_blames_at_once_leave_the_train_a_lane(repo: Path) -> None:
+    """A blame's round counts the lanes another round took as it planned, and keeps one for
+    the train's next batch: two blames at once never hold every lane."""
+    lanes = Lanes(repo, LOOP, 8, None)
+    told: list[int] = []
+    release = threading.Event()
+
+    def pick(most: int) -> list[int]:
+        told.append(most)
+        return list(range(min(most, 4)))
+
+    def job(i: int) -> Any:
+        return lambda lane: release.wait(30)
+
+    rounds = [threading.Thread(target=lanes.round, args=(pick, job)) for _ in range(2)]
+    for started, wanted in zip(rounds, (4, 7), strict=True):
+        started.start()
+        with lanes._changed:
+            assert lanes._changed.wait_for(lambda: lanes._wanted == wanted, timeout=30)  # noqa: B023
+    release.set()
+    for started in rounds:
+        started.join(30)
+    assert told == [7, 3]  # the second round counts the first's four lanes, and the train's one
 
 
 @given(count=st.integers(1, 9), high=st.integers(0, 80), data=st.data())
@@ -650,15 +814,16 @@ def test_the_blame_finds_the_first_failing_landing_in_as_few_rounds_as_all_lanes
     count: int, high: int, data: st.DataObject
 ) -> None:
     """Whatever the landing, it is found; with fewer probes a round than lanes, at most one
-    round more than all the lanes but the train's would take (the tree it failed on is checked
-    again, last when no round has a lane to spare)."""
+    round more than all the lanes but the train's would take (when no probe fails, the tree it
+    failed on is checked again in the last round, or in one of its own when that has no lane
+    to spare)."""
     first = data.draw(st.integers(0, high))
     lanes = Probes(count)
     found = first_failing(lanes, lambda i: lambda lane: i >= first, 0, high)  # type: ignore[arg-type]
     assert found == first
     again = Probes(count)
-    flaky = first_failing(again, lambda i: lambda lane: first <= i < high, 0, high)  # type: ignore[arg-type]
-    assert flaky is None  # it passes where it failed (whatever failed before it): nothing is named
+    flaky = first_failing(again, lambda i: lambda lane: False, 0, high)  # type: ignore[arg-type]
+    assert flaky is None  # it failed once, and passes everywhere since: nothing is named
     most = count - 1
     if most >= 2:
         fewest = next(r for r in range(1, 10) if most**r >= high)

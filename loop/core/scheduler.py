@@ -119,11 +119,13 @@ __all__ = [
     "Update",
     "Worker",
     "audit_for",
+    "behind_batch",
     "board_of",
     "conflict",
     "conflict_feedback",
     "cycle_due",
     "elapsed",
+    "following_batch",
     "keep",
     "lock_table",
     "may_land",
@@ -659,9 +661,35 @@ def next_batch(state: LoopState, held: Collection[str] = ()) -> list[Worker]:
     if next_merge(state) is None:
         return []
     board = board_of(state)
-    size = 1 if board.strategy == "rebase" else max(1, board.batch)
+    return _mergeable(board, held)[: _batch_size(board)]
+
+
+def behind_batch(state: LoopState, held: Collection[str] = ()) -> list[Worker]:
+    """The queued branches behind the next batch, which the train checks by themselves in the
+    lanes its batch leaves free: one that fails alone is known a batch sooner. None with
+    one-at-a-time landings (a batch of 1, or the rebase strategy), which check one branch at a
+    time."""
+    if next_merge(state) is None:
+        return []
+    board = board_of(state)
+    size = _batch_size(board)
+    return _mergeable(board, held)[size:] if size > 1 else []
+
+
+def following_batch(state: LoopState, held: Collection[str] = ()) -> list[Worker]:
+    """The batch that follows the one being checked (its branches `held`, with those looked
+    into), which the train checks on top of it meanwhile. None with one-at-a-time landings."""
+    return next_batch(state, held) if _batch_size(board_of(state)) > 1 else []
+
+
+def _batch_size(board: Board) -> int:
+    return 1 if board.strategy == "rebase" else max(1, board.batch)
+
+
+def _mergeable(board: Board, held: Collection[str]) -> list[Worker]:
+    """The queue's workers with a branch, in order, but those `held`."""
     found = [board.worker(name) for name in board.queue if name not in held]
-    return [w for w in found if w is not None and w.branch is not None][:size]
+    return [w for w in found if w is not None and w.branch is not None]
 
 
 def audit_for(board: Board) -> str | None:

@@ -60,8 +60,18 @@ class Merges:
         """Branches whose blame runs (worker names): out of the next batches until it is said."""
         self._posted: SimpleQueue[Callable[[], None]] = SimpleQueue()
         """What the train and the blames did, for the driver's thread to apply, in order."""
-        self._passed_alone: set[tuple[str, str]] = set()
+        self._passed_alone: dict[str, str] = {}
         """What the train found passing alone (`train.Train.passed_alone`)."""
+        self._checked = train.Checked()
+        """The trees the train checked (`train.Checked`)."""
+        self._train: train.Train | None = None
+        """The train's last run (under way while `_running`)."""
+        self._batch: set[str] = set()
+        """The workers of that run's batch."""
+        self._ahead_of: str | None = None
+        """The batch tip the next batch was last checked on top of."""
+        self._ahead: tuple[set[str], threading.Event] | None = None
+        """That check's batch (workers) and the event that calls it off."""
         self._halt = threading.Event()
         """The loop stops: no check starts any more, nothing more lands."""
         self._iteration = 0
@@ -167,6 +177,9 @@ class Merges:
             return False
         moved = self._apply_posted()
         if self._running:
+            self._check_ahead()
+            if self._train is not None and self._train.stale.is_set():
+                self._call_off_ahead()
             if not settle:
                 return moved
             self._wait(lambda: not self._running)
@@ -197,10 +210,23 @@ class Merges:
             ready = self.ready_scratch if self.verification else None
             self.lanes = train.Lanes(self.root, self.loop_name, self.checks, ready)
         self._iteration = state.iteration
-        # what passed alone on older tips of the loop's branch is forgotten
-        self._passed_alone &= {known for known in self._passed_alone if known[0] == self.before}
         self._running = True
-        threading.Thread(target=self._run_train, args=(batch,), name="train", daemon=True).start()
+        behind = scheduler.behind_batch(state, held=self._blames)
+        self._train = train.Train(
+            self.root,
+            self._verify_in,
+            self._asked_to_land,
+            self.lanes,
+            self._failing,
+            self._passed_alone,
+            self._checked,
+        )
+        self._batch = {w.name for w in batch}
+        if self._ahead is not None and self._ahead[0] != self._batch:
+            self._call_off_ahead()  # what it checked is not this batch
+        threading.Thread(
+            target=self._run_train, args=(self._train, batch, behind), name="train", daemon=True
+        ).start()
         if settle:
             self._wait(lambda: not self._running)
         return True
@@ -211,6 +237,7 @@ class Merges:
         if not search:
             self._halt.set()
         self._wait(lambda: not self._running and not self._blames)
+        self._call_off_ahead()  # nothing lands after this
 
     def _wait(self, done: Callable[[], bool]) -> None:
         """Apply what the train posts, as it posts it, until `done`."""
@@ -228,15 +255,12 @@ class Merges:
             step()
             moved = True
 
-    def _run_train(self, batch: list[Worker]) -> None:
-        """The train's thread: one batch carried out; what it comes to posted, then its end."""
-        assert self.lanes is not None
+    def _run_train(self, ran: train.Train, batch: list[Worker], behind: list[Worker]) -> None:
+        """The train's thread: one batch carried out (the branches `behind` it checked alone
+        beside it); what it comes to posted, then its end."""
         post = self._posted.put
         try:
-            ran = train.Train(
-                self.root, self._verify_in, self._asked_to_land, self.lanes, self._failing, self._passed_alone
-            )
-            outcomes = ran.run(batch)
+            outcomes = ran.run(batch, behind)
             post(lambda: self._ran(outcomes))
         except train.Halted:  # the loop stops, or let a branch go: the queue keeps the rest
             pass
@@ -251,6 +275,39 @@ class Merges:
 
     def _train_ended(self) -> None:
         self._running = False
+
+    def _check_ahead(self) -> None:
+        """While a batch is checked, the batch that would follow it is merged on top of it and
+        checked too, once, in a lane nothing else asks for: when the first lands whole, the
+        second's tree is green already (`train.Checked`) and lands without a check of its own."""
+        ran, lanes = self._train, self.lanes
+        ahead = ran.ahead if ran is not None else None
+        if ran is None or lanes is None or ahead is None or ahead == self._ahead_of or ran.stale.is_set():
+            return
+        if self._blames:  # a search for what a branch fails beside has the lanes first
+            return
+        state = self.session.store.read()
+        if state is None or lanes.count < 3 or lanes.spare() < 2:
+            return
+        then = scheduler.following_batch(state, held=self._blames | self._batch)
+        if then:
+            self._call_off_ahead()
+            off = threading.Event()
+            self._ahead_of, self._ahead = ahead, ({w.name for w in then}, off)
+            checked = lanes.start([ran.tried_on(ahead, then, off)], off)[0]
+            checked.add_done_callback(self._ahead_ended)
+
+    def _call_off_ahead(self) -> None:
+        """The check ahead under way, if any, ends (or never starts)."""
+        if self._ahead is not None and self.lanes is not None:
+            self.lanes.call_off(self._ahead[1])
+        self._ahead = None
+
+    def _ahead_ended(self, checked: Future[train.Tried]) -> None:
+        """A lane's thread: a check ahead ended; a bug in it is raised on the driver's thread."""
+        bug = checked.exception()
+        if bug is not None and not isinstance(bug, (train.Skipped, train.Halted, LoopdeckError)):
+            self._posted.put(lambda: _raise(bug))
 
     def _asked_to_land(self, tried: train.Tried) -> bool:
         """The train's thread: may this green tree land? Answered by the driver's thread."""
@@ -303,7 +360,7 @@ class Merges:
         def search() -> None:
             found = failed
             try:
-                found = train.blame(self.root, lanes, self._verify_in, failed, base)
+                found = train.blame(self.root, lanes, self._verify_in, failed, base, self._passed_alone)
             except (LoopdeckError, train.Halted):
                 pass  # said without the task it fails beside
             finally:

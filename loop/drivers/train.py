@@ -4,12 +4,14 @@ Waiting for each branch's verification before the next starts makes a slow test 
 loop's pace. The train merges a batch of ready branches in a scratch worktree (never on the
 loop's branch) and runs the loop's checks once: green, the loop's branch is fast-forwarded to
 the batch. Beside that check, in the lanes free then, each of its branches is checked alone
-(once per tip of the loop's branch): red, the branches that fail alone are known at once and
-the rest stays queued for the next batch. When every branch passes alone, the batch without
-each part is checked: the largest tree that passes lands, and the part it left out is split
-again on the new tip, down to the branches that break it. When only the trees without either
-of two single branches pass, those two fail beside each other, which names the pair. The loop's
-branch only ever moves to a verified tree.
+(once per tip of the loop's branch), then the branches queued behind it: red, the branches
+that fail alone are known at once and the rest stays queued for the next batch; one behind
+the batch that fails alone is known a batch sooner. When every branch passes alone, the
+batch without each part is checked: the largest tree that passes lands, and the part it left
+out is split again on the new tip, down to the branches that break it. When only the trees without either
+of two single branches pass, those two fail beside each other, which names the pair. While a
+batch is checked, the next may be checked on top of it (`Train.tried_on`): a tree that passed
+is not checked again (`Checked`). The loop's branch only ever moves to a verified tree.
 
 A branch that fails by itself on the loop's branch is handed on at once to `blame`, which runs
 beside the next batches rather than before them: from which landing of the loop's branch do
@@ -27,6 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -69,9 +72,11 @@ class Outcome:
     flaky: bool = False
 
 
+Result = tuple[str | None, Mapping[str, Any] | None]
+"""The loop's checks' failure on a tree (None when green), and their results."""
 Red = tuple[str, Mapping[str, Any] | None]
 """The loop's checks' failure on a tree, and their results."""
-Verify = Callable[[Path, threading.Event | None], tuple[str | None, Mapping[str, Any] | None]]
+Verify = Callable[[Path, threading.Event | None], Result]
 """The loop's checks run in a folder: their failure (None when green) and their results; raises
 `Halted` when a signal ended them, or the event given was set (nobody needs them any more)."""
 
@@ -90,6 +95,8 @@ class Lanes:
         """The lanes not made yet (their numbers): the lowest is made first."""
         self._lock = threading.Lock()
         self._making = threading.Lock()
+        self._planning = threading.Lock()
+        """Held while a blame plans a round and takes its lanes (`round`)."""
         self._wanted = 0
         """Jobs that hold a lane or wait for one."""
         self._changed = threading.Condition(self._lock)
@@ -186,6 +193,18 @@ class Lanes:
         wait(started)  # every job ended before any result (or error) is taken
         return [done.result() for done in started]
 
+    def round(
+        self, pick: Callable[[int], list[int]], job: Callable[[int], Callable[[Path], T]]
+    ) -> dict[int, T]:
+        """A blame's round: `pick` is told how many lanes it may take (those spare but one,
+        which the train keeps for its next batch; at least one) and picks the probes, whose
+        jobs start before another round counts the lanes spare; each probe's result."""
+        with self._planning:
+            chosen = pick(max(1, min(self.count - 1, self.spare() - 1)))
+            started = self.start([job(i) for i in chosen])
+        wait(started)
+        return {i: done.result() for i, done in zip(chosen, started, strict=True)}
+
     def check(
         self, verify: Verify, where: Path, unless: threading.Event | None = None
     ) -> tuple[str | None, Mapping[str, Any] | None]:
@@ -193,6 +212,50 @@ class Lanes:
         with self._lock:
             self.checks += 1
         return verify(where, unless)
+
+
+class Checked:
+    """The checks' results by tree: a tree being checked, or found green, is not checked again,
+    whatever commit holds it. So a batch checked on top of the one before it (`Train.ahead`)
+    lands as soon as that one did, its tree already green. A red tree is checked again when
+    asked (the checks may have been flaky)."""
+
+    def __init__(self, keep: int = 200) -> None:
+        self.keep = keep
+        self._lock = threading.Lock()
+        self._trees: dict[str, Future[Result]] = {}
+
+    def result(self, tree: str, check: Callable[[], Result]) -> Result:
+        """The checks' result on `tree`: the one known or under way, else `check` run now (as
+        when the one under way was called off)."""
+        while True:
+            with self._lock:
+                known = self._trees.get(tree)
+                if known is None:
+                    mine: Future[Result] = Future()
+                    self._trees[tree] = mine
+                    while len(self._trees) > self.keep:
+                        del self._trees[next(iter(self._trees))]
+                    break
+            try:
+                return known.result()
+            except Exception:  # called off (or failed) where it ran: checked here instead
+                continue
+        try:
+            done = check()
+        except BaseException as exc:
+            self._forget(tree, mine)
+            mine.set_exception(exc)
+            raise
+        if done[0] is not None:
+            self._forget(tree, mine)
+        mine.set_result(done)
+        return done
+
+    def _forget(self, tree: str, check: Future[Result]) -> None:
+        with self._lock:
+            if self._trees.get(tree) is check:
+                del self._trees[tree]
 
 
 @dataclass
@@ -204,6 +267,8 @@ class Tried:
     conflicted: list[tuple[Worker, worktrees.Merge, str]]
     failure: str | None = None
     validation: Mapping[str, Any] | None = None
+    known: bool = False
+    """Its tree's result was known already (`Checked`): no check of its own ran."""
 
     @property
     def green(self) -> bool:
@@ -247,18 +312,27 @@ class Train:
     fails: Callable[[Outcome, str], None]
     """Told at once of a branch that fails by itself on the loop's branch, with the commit it
     fails on: what it fails beside is `blame`'s to find, unless the split showed it (`beside`)."""
-    passed_alone: set[tuple[str, str]] = field(default_factory=set)
-    """(loop's branch, branch) tips a branch passed the checks alone on, kept across runs."""
+    passed_alone: dict[str, str] = field(default_factory=dict)
+    """A branch's tip: the newest tip of the loop's branch it passed the checks alone on, kept
+    across runs (`passed`)."""
+    checked: Checked = field(default_factory=Checked)
+    """The trees checked so far, kept across runs."""
+    ahead: str | None = None
+    """The tip of the batch while it is checked: the next batch may be checked on top of it
+    meanwhile (`checked`)."""
+    stale: threading.Event = field(default_factory=threading.Event)
+    """Set once the batch will not land whole: a check on top of it is needless."""
     outcomes: list[Outcome] = field(default_factory=list)
     """Landed branches and conflicts, in order."""
     conflicted: list[tuple[Worker, worktrees.Merge, str]] = field(default_factory=list)
     """Branches that conflicted in a stack, with the commit they were merged onto: retried
     alone on what landed before their conflict is said (it may be with a branch that failed)."""
 
-    def run(self, batch: Sequence[Worker]) -> list[Outcome]:
+    def run(self, batch: Sequence[Worker], behind: Sequence[Worker] = ()) -> list[Outcome]:
         """Land what can land of `batch`; the outcomes of the rest (those that fail on their
-        own go to `fails` as soon as that is known)."""
-        tip = self._land(worktrees.head(self.root), list(batch))
+        own go to `fails` as soon as that is known). `behind`: branches queued after the batch,
+        checked alone in the lanes it leaves free (one that fails goes to `fails`)."""
+        tip = self._land(worktrees.head(self.root), list(batch), behind=behind, batch=True)
         retry, self.conflicted = self.conflicted, []
         for worker, clash, onto in retry:
             if onto == tip:  # merged onto this very tree: the conflict is with the loop's branch
@@ -268,16 +342,23 @@ class Train:
         self.outcomes += [Outcome(worker, conflict=clash) for worker, clash, _onto in self.conflicted]
         return self.outcomes
 
+    def tried_on(self, ahead: str, group: Sequence[Worker], off: threading.Event) -> Callable[[Path], Tried]:
+        """The job: `group` merged on top of the batch being checked (`ahead`, its tip) and
+        checked, for `checked` to know; called off with `off`."""
+        return self._tried(ahead, group, off)
+
     def _tried(
         self,
         base: str,
         group: Sequence[Worker],
         unless: threading.Event | None = None,
         ended: threading.Event | None = None,
+        batch: bool = False,
     ) -> Callable[[Path], Tried]:
         """The job: `group` merged one by one onto `base` in a lane (a branch that conflicts is
         left out), then checked; nothing done once `unless` is set (a check under way ends).
-        `ended`: called off as the job ends, before its lane is free for a job waiting for it."""
+        `ended`: called off as the job ends, before its lane is free for a job waiting for it.
+        `batch`: the run's batch, whose tip is `ahead` while it is checked."""
 
         def job(lane: Path) -> Tried:
             tried = Tried(base, [], [])
@@ -295,9 +376,20 @@ class Train:
                     tried.tip = done.sha
                     tried.merged.append(Outcome(worker, sha=done.sha))
                 if tried.merged:
-                    tried.failure, tried.validation = self.lanes.check(self.verify, lane, unless)
+                    if batch:
+                        self.ahead = tried.tip
+                    ran: list[bool] = []
+
+                    def checks() -> Result:
+                        ran.append(True)
+                        return self.lanes.check(self.verify, lane, unless)
+
+                    tried.failure, tried.validation = self.checked.result(worktrees.tree(lane), checks)
+                    tried.known = not ran
                 return tried
             finally:
+                if batch:  # checked: nothing is checked ahead of it any more
+                    self.ahead = None
                 if ended is not None:
                     self.lanes.call_off(ended)
 
@@ -312,37 +404,59 @@ class Train:
         self.outcomes += tried.merged
         return tried.tip
 
-    def _land(self, base: str, group: Sequence[Worker], red: Red | None = None) -> str:
+    def _land(
+        self,
+        base: str,
+        group: Sequence[Worker],
+        red: Red | None = None,
+        behind: Sequence[Worker] = (),
+        batch: bool = False,
+    ) -> str:
         """Land what can land of `group` on `base`; the loop's branch's new tip. `red`: the
         checks' failure when `group` on `base` is already known to fail (what a batch left
         out of what landed of it), which is not verified again. A group's check runs beside
-        checks of its branches alone, in the lanes free then: red, a branch that fails alone
-        goes to `fails` and the rest waits for the next batch; none does, the group is split."""
+        checks of its branches alone, then of those `behind` it, in the lanes free then: red, a
+        branch that fails alone goes to `fails` and the rest waits for the next batch; none
+        does, the group is split. `batch`: the run's batch (`ahead`)."""
         if red is None:
-            alone: list[list[Worker]] = []
+            members = list(group) if len(group) > 1 else []  # a group of one is checked alone
             tips: dict[str, str] = {}
-            if len(group) > 1 and self.lanes.count > 2:
-                tips = {w.name: worktrees.head(self.root, w.branch or "") for w in group}
-                unknown = [w for w in group if (base, tips[w.name]) not in self.passed_alone]
-                alone = [[w] for w in unknown[: max(0, self.lanes.spare() - 1)]]
-            needless, late = threading.Event(), threading.Event()
-            first = self.lanes.start([self._tried(base, group, ended=late)])[0]
-            guesses = self.lanes.start([self._tried(base, one, needless) for one in alone], late)
+            alone: list[Worker] = []
+            if (members or behind) and self.lanes.count > 2:
+                tips = {w.name: worktrees.head(self.root, w.branch or "") for w in [*members, *behind]}
+                unknown = [w for w in [*members, *behind] if self.passed_alone.get(tips[w.name]) != base]
+                alone = unknown[: max(0, self.lanes.spare() - 1)]
+            needless, late, moved = threading.Event(), threading.Event(), threading.Event()
+            jobs = [self._tried(base, [w], needless if w in members else moved) for w in alone]
+            guesses = list(zip(alone, self.lanes.start(jobs, late), strict=True))
+            # the batch's job last: its tip (`ahead`) is there once the lanes above are taken
+            first = self.lanes.start([self._tried(base, group, ended=late, batch=batch)])[0]
+            ours = [(w, g) for w, g in guesses if w in members]
             tries: list[Tried] = []
             try:
                 tried = first.result()  # green, it lands without waiting for the other checks
+                if batch and not tried.green:  # it will not land whole
+                    self.lanes.call_off(self.stale)
                 if tried.red:  # the checks already under way (`late` was called off) are awaited
-                    tries = [g.result() for g in guesses if not isinstance(g.exception(), Skipped)]
+                    tries = [g.result() for _w, g in ours if not isinstance(g.exception(), Skipped)]
             finally:
                 needless.set()  # a check nobody needs any more ends
             self.conflicted += tried.conflicted
+            later = [(w, g) for w, g in guesses if w not in members]
+            if tried.merged and tried.failure is None:  # green (any branch that conflicts left out)
+                tip = self._landed(tried)
+                if tried.known:  # landed at once: checks behind it on what was the tip are needless
+                    self.lanes.call_off(moved)
+                self._heard(base, tips, later)
+                return tip
+            self._heard(base, tips, later)
             if not tried.merged:
                 return base
-            if tried.failure is None:
-                return self._landed(tried)
-            red = (tried.failure, tried.validation)
+            red = (tried.failure or "", tried.validation)
             group = [o.worker for o in tried.merged]
-            self.passed_alone.update((base, tips[t.merged[0].worker.name]) for t in tries if t.green)
+            for one in tries:
+                if one.green:
+                    passed(self.passed_alone, tips[one.merged[0].worker.name], base)
             failing = [t for t in tries if t.red]
             for one in failing:  # fails by itself: the rest stays queued for the next batch
                 worker = one.merged[0].worker
@@ -355,6 +469,21 @@ class Train:
         ahead = split_of(group, max(2, self.lanes.count))
         ahead.tries = self.lanes.map([self._tried(base, rest) for rest in ahead.without])
         return self._split(base, group, red, ahead)
+
+    def _heard(
+        self, base: str, tips: Mapping[str, str], checks: Sequence[tuple[Worker, Future[Tried]]]
+    ) -> None:
+        """The checks alone of branches behind a batch, awaited: one that passed is known to,
+        on `base`; one that failed goes to `fails`. One that conflicts, or had no lane or was
+        called off or could not merge, waits for its batch, which says why."""
+        for worker, check in checks:
+            if check.exception() is not None:
+                continue
+            one = check.result()
+            if one.green:
+                passed(self.passed_alone, tips[worker.name], base)
+            elif one.red:
+                self.fails(Outcome(worker, failure=one.failure, validation=one.validation), base)
 
     def _split(self, base: str, group: Sequence[Worker], red: Red, done: Split) -> str:
         """A red group whose tree without each part was checked: the first that passed lands
@@ -413,6 +542,15 @@ class Train:
         return tip
 
 
+def passed(known: dict[str, str], tip: str, base: str, keep: int = 1000) -> None:
+    """A branch's tip passed alone on `base`, the newest it did; the oldest tips go past
+    `keep`."""
+    known.pop(tip, None)
+    known[tip] = base
+    while len(known) > keep:
+        del known[next(iter(known))]
+
+
 def split(group: Sequence[Worker], count: int) -> list[list[Worker]]:
     """`group` in `count` parts of nearly equal size, in order."""
     size, extra = divmod(len(group), count)
@@ -428,16 +566,27 @@ def names(group: Sequence[Worker]) -> tuple[str, ...]:
     return tuple(w.name for w in group)
 
 
-def blame(root: Path, lanes: Lanes, verify: Verify, failed: Outcome, base: str) -> Outcome:
+def blame(
+    root: Path,
+    lanes: Lanes,
+    verify: Verify,
+    failed: Outcome,
+    base: str,
+    known: Mapping[str, str] | None = None,
+) -> Outcome:
     """The task a branch that fails on `base` by itself fails beside: the landing of the loop's
     branch from which its own changes fail, looked for among the landings since it left the
     loop's branch and the `BLAME_WINDOW` before (it may have left after the one it fails
-    beside), all at once. None when they fail even on the oldest: the branch fails alone."""
+    beside), several at once; only those since it passed alone, when it did (`known`:
+    `Train.passed_alone`). None when they fail even on the oldest: the branch fails alone."""
     worker = failed.worker
     assert worker.branch is not None
     fork = worktrees.fork_point(root, worker.branch, base)
     since_fork = worktrees.count_landings(root, fork, base)
     points = worktrees.landings(root, base, since_fork + BLAME_WINDOW)  # oldest first; the last is red
+    green = (known or {}).get(worktrees.head(root, worker.branch))
+    shas = [sha for sha, _subject in points[:-1]]
+    low = shas.index(green) + 1 if green in shas else 0
 
     def fails_at(index: int) -> Callable[[Path], bool]:
         def job(lane: Path) -> bool:
@@ -448,7 +597,7 @@ def blame(root: Path, lanes: Lanes, verify: Verify, failed: Outcome, base: str) 
 
         return job
 
-    first = first_failing(lanes, fails_at, 0, len(points) - 1)
+    first = first_failing(lanes, fails_at, low, len(points) - 1)
     if first is None:
         failed.flaky = True
         return failed
@@ -461,36 +610,41 @@ def first_failing(
     lanes: Lanes, fails_at: Callable[[int], Callable[[Path], bool]], low: int, high: int
 ) -> int | None:
     """The first index in [low, high] at which `fails_at` fails, knowing it failed at `high`
-    (and fails from there on). Each round's probes run at once (`spread`), the first round's
-    first at `low` (a branch that fails alone is said at once); one lane: `low`, then halving.
-    `high` itself is checked again in the first round with a lane to spare, else last: None
-    when it passes there (a flaky check)."""
+    once (and fails from there on). Each round's probes run at once, in the lanes the train
+    can spare (`Lanes.round`, `probes`). An index is named on two failures: its probe's and
+    the one at `high`, or two at `high`. None when `high` passes when checked again (a flaky
+    check)."""
     top, again, first = high, False, True
     while True:
-        most = free(lanes)
-        if low >= high:
-            if again:
-                return high
-            probes = [top]
-        elif most == 1:
-            probes = [low if first else (low + high) // 2]
-        else:
-            probes = spread(low, high, most)
-            if not again and len(probes) < most:
-                probes.append(top)
-        first = False
-        bad = dict(zip(probes, lanes.map([fails_at(i) for i in probes]), strict=True))
+        if low >= high and (again or high < top):
+            return high
+        bad = lanes.round(partial(probes, low, high, top, first=first, again=again), fails_at)
+        chosen, first = list(bad), False
         if not bad.get(top, True):
             return None
         again = again or top in bad
-        high = min([high] + [i for i in probes if bad[i]])
-        low = max([low] + [i + 1 for i in probes if not bad[i] and i < high])
+        high = min([high] + [i for i in chosen if bad[i]])
+        low = max([low] + [i + 1 for i in chosen if not bad[i] and i < high])
 
 
-def free(lanes: Lanes) -> int:
-    """How many probes a round of a blame takes: the lanes free now, one left for the train (a
-    probe that waits for a lane holds its whole round back)."""
-    return max(1, min(lanes.count - 1, lanes.spare()))
+def probes(low: int, high: int, top: int, most: int, first: bool, again: bool) -> list[int]:
+    """A round's probes over [low, high) in at most `most` lanes. Until a probe failed, `top`
+    (the tree it failed on) is one more place to look when that takes no more probes, else it
+    rides in the last round with a lane to spare (or has a round of its own at the end). The
+    first round's first is `low` (a branch that fails alone is said at once); with one lane,
+    `low`, then halving."""
+    unsure = high == top and not again
+    if most == 1:
+        return [low if first else (low + high + unsure) // 2]
+    chosen = spread(low, high, most)
+    if not unsure:
+        return chosen
+    wider = spread(low, high + 1, most)
+    if len(wider) <= len(chosen):
+        return wider
+    if len(chosen) == high - low and len(chosen) < most:  # the last round
+        chosen.append(top)
+    return chosen
 
 
 def spread(low: int, high: int, most: int) -> list[int]:

@@ -421,6 +421,11 @@ def scratch(root: Path, loop: str, at: str, lane: int = 1) -> Path:
     return path
 
 
+def tree(path: Path) -> str:
+    """The id of the tree at HEAD: the files, whatever commit holds them."""
+    return run_git(path, "rev-parse", "HEAD^{tree}").stdout.strip()
+
+
 def reset_to(path: Path, at: str) -> None:
     """Put the scratch worktree back at `at`, clean."""
     run_git(path, "checkout", "--quiet", "--detach", "--force", at)
