@@ -247,6 +247,64 @@ def test_the_batch_checked_on_top_of_the_one_under_way_lands_without_a_check_of_
     assert_green_at_every_commit(repo)
 
 
+def test_a_batch_whose_tree_another_lane_checks_gives_its_lane_to_a_branch_behind_it(repo: Path) -> None:
+    """Task 2 is checked on top of the loop's branch in one lane. The batch of task 2 is the
+    same tree: it waits for that check with no lane of its own, and the lane it had checks a
+    branch queued behind it alone (task 4, for which no lane was left)."""
+    second = task_branch(repo, "2", "task 2\n")
+    behind = [task_branch(repo, "3", "task 3\n"), task_branch(repo, "4", "task 4\n")]
+    base = worktrees.head(repo)
+    go_on, fourth = threading.Event(), threading.Event()
+    trees: list[list[str]] = []
+
+    def held(where: Path, unless: object = None) -> tuple[str | None, Mapping[str, Any] | None]:
+        trees.append(sorted(p.stem for p in (where / "work").glob("*.txt")))
+        if "2" in trees[-1]:
+            go_on.wait(30)
+        if "4" in trees[-1]:
+            fourth.set()
+        return check(where)
+
+    ran = Ran(repo, checks=3, verify=held)
+    ahead = ran.lanes.start([ran.train.tried_on(base, [second], threading.Event())])[0]
+    with ThreadPoolExecutor(1) as pool:
+        landing = pool.submit(ran.train.run, [second], behind)
+        assert fourth.wait(30)  # checked while task 2's tree is still under way
+        go_on.set()
+        outcomes = by_task(landing.result(30))
+    assert ahead.result(30).green and outcomes["2"].sha and ran.moves == [["2"]]
+    assert sorted(trees) == [["2", "base"], ["3", "base"], ["4", "base"]]  # task 2's tree once
+    assert ran.passed_alone[worktrees.head(repo, behind[1].branch or "")] == base
+    assert_green_at_every_commit(repo)
+
+
+def test_a_batch_member_checked_alone_in_the_lane_the_batch_gave_up_is_heard(repo: Path) -> None:
+    """The batch of tasks 2 and 3 waits for its tree's check in another lane; task 3, checked
+    alone in the batch's lane, fails: the red batch goes back with task 3 known to fail alone,
+    and task 2 waits for the next batch, as when every branch had a lane from the start."""
+    batch = [task_branch(repo, "2", "task 2\n"), task_branch(repo, "3", "task 3 BROKEN\n")]
+    go_on, third = threading.Event(), threading.Event()
+
+    def held(where: Path, unless: object = None) -> tuple[str | None, Mapping[str, Any] | None]:
+        names = {p.stem for p in (where / "work").glob("*.txt")}
+        if {"2", "3"} <= names:
+            go_on.wait(30)
+        found = check(where)
+        if names == {"3", "base"}:
+            third.set()
+        return found
+
+    ran = Ran(repo, checks=3, verify=held)
+    ahead = ran.lanes.start([ran.train.tried_on(worktrees.head(repo), batch, threading.Event())])[0]
+    with ThreadPoolExecutor(1) as pool:
+        landing = pool.submit(ran.train.run, batch)
+        assert third.wait(30)
+        go_on.set()
+        assert landing.result(30) == []
+    assert ahead.result(30).red and ran.moves == []
+    assert [(f.worker.task, f.failure) for f, _at in ran.failed] == [("3", "FAILED: 3.txt")]
+
+
 def test_a_tree_is_checked_once_unless_it_was_red_or_its_check_was_called_off() -> None:
     checked = Checked()
     runs: list[str] = []

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from loop.core.scheduler import Worker
 from loop.repo import worktrees
@@ -47,6 +47,18 @@ T = TypeVar("T")
 
 def message(worker: Worker) -> str:
     return f"loopdeck: merge task {worker.task} ({worker.branch})"
+
+
+@dataclass
+class Later(Generic[T]):
+    """What a job returns when its result is another lane's check under way (`Checked`): `then`
+    awaits it once the job's lane is free, so no lane is held only to wait."""
+
+    then: Callable[[], T]
+
+
+Job = Callable[[Path], "T | Later[T]"]
+"""A job run in a lane: its result, or one to await without the lane (`Later`)."""
 
 
 class Skipped(Exception):
@@ -141,28 +153,27 @@ class Lanes:
             unless.set()
             self._changed.notify_all()
 
-    def run(self, job: Callable[[Path], T]) -> T:
+    def run(self, job: Job[T], unless: threading.Event | None = None) -> T:
         with self._lock:
             self._wanted += 1
-        return self._run(job)
+        return self._run(job, unless)
 
-    def _run(self, job: Callable[[Path], T], unless: threading.Event | None = None) -> T:
+    def _run(self, job: Job[T], unless: threading.Event | None = None) -> T:
         try:
             with self.lane(unless) as path:
-                return job(path)
+                done = job(path)
         finally:
             with self._changed:
                 self._wanted -= 1
                 self._changed.notify_all()
+        return done.then() if isinstance(done, Later) else done
 
     def spare(self) -> int:
         """How many lanes no job holds or waits for now."""
         with self._lock:
             return max(0, self.count - self._wanted)
 
-    def start(
-        self, jobs: Sequence[Callable[[Path], T]], unless: threading.Event | None = None
-    ) -> list[Future[T]]:
+    def start(self, jobs: Sequence[Job[T]], unless: threading.Event | None = None) -> list[Future[T]]:
         """Each job started in a lane of its own (up to `count` at once, the rest waiting for a
         lane); their futures, in order. A job still waiting for a lane when `unless` is called
         off is `Skipped`."""
@@ -185,7 +196,7 @@ class Lanes:
         with self._changed:
             self._changed.wait_for(lambda: self._wanted == 0)
 
-    def map(self, jobs: Sequence[Callable[[Path], T]]) -> list[T]:
+    def map(self, jobs: Sequence[Job[T]]) -> list[T]:
         """Each job in a lane of its own, up to `count` at once; their results in order."""
         if len(jobs) <= 1 or self.count == 1:
             return [self.run(job) for job in jobs]
@@ -193,9 +204,7 @@ class Lanes:
         wait(started)  # every job ended before any result (or error) is taken
         return [done.result() for done in started]
 
-    def round(
-        self, pick: Callable[[int], list[int]], job: Callable[[int], Callable[[Path], T]]
-    ) -> dict[int, T]:
+    def round(self, pick: Callable[[int], list[int]], job: Callable[[int], Job[T]]) -> dict[int, T]:
         """A blame's round: `pick` is told how many lanes it may take (those spare but one,
         which the train keeps for its next batch; at least one) and picks the probes, whose
         jobs start before another round counts the lanes spare; each probe's result."""
@@ -224,6 +233,11 @@ class Checked:
         self.keep = keep
         self._lock = threading.Lock()
         self._trees: dict[str, Future[Result]] = {}
+
+    def under_way(self, tree: str) -> Future[Result] | None:
+        """The check of `tree` known or under way, if any."""
+        with self._lock:
+            return self._trees.get(tree)
 
     def result(self, tree: str, check: Callable[[], Result]) -> Result:
         """The checks' result on `tree`: the one known or under way, else `check` run now (as
@@ -342,7 +356,7 @@ class Train:
         self.outcomes += [Outcome(worker, conflict=clash) for worker, clash, _onto in self.conflicted]
         return self.outcomes
 
-    def tried_on(self, ahead: str, group: Sequence[Worker], off: threading.Event) -> Callable[[Path], Tried]:
+    def tried_on(self, ahead: str, group: Sequence[Worker], off: threading.Event) -> Job[Tried]:
         """The job: `group` merged on top of the batch being checked (`ahead`, its tip) and
         checked, for `checked` to know; called off with `off`."""
         return self._tried(ahead, group, off)
@@ -354,14 +368,18 @@ class Train:
         unless: threading.Event | None = None,
         ended: threading.Event | None = None,
         batch: bool = False,
-    ) -> Callable[[Path], Tried]:
+        freed: Callable[[], None] | None = None,
+    ) -> Job[Tried]:
         """The job: `group` merged one by one onto `base` in a lane (a branch that conflicts is
         left out), then checked; nothing done once `unless` is set (a check under way ends).
+        A tree whose check is under way in another lane is awaited without a lane (`Later`).
         `ended`: called off as the job ends, before its lane is free for a job waiting for it.
-        `batch`: the run's batch, whose tip is `ahead` while it is checked."""
+        `batch`: the run's batch, whose tip is `ahead` while it is checked. `freed`: called
+        when the job's lane is about to be free for the wait."""
 
-        def job(lane: Path) -> Tried:
+        def job(lane: Path) -> Tried | Later[Tried]:
             tried = Tried(base, [], [])
+            awaited = False
             try:
                 if unless is not None and unless.is_set():
                     return tried
@@ -375,25 +393,68 @@ class Train:
                     assert done.sha is not None
                     tried.tip = done.sha
                     tried.merged.append(Outcome(worker, sha=done.sha))
-                if tried.merged:
-                    if batch:
-                        self.ahead = tried.tip
-                    ran: list[bool] = []
+                if not tried.merged:
+                    return tried
+                if batch:
+                    self.ahead = tried.tip
+                tree = worktrees.tree(lane)
+                other = self.checked.under_way(tree)
+                if other is not None:
+                    awaited = True
+                    if freed is not None:
+                        freed()
+                    return Later(partial(self._awaited, tried, tree, other, unless, ended, batch))
+                ran: list[bool] = []
 
-                    def checks() -> Result:
-                        ran.append(True)
-                        return self.lanes.check(self.verify, lane, unless)
+                def checks() -> Result:
+                    ran.append(True)
+                    return self.lanes.check(self.verify, lane, unless)
 
-                    tried.failure, tried.validation = self.checked.result(worktrees.tree(lane), checks)
-                    tried.known = not ran
+                tried.failure, tried.validation = self.checked.result(tree, checks)
+                tried.known = not ran
                 return tried
             finally:
-                if batch:  # checked: nothing is checked ahead of it any more
-                    self.ahead = None
-                if ended is not None:
-                    self.lanes.call_off(ended)
+                if not awaited:
+                    self._ended(ended, batch)
 
         return job
+
+    def _awaited(
+        self,
+        tried: Tried,
+        tree: str,
+        other: Future[Result],
+        unless: threading.Event | None,
+        ended: threading.Event | None,
+        batch: bool,
+    ) -> Tried:
+        """`tried`'s result: the check of its tree under way in another lane, awaited with no
+        lane held; checked in a lane of its own when that one is called off."""
+
+        def again(lane: Path) -> Result:
+            worktrees.reset_to(lane, tried.tip)
+            tried.known = False
+            return self.lanes.check(self.verify, lane, unless)
+
+        try:
+            tried.known = True
+            try:
+                tried.failure, tried.validation = other.result()
+            except Exception:  # called off where it ran
+                tried.failure, tried.validation = self.checked.result(
+                    tree, partial(self.lanes.run, again, unless)
+                )
+            return tried
+        finally:
+            self._ended(ended, batch)
+
+    def _ended(self, ended: threading.Event | None, batch: bool) -> None:
+        """A job's end: a batch's is checked (nothing is checked ahead of it any more), and
+        `ended` called off."""
+        if batch:
+            self.ahead = None
+        if ended is not None:
+            self.lanes.call_off(ended)
 
     def _landed(self, tried: Tried) -> str:
         """A green tree landed (`land`): the loop's branch's new tip."""
@@ -421,20 +482,29 @@ class Train:
         if red is None:
             members = list(group) if len(group) > 1 else []  # a group of one is checked alone
             tips: dict[str, str] = {}
-            alone: list[Worker] = []
+            unknown: list[Worker] = []
             if (members or behind) and self.lanes.count > 2:
                 tips = {w.name: worktrees.head(self.root, w.branch or "") for w in [*members, *behind]}
                 unknown = [w for w in [*members, *behind] if self.passed_alone.get(tips[w.name]) != base]
-                alone = unknown[: max(0, self.lanes.spare() - 1)]
             needless, late, moved = threading.Event(), threading.Event(), threading.Event()
-            jobs = [self._tried(base, [w], needless if w in members else moved) for w in alone]
-            guesses = list(zip(alone, self.lanes.start(jobs, late), strict=True))
-            # the batch's job last: its tip (`ahead`) is there once the lanes above are taken
-            first = self.lanes.start([self._tried(base, group, ended=late, batch=batch)])[0]
-            ours = [(w, g) for w, g in guesses if w in members]
+            guesses: list[tuple[Worker, Future[Tried]]] = []
+
+            def check_alone(few: Sequence[Worker]) -> None:
+                jobs = [self._tried(base, [w], needless if w in members else moved) for w in few]
+                guesses.extend(zip(few, self.lanes.start(jobs, late), strict=True))
+
+            alone = max(0, self.lanes.spare() - 1) if unknown else 0
+            check_alone(unknown[:alone])
+            # the batch's job last: its tip (`ahead`) is there once the lanes above are taken; when
+            # another lane checks its tree already, its own lane checks one more branch alone
+            job = self._tried(
+                base, group, ended=late, batch=batch, freed=lambda: check_alone(unknown[alone:][:1])
+            )
+            first = self.lanes.start([job])[0]
             tries: list[Tried] = []
             try:
                 tried = first.result()  # green, it lands without waiting for the other checks
+                ours = [(w, g) for w, g in guesses if w in members]  # with any the batch's lane took
                 if batch and not tried.green:  # it will not land whole
                     self.lanes.call_off(self.stale)
                 if tried.red:  # the checks already under way (`late` was called off) are awaited
