@@ -277,3 +277,35 @@ def test_limits_and_targets_are_kept_and_shown(cli, ws: Workspace, monkeypatch, 
     assert "limits       stuck after 4 turns, same error 5 times" in text
     assert "notify       desktop, https://hooks.example.invalid/x" in text
     assert cli("start", "y", "--force", "--max-cost", "0").code == 1
+
+
+class Killed(BaseException):
+    """The process ending where it stands."""
+
+
+def test_start_killed_as_it_wrote_the_state_kept_the_confirmation(
+    cli, ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `start` killed right after writing the new loop left it confirmed: the person typed it.
+    One refused by a loop already running leaves that loop's confirmation as it was."""
+    from loop import trust
+
+    assert cli("start", "first").code == 0
+    first = StateStore(ws).read()
+    assert first is not None and trust.unconfirmed(ws, first) == []
+    assert cli("start", "second").code == 1
+    assert trust.unconfirmed(ws, first) == []  # refused: the running loop is still confirmed
+
+    written = StateStore.write
+
+    def then_killed(self: StateStore, *args: object, **kwargs: object) -> None:
+        written(self, *args, **kwargs)  # type: ignore[arg-type]
+        raise Killed
+
+    monkeypatch.setattr(StateStore, "write", then_killed)
+    with pytest.raises(Killed):
+        cli("start", "third", "--force")
+    monkeypatch.setattr(StateStore, "write", written)
+    third = StateStore(ws).read()
+    assert third is not None and third.prompt == "third"
+    assert trust.unconfirmed(ws, third) == []

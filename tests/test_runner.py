@@ -544,3 +544,28 @@ def test_commit_never_goes_over_an_unresolved_merge(demo: Workspace) -> None:
     assert (root / ".git" / "MERGE_HEAD").exists()
     kinds = [e.data.get("kind") for e in Journal(demo.journal).read_from(0).events if e.kind == "escalation"]
     assert kinds == ["unresolved-merge"]
+
+
+KILLED_AFTER_WRITE = """
+import os, signal, sys
+from loop.drivers import claim
+written = claim.writer.carry_out
+def then_killed(*args, **kwargs):
+    written(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)
+claim.writer.carry_out = then_killed
+from loop.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_runner_killed_as_it_wrote_a_new_loop_is_not_refused_by_its_next_run(demo: Workspace) -> None:
+    """Regression: killed after a new loop's state was written and before the person's
+    confirmation was recorded, the next run refused the loop its own command line started."""
+    argv = ["-C", str(demo.root), *run_args("--max-iterations", "1")]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    killed = subprocess.run([PY, "-c", KILLED_AFTER_WRITE, *argv], cwd=demo.root, env=env, timeout=120)
+    assert killed.returncode == -signal.SIGKILL and demo.state.exists()
+    again = run_loopdeck(*argv, cwd=demo.root)
+    assert "nobody on this machine confirmed" not in again.stderr, again.stderr
+    assert "iteration-started" in [e.kind for e in Journal(demo.journal).read_from(0).events]

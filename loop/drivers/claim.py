@@ -97,15 +97,16 @@ class Claim:
             claim = replace(self.settings, driver=self.policy.name, pid=os.getpid(), runner=recorded)
             result = engine.configure(state, claim, session.now(), self.policy)
             assert result.state is not None
-            confirm = self.confirm(result.state, fresh)  # before anything runs or is saved
+            if self.confirm(result.state, fresh):  # before anything runs or is saved
+                # Recorded before the state names it: a runner killed in between left a loop
+                # its next run refused.
+                self.record(result.state)
             if fresh:
                 writer.start(ws, session.store, session.journal, state)
             writer.carry_out(
                 ws, session.store, session.journal, state, result, session.now(), echo=session.echo
             )
             state = result.state
-            if confirm:
-                self.record(state)
             self.confirmed = trust.pinned(state)
         self.continued = not fresh
         if fresh:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from loop import trust
@@ -98,8 +99,9 @@ def start_loop(ws: Workspace, request: Request, by: str) -> tuple[LoopState, lis
     journal = Journal(ws.journal)
     with store.locked():
         state = new_state(request, control_offset=end_offset(ws))
-        writer.start(ws, store, journal, state, force=request.force)
-        lines = confirm(ws, state, by, held=request.held)
+        lines: list[str] = []
+        confirmed = partial(confirm, ws, state, by, held=request.held)
+        writer.start(ws, store, journal, state, force=request.force, before=lambda: lines.extend(confirmed()))
     journal.append("loop-started", 0, writer.started_data(state))
     limit = state.max_iterations or "no limit"
     lines.append(f"loop started in {ws.root} (max iterations: {limit})")

@@ -162,9 +162,12 @@ def start(
     state: LoopState,
     *,
     force: bool = False,
+    before: Callable[[], None] | None = None,
 ) -> None:
     """Write a new loop's state (under the caller's loop lock). An active loop in the way is an
-    error unless `force`, which archives it; a corrupt file is moved aside, never deleted."""
+    error unless `force`, which archives it; a corrupt file is moved aside, never deleted.
+    `before`: called once nothing refuses the loop, just before it is written (a person's
+    confirmation is recorded there: a process killed after the write lost no confirmation)."""
     store.checked(state)  # a state that would not read back is refused before anything is archived
     replace_corrupt = False
     try:
@@ -190,6 +193,8 @@ def start(
         if not same_loop(old.started_at, old.loop_id, state.started_at, state.loop_id):
             move_logs(ws, old, folder)
         journal.append("warning", old.iteration, {"message": f"previous loop archived in {folder}"})
+    if before is not None:
+        before()
     store.write(state, replace_corrupt=replace_corrupt)
 
 
