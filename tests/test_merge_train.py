@@ -9,11 +9,12 @@ import subprocess
 import sys
 import threading
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from hypothesis import given
@@ -320,6 +321,10 @@ def test_a_tree_is_checked_once_unless_it_was_red_or_its_check_was_called_off() 
     assert checked.result("a", green) == (None, None) and checked.result("a", red) == (None, None)
     assert checked.result("b", red) == ("FAILED", None) and checked.result("b", green) == (None, None)
     assert runs == ["green", "red", "green"]  # a red tree may have been flaky: checked again
+    mine, first = checked.claim("d")
+    theirs, second = checked.claim("d")  # claimed in one step: one job checks it, the other waits
+    assert first and not second and theirs is mine and not mine.done()
+    assert checked.settle("d", mine, green) == (None, None) and theirs.result(0) == (None, None)
 
     started, called_off = threading.Event(), threading.Event()
 
@@ -367,6 +372,38 @@ def board_state(*workers: Worker, batch: int = 8) -> LoopState:
     return keep(
         state, Board(isolation=WORKTREE, loop_branch="main", workers=workers, queue=queue, batch=batch)
     )
+
+
+def test_the_check_ahead_the_batch_awaits_is_not_called_off_for_another() -> None:
+    """The batch under way waits for the check ahead of its own tree (its lane given up): a
+    branch queued meanwhile does not call that check off to check another batch ahead of it.
+    Once that check ended, the next one ahead starts."""
+    from loop.drivers.merging import Merges
+
+    workers = [Worker(f"worker-{t}", t, (), "", status=QUEUED, branch=f"b{t}") for t in "23"]
+    state = board_state(*workers, batch=2)
+    lanes = SimpleNamespace(
+        count=3, spare=lambda: 3, start=lambda jobs, off: [Future()], call_off=lambda event: event.set()
+    )
+    merges = Merges(
+        cast(Any, SimpleNamespace(store=SimpleNamespace(read=lambda: state))),
+        cast(Any, None),
+        "merge",
+        cast(Any, None),
+        3,
+    )
+    merges.lanes = cast(Any, lanes)
+    merges._train = cast(
+        Any, SimpleNamespace(ahead="tip-2", stale=threading.Event(), tried_on=lambda *a: None)
+    )
+    merges._batch = {"worker-2"}
+    awaited, off = Future[Tried](), threading.Event()
+    merges._ahead_of, merges._ahead = "tip-1", ({"worker-2"}, off, awaited)
+    merges._check_ahead()
+    assert not off.is_set() and merges._ahead is not None and merges._ahead[1] is off
+    awaited.set_result(Tried("tip-2", [], []))
+    merges._check_ahead()
+    assert off.is_set() and merges._ahead is not None and merges._ahead[0] == {"worker-3"}
 
 
 def test_a_collision_is_named_in_the_next_prompt_and_the_second_escalates_naming_both() -> None:

@@ -234,27 +234,21 @@ class Checked:
         self._lock = threading.Lock()
         self._trees: dict[str, Future[Result]] = {}
 
-    def under_way(self, tree: str) -> Future[Result] | None:
-        """The check of `tree` known or under way, if any."""
+    def claim(self, tree: str) -> tuple[Future[Result], bool]:
+        """The check of `tree` known or under way (False), else a new one that the caller runs
+        (True, then `settle`), in one step: two jobs never both check one tree."""
         with self._lock:
-            return self._trees.get(tree)
+            known = self._trees.get(tree)
+            if known is not None:
+                return known, False
+            mine: Future[Result] = Future()
+            self._trees[tree] = mine
+            while len(self._trees) > self.keep:
+                del self._trees[next(iter(self._trees))]
+            return mine, True
 
-    def result(self, tree: str, check: Callable[[], Result]) -> Result:
-        """The checks' result on `tree`: the one known or under way, else `check` run now (as
-        when the one under way was called off)."""
-        while True:
-            with self._lock:
-                known = self._trees.get(tree)
-                if known is None:
-                    mine: Future[Result] = Future()
-                    self._trees[tree] = mine
-                    while len(self._trees) > self.keep:
-                        del self._trees[next(iter(self._trees))]
-                    break
-            try:
-                return known.result()
-            except Exception:  # called off (or failed) where it ran: checked here instead
-                continue
+    def settle(self, tree: str, mine: Future[Result], check: Callable[[], Result]) -> Result:
+        """`check` run for the tree claimed (`claim`), its result kept when green."""
         try:
             done = check()
         except BaseException as exc:
@@ -265,6 +259,18 @@ class Checked:
             self._forget(tree, mine)
         mine.set_result(done)
         return done
+
+    def result(self, tree: str, check: Callable[[], Result]) -> Result:
+        """The checks' result on `tree`: the one known or under way, else `check` run now (as
+        when the one under way was called off)."""
+        while True:
+            found, mine = self.claim(tree)
+            if mine:
+                return self.settle(tree, found, check)
+            try:
+                return found.result()
+            except Exception:  # called off (or failed) where it ran: checked here instead
+                continue
 
     def _forget(self, tree: str, check: Future[Result]) -> None:
         with self._lock:
@@ -398,20 +404,15 @@ class Train:
                 if batch:
                     self.ahead = tried.tip
                 tree = worktrees.tree(lane)
-                other = self.checked.under_way(tree)
-                if other is not None:
-                    awaited = True
-                    if freed is not None:
+                found, mine = self.checked.claim(tree)
+                if not mine:  # known, or under way in another lane: awaited with this lane free
+                    if freed is not None and not found.done():
                         freed()
-                    return Later(partial(self._awaited, tried, tree, other, unless, ended, batch))
-                ran: list[bool] = []
-
-                def checks() -> Result:
-                    ran.append(True)
-                    return self.lanes.check(self.verify, lane, unless)
-
-                tried.failure, tried.validation = self.checked.result(tree, checks)
-                tried.known = not ran
+                    awaited = True
+                    return Later(partial(self._awaited, tried, tree, found, unless, ended, batch))
+                tried.failure, tried.validation = self.checked.settle(
+                    tree, found, partial(self.lanes.check, self.verify, lane, unless)
+                )
                 return tried
             finally:
                 if not awaited:
