@@ -9,12 +9,11 @@ import subprocess
 import sys
 import threading
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -372,38 +371,6 @@ def board_state(*workers: Worker, batch: int = 8) -> LoopState:
     return keep(
         state, Board(isolation=WORKTREE, loop_branch="main", workers=workers, queue=queue, batch=batch)
     )
-
-
-def test_the_check_ahead_the_batch_awaits_is_not_called_off_for_another() -> None:
-    """The batch under way waits for the check ahead of its own tree (its lane given up): a
-    branch queued meanwhile does not call that check off to check another batch ahead of it.
-    Once that check ended, the next one ahead starts."""
-    from loop.drivers.merging import Merges
-
-    workers = [Worker(f"worker-{t}", t, (), "", status=QUEUED, branch=f"b{t}") for t in "23"]
-    state = board_state(*workers, batch=2)
-    lanes = SimpleNamespace(
-        count=3, spare=lambda: 3, start=lambda jobs, off: [Future()], call_off=lambda event: event.set()
-    )
-    merges = Merges(
-        cast(Any, SimpleNamespace(store=SimpleNamespace(read=lambda: state))),
-        cast(Any, None),
-        "merge",
-        cast(Any, None),
-        3,
-    )
-    merges.lanes = cast(Any, lanes)
-    merges._train = cast(
-        Any, SimpleNamespace(ahead="tip-2", stale=threading.Event(), tried_on=lambda *a: None)
-    )
-    merges._batch = {"worker-2"}
-    awaited, off = Future[Tried](), threading.Event()
-    merges._ahead_of, merges._ahead = "tip-1", ({"worker-2"}, off, awaited)
-    merges._check_ahead()
-    assert not off.is_set() and merges._ahead is not None and merges._ahead[1] is off
-    awaited.set_result(Tried("tip-2", [], []))
-    merges._check_ahead()
-    assert off.is_set() and merges._ahead is not None and merges._ahead[0] == {"worker-3"}
 
 
 def test_a_collision_is_named_in_the_next_prompt_and_the_second_escalates_naming_both() -> None:

@@ -229,6 +229,9 @@ async def test_escape_leaves_full_screen_and_the_footer_says_so(tmp_path: Path, 
         screen = monitor.screen
         assert screen.maximized is not None
         assert footer(monitor).get("escape") == "Back"
+        last = lambda: list(monitor.screen.query("FooterKey"))[-1]  # noqa: E731
+        await until(pilot, lambda: last().region.width > 0 and last().region.right <= SMALL[0])
+        assert list(footer(monitor).values())[-3:] == ["Back", "Help", "Quit"]  # whole on 80 columns
         await pilot.press("escape")
         await until(pilot, lambda: screen.maximized is None)
         assert "escape" not in footer(monitor)

@@ -70,8 +70,8 @@ class Merges:
         """The workers of that run's batch."""
         self._ahead_of: str | None = None
         """The batch tip the next batch was last checked on top of."""
-        self._ahead: tuple[set[str], threading.Event, Future[train.Tried]] | None = None
-        """That check's batch (workers), the event that calls it off, and its job."""
+        self._ahead: tuple[set[str], threading.Event] | None = None
+        """That check's batch (workers) and the event that calls it off."""
         self._halt = threading.Event()
         """The loop stops: no check starts any more, nothing more lands."""
         self._iteration = 0
@@ -286,8 +286,6 @@ class Merges:
             return
         if self._blames:  # a search for what a branch fails beside has the lanes first
             return
-        if self._ahead is not None and self._ahead[0] == self._batch and not self._ahead[2].done():
-            return  # the check ahead is the batch's own now (`train.Later`): it runs on
         state = self.session.store.read()
         if state is None or lanes.count < 3 or lanes.spare() < 2:
             return
@@ -295,8 +293,8 @@ class Merges:
         if then:
             self._call_off_ahead()
             off = threading.Event()
+            self._ahead_of, self._ahead = ahead, ({w.name for w in then}, off)
             checked = lanes.start([ran.tried_on(ahead, then, off)], off)[0]
-            self._ahead_of, self._ahead = ahead, ({w.name for w in then}, off, checked)
             checked.add_done_callback(self._ahead_ended)
 
     def _call_off_ahead(self) -> None:

@@ -406,7 +406,7 @@ class Train:
                 tree = worktrees.tree(lane)
                 found, mine = self.checked.claim(tree)
                 if not mine:  # known, or under way in another lane: awaited with this lane free
-                    if freed is not None and not found.done():
+                    if freed is not None:
                         freed()
                     awaited = True
                     return Later(partial(self._awaited, tried, tree, found, unless, ended, batch))

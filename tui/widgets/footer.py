@@ -21,6 +21,17 @@ class Footer(TextualFooter):
     async def recompose(self) -> None:
         await super().recompose()
         forget_closed_watchers(self)
+        self.call_after_refresh(self.fit)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.fit)
+
+    def fit(self) -> None:
+        """Keys that would run past the right edge (a full-screen view's, on 80 columns) lose
+        the space between them, not the last keys: Help and Quit stay in sight."""
+        tight = self.has_class("-tight")
+        natural = self.virtual_size.width + (len(self.query_children("FooterKey")) if tight else 0)
+        self.set_class(natural > self.size.width > 0, "-tight")
 
 
 def forget_closed_watchers(node: DOMNode) -> None:
