@@ -204,12 +204,15 @@ class Lanes:
         wait(started)  # every job ended before any result (or error) is taken
         return [done.result() for done in started]
 
-    def round(self, pick: Callable[[int], list[int]], job: Callable[[int], Job[T]]) -> dict[int, T]:
+    def round(self, pick: Callable[[int, int], list[int]], job: Callable[[int], Job[T]]) -> dict[int, T]:
         """A blame's round: `pick` is told how many lanes it may take (those spare but one,
-        which the train keeps for its next batch; at least one) and picks the probes, whose
-        jobs start before another round counts the lanes spare; each probe's result."""
+        which the train keeps for its next batch; at least one), and how many when the round
+        ends the search (every lane spare: its worker waits for the blame, the next batch
+        waits one check at most). Its probes' jobs start before another round counts the
+        lanes spare; each probe's result."""
         with self._planning:
-            chosen = pick(max(1, min(self.count - 1, self.spare() - 1)))
+            spare = self.spare()
+            chosen = pick(max(1, min(self.count - 1, spare - 1)), max(1, spare))
             started = self.start([job(i) for i in chosen])
         wait(started)
         return {i: done.result() for i, done in zip(chosen, started, strict=True)}
@@ -583,8 +586,8 @@ class Train:
     def _each_alone(self, base: str, parts: list[list[Worker]], known: dict[tuple[str, ...], Red]) -> str:
         """More than one part breaks the group: each part checked alone on `base` (at once;
         with two parts their checks were the ones above). A branch that fails alone goes to
-        `fails` at once, those that pass are landed together, a larger part that fails is
-        split again."""
+        `fails` at once, those that pass are landed together (not checked again when `known`
+        says that tree is red), a larger part that fails is split again."""
         alone = [known.get(names(part)) for part in parts]
         unknown = [i for i, red in enumerate(alone) if red is None]
         green: list[tuple[int, Tried]] = []
@@ -604,8 +607,9 @@ class Train:
         tip = base
         if len(green) == 1:
             tip = self._landed(green[0][1])
-        elif green:
-            tip = self._land(base, [w for i, _tried in green for w in parts[i]])  # checked together
+        elif green:  # checked together, unless that tree was one of the group without a part
+            together = [w for i, _tried in green for w in parts[i]]
+            tip = self._land(base, together, known.get(names(together)))
         for i, part in enumerate(parts):
             if i not in done:
                 red = alone[i]
@@ -698,13 +702,15 @@ def first_failing(
         low = max([low] + [i + 1 for i in chosen if not bad[i] and i < high])
 
 
-def probes(low: int, high: int, top: int, most: int, first: bool, again: bool) -> list[int]:
-    """A round's probes over [low, high) in at most `most` lanes. Until a probe failed, `top`
-    (the tree it failed on) is one more place to look when that takes no more probes, else it
-    rides in the last round with a lane to spare (or has a round of its own at the end). The
-    first round's first is `low` (a branch that fails alone is said at once); with one lane,
-    `low`, then halving."""
+def probes(low: int, high: int, top: int, most: int, last: int, first: bool, again: bool) -> list[int]:
+    """A round's probes over [low, high) in at most `most` lanes, or every place left when
+    that ends the search in `last` lanes. Until a probe failed, `top` (the tree it failed on)
+    is one more place to look when that takes no more probes, else it rides in the last round
+    with a lane to spare (or has a round of its own at the end). The first round's first is
+    `low` (a branch that fails alone is said at once); with one lane, `low`, then halving."""
     unsure = high == top and not again
+    if high - low + unsure <= last:
+        return [*range(low, high), *([top] if unsure else [])]
     if most == 1:
         return [low if first else (low + high + unsure) // 2]
     chosen = spread(low, high, most)
