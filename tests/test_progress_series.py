@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from loop.core.model import JournalEvent
+from loop.core.events import message
+from loop.core.model import JournalEvent, spent_of
 from loop.views.progress import series
 
 
@@ -50,3 +51,27 @@ def test_a_loop_that_names_no_task_has_no_task_figures() -> None:
     built = series([event("progress", 1, tasks={"open": 0, "done": 0}, tests={"passed": 1, "failed": 0})])
     assert not built.known("tasks_open") and not built.known("tasks_done")
     assert built.points[0].tests_passed == 1
+
+
+def test_a_loop_of_workers_draws_its_longest_turn_and_its_cost_per_iteration() -> None:
+    """Workers' turns end several to an iteration: the iteration holds the longest, and each
+    turn's cost adds up."""
+    events = [
+        event("worker-ended", 1, worker="worker-1", duration_s=12.0, cost_usd=0.5),
+        event("worker-ended", 1, worker="worker-2", duration_s=30.0, cost_usd=0.25),
+        event("worker-ended", 1, worker="worker-3", duration_s=20.0),
+        event("progress", 2, tasks={"done": 2}),
+        event("worker-ended", 3, worker="worker-1", duration_s=5.0, cost_usd=1.0),
+    ]
+    points = series(events).points
+    assert [p.duration_s for p in points] == [30.0, None, 5.0]
+    assert [p.cost_usd for p in points] == [0.75, None, 1.75]
+
+
+def test_a_workers_turn_says_its_tokens_and_cost_in_the_journal() -> None:
+    spent = spent_of({"input_tokens": 2000, "output_tokens": 150, "cost_micro_usd": 4200})
+    ended = event("worker-ended", 4, worker="worker-1", turn=1, task="3", exit_code=0, duration_s=12, **spent)
+    assert message(ended) == "worker-1 ended turn 1 on task 3 (exit 0, 12s; 2,150 tokens, $0.0042)"
+    assert message(event("worker-ended", 4, worker="w", turn=1, task="3", exit_code=0, duration_s=12)) == (
+        "w ended turn 1 on task 3 (exit 0, 12s)"
+    )

@@ -87,6 +87,30 @@ async def test_the_charts_follow_the_journal_as_it_grows(tmp_path: Path) -> None
         assert "failing 4 → 1" in str(monitor.screen.query_one("#progress-headline", Static).render())
 
 
+async def test_a_loop_of_workers_charts_its_turns_and_their_cost(tmp_path: Path) -> None:
+    """Workers' turns journal their time and cost when they end (no iteration of the runner's):
+    the turn-time and cost charts draw them."""
+    ws = make(tmp_path, "running")
+    for n, (worker, took, cost) in enumerate((("worker-1", 12.0, 0.5), ("worker-2", 30.0, 0.25)), start=11):
+        data = {
+            "worker": worker,
+            "task": str(n),
+            "turn": 1,
+            "exit_code": 0,
+            "duration_s": took,
+            "cost_usd": cost,
+        }
+        Journal(ws.journal).append("worker-ended", n, data, now=screenshots.NOW + timedelta(seconds=n))
+    monitor = app(ws, git=False)
+    async with monitor.run_test(size=SIZE) as pilot:
+        await screenshots.settle(monitor)
+        await pilot.press("g")
+        await until(pilot, lambda: isinstance(monitor.screen, ProgressScreen))
+        charts = {c.chart.id: c for c in monitor.screen.query(ProgressChart)}
+        assert not charts["cost"].empty and not charts["durations"].empty
+        assert [p.cost_usd for p in monitor.progress.points][-2:] == [0.5, 0.75]
+
+
 async def test_the_main_screen_panel_shows_where_there_is_room(tmp_path: Path) -> None:
     monitor = app(make(tmp_path, "progress"), git=False)
     async with monitor.run_test(size=SIZE) as pilot:

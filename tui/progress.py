@@ -1,8 +1,8 @@
 """The loop's progress per iteration, read from the whole journal, a little at a time.
 
 The snapshot holds the journal's last 300 events; the Progress view draws every iteration since
-the loop began. This reader keeps only the two kinds of event the series is made of (`progress`,
-`iteration-completed`) and, on each look, reads only what was appended since the last one. It
+the loop began. This reader keeps only the kinds of event the series is made of
+(`loop.views.progress.KINDS`) and, on each look, reads only what was appended since the last one. It
 watches nothing: the app asks it on its existing refresh path (each snapshot read).
 """
 
@@ -16,10 +16,8 @@ from textual.message import Message
 
 from loop.core.model import JournalEvent
 from loop.store.journal import Journal
-from loop.views.progress import Series, series
+from loop.views.progress import KINDS, Series, series
 
-KINDS = frozenset({"progress", "iteration-completed"})
-"""The events the series is made of; the others are passed over."""
 CHUNK = 8 * 1024 * 1024
 """The most one read takes at once (`Journal.read_from`'s window)."""
 

@@ -25,10 +25,8 @@ def _of(iteration: int | None, data: Mapping[str, Any]) -> str:
 
 
 def _spent(data: Mapping[str, Any]) -> str:
-    """`; codex, 2,150 tokens, ≈$0.0042 (estimated)`: what an iteration used, when the runner says."""
-    if not data.get("agent"):
-        return ""
-    parts = [str(data["agent"])]
+    """`; codex, 2,150 tokens, ≈$0.0042 (estimated)`: what a turn used, when the agent said."""
+    parts = [str(data["agent"])] if data.get("agent") else []
     tokens = data.get("tokens")
     if isinstance(tokens, Mapping):
         total = sum(v for v in tokens.values() if isinstance(v, int))
@@ -38,7 +36,7 @@ def _spent(data: Mapping[str, Any]) -> str:
     if isinstance(cost, int | float) and not isinstance(cost, bool):
         shown = f"${cost:.2f}" if cost >= 0.01 or cost == 0 else f"${cost:.4f}"
         parts.append(f"≈{shown} (estimated)" if data.get("estimated") else shown)
-    return "; " + ", ".join(parts)
+    return "; " + ", ".join(parts) if parts else ""
 
 
 def _progress(data: Mapping[str, Any]) -> str:
@@ -147,7 +145,7 @@ KINDS: dict[str, Callable[[Event], str]] = {
     ),
     "worker-ended": lambda e: (
         f"{e.data.get('worker', '?')} ended turn {e.data.get('turn', '?')} on task {e.data.get('task', '?')} "
-        f"(exit {e.data.get('exit_code', '?')}, {human_duration(e.data.get('duration_s'))})"
+        f"(exit {e.data.get('exit_code', '?')}, {human_duration(e.data.get('duration_s'))}{_spent(e.data)})"
     ),
     "worker-question": lambda e: f"QUESTION from {e.data.get('worker', '?')}: {e.data.get('question', '')}",
     "worker-replaced": lambda e: (

@@ -410,6 +410,21 @@ def combine(reports: list[SourceReport], now: str = "") -> Aggregate:
 DEFAULT_BLOCK_CAP = 8
 
 
+def spent_of(usage: Mapping[str, int] | None) -> dict[str, Any]:
+    """What a turn used, as the journal says it: its tokens and its cost in dollars (and whether
+    that is loopdeck's estimate), when the agent reported them."""
+    usage = usage or {}
+    data: dict[str, Any] = {}
+    tokens = {k: v for k, v in usage.items() if k.endswith("_tokens")}
+    if tokens:
+        data["tokens"] = tokens
+    if "cost_micro_usd" in usage:
+        data["cost_usd"] = round(usage["cost_micro_usd"] / 1_000_000, 6)
+        if usage.get("estimated_cost_micro_usd"):
+            data["estimated"] = True
+    return data
+
+
 @dataclass(frozen=True, slots=True)
 class Turn:
     """What the runner saw of one agent run: the facts, gathered by the driver; the engine

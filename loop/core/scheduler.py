@@ -36,8 +36,8 @@ a completion or a worker's output resets it; at `DEFER_LIMIT` the loop needs a p
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -284,6 +284,8 @@ class TurnEnd:
     changed: tuple[str, ...] = ()
     """The files its branch changed (worktrees), or None outside git."""
     asked: str | None = None
+    spent: Mapping[str, Any] = field(default_factory=dict)
+    """Its tokens and cost, when the agent said (`loop.core.model.spent_of`)."""
 
 
 def turn_ended(step: Step, end: TurnEnd) -> Step:
@@ -304,6 +306,7 @@ def turn_ended(step: Step, end: TurnEnd) -> Step:
                 "turn": worker.turns,
                 "exit_code": end.exit_code,
                 "duration_s": end.duration_s,
+                **end.spent,
             },
         )
     )

@@ -17,7 +17,7 @@ from typing import Any
 
 from loop.core import engine, model, scheduler
 from loop.core.conflicts import conflict_feedback
-from loop.core.model import Aggregate, Command, LoopState, Turn
+from loop.core.model import Aggregate, Command, LoopState, Turn, spent_of
 from loop.core.scheduler import Step, Task, TurnEnd
 
 
@@ -91,6 +91,7 @@ def worker_turn_ended(
         duration_s=duration_s,
         changed=tuple(touched) if changed else (),
         asked=asked,
+        spent=spent_of(facts.usage),
     )
     step = turn(
         state, facts, worker=worker.name, task=worker.task, changed=changed, asked=asked, end=end, now=now

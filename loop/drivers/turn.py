@@ -20,6 +20,7 @@ from loop import agents
 from loop.agents.base import Adapter
 from loop.agents.turn import Judgement, judge
 from loop.core import engine
+from loop.core.model import spent_of
 from loop.core.redact import redact
 from loop.drivers.session import Session
 from loop.processes import refusal, sandbox
@@ -65,18 +66,10 @@ def added(a: dict[str, int] | None, b: dict[str, int] | None) -> dict[str, int] 
 def spent_data(name: str, judged: Judgement, usage: dict[str, int] | None) -> dict[str, Any]:
     """What one iteration used, as its journal event and the summary name it: the agent, its
     tokens, its cost (and whether that is loopdeck's estimate)."""
-    usage = usage or {}
     data: dict[str, Any] = {"agent": name}
     if judged.facts.model:
         data["model"] = judged.facts.model
-    tokens = {k: v for k, v in usage.items() if k.endswith("_tokens")}
-    if tokens:
-        data["tokens"] = tokens
-    if "cost_micro_usd" in usage:
-        data["cost_usd"] = round(usage["cost_micro_usd"] / 1_000_000, 6)
-        if usage.get("estimated_cost_micro_usd"):
-            data["estimated"] = True
-    return data
+    return {**data, **spent_of(usage)}
 
 
 class Turns:

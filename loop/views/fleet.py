@@ -221,9 +221,11 @@ def _trend(events: tuple[Any, ...]) -> dict[str, Any]:
 
 def _cost(events: tuple[Any, ...]) -> float | None:
     """What the agent runs cost, when the agent reported it (Claude Code's JSON output does)."""
+    from loop.views.progress import TURNS
+
     total, known = 0.0, False
     for event in events:
-        if event.kind != "iteration-completed":
+        if event.kind not in TURNS:
             continue
         for key in ("cost_usd", "total_cost_usd"):
             value = event.data.get(key)

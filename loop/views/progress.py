@@ -3,8 +3,9 @@
 The monitor's Progress view, `serve`, the fleet's sparklines and `loopdeck report` all ask the
 same questions (did the tasks go down, did the tests get better, what did it cost, how long did
 the turns take), so they read the answers here once, from the events every driver journals:
-`progress` (the engine's judgement of a turn: task counts, test counts) and
-`iteration-completed` (the turn's duration and cost).
+`progress` (the engine's judgement of a turn: task counts, test counts),
+`iteration-completed` (the turn's duration and cost) and `worker-ended` (a worker's turn's: an
+iteration of a loop of workers holds the longest turn that ended in it, and their cost).
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ from typing import Any
 
 from loop.agents.output import as_float
 from loop.core.model import JournalEvent
+
+KINDS = frozenset({"progress", "iteration-completed", "worker-ended"})
+"""The events the series is made of; the others are passed over."""
+TURNS = frozenset({"iteration-completed", "worker-ended"})
+"""The events of a turn's end: its duration and cost."""
 
 
 @dataclass(slots=True)
@@ -75,9 +81,11 @@ def series(events: Iterable[JournalEvent]) -> Series:
                 errors = _int(tests.get("errors"), None)
                 if failed is not None or errors is not None:
                     point.tests_failed = (failed or 0) + (errors or 0)
-        elif event.kind == "iteration-completed":
+        elif event.kind in TURNS:
             point = points.setdefault(n, Point(n))
-            point.duration_s = _float(event.data.get("duration_s"), point.duration_s)
+            took = _float(event.data.get("duration_s"), None)
+            if took is not None and (event.kind == "iteration-completed" or took > (point.duration_s or 0)):
+                point.duration_s = took
             cost = _float(event.data.get("cost_usd"), None)
             if cost is not None and math.isfinite(spent + cost):
                 spent += cost

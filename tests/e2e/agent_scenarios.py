@@ -151,6 +151,10 @@ def parallel_workers(project: CLIProject, cli: str) -> None:
     workers = {e["data"].get("worker") for e in project.of_kind("worker-started")}
     assert len(workers) == 2, workers
     assert len(project.api.main_calls(cli)) >= 4  # each worker's command and its report
+    for ended in project.of_kind("worker-ended"):  # each worker's turn says what it cost
+        spent = ended["data"]
+        assert sum(spent["tokens"].values()) > 0 and spent["cost_usd"] > 0, spent
+        assert spent.get("estimated", False) is ESTIMATED[cli], spent
 
 
 # --- 3. a usage limit, waited out -----------------------------------------------------------------
