@@ -225,8 +225,11 @@ async def test_command_palette_holds_the_actions(tmp_path: Path) -> None:
         "Set max iterations",
         "Journal full screen",
         "Help",
+        "Quit the monitor",
+        "Theme",
     } <= titles
     assert "Resume the loop" not in titles
+    assert not titles & {"Quit", "Keys", "Maximize"}  # Textual's, that the monitor's keys repeat
 
 
 # --- modals --------------------------------------------------------------------------------------

@@ -219,9 +219,7 @@ KEYS: tuple[Key, ...] = (
     Key("view.fleet", "f", "app.fleet", "Fleet", "The fleet", "every loop of the folders watched", "monitor"),
     # --- last on the main screen's footer ----------------------------------------------------------------
     Key("app.help", "question_mark", "app.help", "Help", "Help", "every key and what it does", "app"),
-    Key(
-        "app.quit", "q", "app.quit", "Quit", "Quit the monitor", "the loop keeps going", "app", palette=False
-    ),
+    Key("app.quit", "q", "app.quit", "Quit", "Quit the monitor", "the loop keeps going", "app"),
     # --- the workers panel (WorkersPanel) ----------------------------------------------------------------
     Key(
         "worker.skip",

@@ -590,9 +590,10 @@ class LoopdeckApp(App[None]):
         """Escape on the main screen with nothing open: the screen behind it (none here)."""
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        """The palette: Textual's own commands, then every key of the screen in front that
-        applies now (the same registry as the footer and the help)."""
-        yield from super().get_system_commands(screen)
+        """The palette: Textual's theme and screenshot, then every key of the screen in front
+        that applies now (the same registry as the footer and the help). Textual's Quit, Keys
+        and Maximize would repeat the monitor's own q, ? and full-screen views."""
+        yield from (c for c in super().get_system_commands(screen) if c.title in ("Theme", "Screenshot"))
         seen: set[tuple[str, str]] = set()
         for active in screen.active_bindings.values():
             binding = active.binding
