@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from loop.core import scheduler, workflow
+from loop.core import board, scheduler, workflow
 from loop.core.model import Command, LoopState, Turn
 from loop.core.scheduler import Board, Task, TurnEnd, Worker
 from loop.sources import taskgraph as graph
@@ -423,6 +423,24 @@ def test_after_a_crash_the_states_word_goes_back_into_the_graph() -> None:
     assert [(u.task, u.status) for u in step.updates] == [("1", "completed"), ("2", "pending")]
     cycle = workflow.cycle(state, tasks, NOW, None)
     assert "1" not in {x.task for x in cycle.start}
+
+
+def test_a_skip_the_graph_missed_in_a_crash_comes_back_skipped_not_done() -> None:
+    """The state holds the skip, the graph still has the worker's task in progress (the runner
+    was killed between the two writes): the task goes back into the graph skipped, and is
+    counted so meanwhile."""
+    state = loop(Board(graph="g", capacity=2, workers=(w("worker-1", "1", "a.py"),), serial=1))
+    skip = workflow.command(
+        state, Command("c", "ts", "skip", "tui", target="worker-1", person=True), None, NOW
+    )
+    after = Board.from_json(skip.board.to_json())  # as the next run reads it
+    assert after.skipped == ("1",) and after.done == ("1",)
+    tasks = [t("1", status="in_progress", owner="worker-1"), t("2")]
+    step = scheduler.reconcile(scheduler.step_of(skip.seal()), tasks)
+    assert [(u.task, u.status, dict(u.metadata)) for u in step.updates] == [
+        ("1", "completed", {"skipped": True})
+    ]
+    assert [x.skipped for x in board.as_held(tasks, after)] == [True, False]
 
 
 def test_the_prompt_holds_only_its_own_task() -> None:

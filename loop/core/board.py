@@ -220,6 +220,8 @@ class Board:
     """Workers whose approved branch waits to be merged, in order."""
     done: tuple[str, ...] = ()
     """Tasks this loop completed (merged): the state's word, put back into the graph after a crash."""
+    skipped: tuple[str, ...] = ()
+    """Those of `done` a person skipped: put back as skipped, not done."""
     defer_streak: int = 0
     serial: int = 0
     """The last worker number given out: names are never reused within a loop."""
@@ -269,6 +271,7 @@ class Board:
             "locks": self.locks(),
             "queue": list(self.queue),
             "done": list(self.done),
+            **({"skipped": list(self.skipped)} if self.skipped else {}),
             "defer_streak": self.defer_streak,
             "serial": self.serial,
             "deferred": [d.to_json() for d in self.deferred],
@@ -307,6 +310,7 @@ class Board:
             workers=workers,
             queue=tuple(str(q) for q in obj.get("queue") or () if str(q) in names),
             done=tuple(str(d) for d in obj.get("done") or ()),
+            skipped=tuple(str(d) for d in obj.get("skipped") or ()),
             defer_streak=_int(obj.get("defer_streak"), 0),
             serial=_int(obj.get("serial"), 0),
             deferred=deferred,
@@ -432,7 +436,7 @@ def waiting(tasks: Sequence[Task]) -> list[Deferral]:
 def as_held(tasks: Sequence[Task], board: Board) -> list[Task]:
     """The graph as the scheduler must see it: a task a worker of this loop holds is in
     progress until it is merged (Claude Code workers may mark their own task completed), and a
-    task this loop completed stays completed."""
+    task this loop completed stays completed (skipped, when a person skipped it)."""
     held = {w.task for w in board.workers}
     done = set(board.done)
     out = []
@@ -440,7 +444,7 @@ def as_held(tasks: Sequence[Task], board: Board) -> list[Task]:
         if t.id in held and t.status == COMPLETED:
             t = replace(t, status=IN_PROGRESS)
         elif t.id in done and t.status != COMPLETED:
-            t = replace(t, status=COMPLETED)
+            t = replace(t, status=COMPLETED, skipped=t.id in board.skipped)
         out.append(t)
     return out
 

@@ -359,7 +359,11 @@ def audited(step: Step, name: str, approved: bool, feedback: str = "") -> Step:
 
 def _completed(step: Step, worker: Worker) -> Step:
     board = step.board
-    step.board = replace(board.without(worker.name), done=(*board.done, worker.task))
+    step.board = replace(
+        board.without(worker.name),
+        done=(*board.done, worker.task),
+        skipped=tuple(t for t in board.skipped if t != worker.task),  # skipped once, done now
+    )
     step.updates.append(Update(worker.task, COMPLETED, worker.name))  # the owner stays: who did it
     step.events.append(
         ("locks-freed", {"worker": worker.name, "task": worker.task, "files": list(worker.files)})
@@ -539,7 +543,9 @@ def _command(step: Step, cmd: Command) -> str:
         step.board = board.without(worker.name)
         step.end.append(worker.name)
         step.updates.append(Update(worker.task, COMPLETED, worker.name, {"skipped": True}))
-        step.board = replace(step.board, done=(*step.board.done, worker.task))
+        step.board = replace(
+            step.board, done=(*step.board.done, worker.task), skipped=(*step.board.skipped, worker.task)
+        )
         step.events.append(("task-skipped", {"task": worker.task, "worker": worker.name}))
         step.events.append(
             ("locks-freed", {"worker": worker.name, "task": worker.task, "files": list(worker.files)})
@@ -604,14 +610,16 @@ def release(step: Step) -> Step:
 
 def reconcile(step: Step, tasks: Sequence[Task]) -> Step:
     """After a crash the graph may disagree with the state (the state is written first): the
-    state's word goes back into the graph. A task this loop completed is completed; a task
-    owned by a worker of this loop that is not on the board is pending again."""
+    state's word goes back into the graph. A task this loop completed is completed (skipped,
+    when a person skipped it); a task owned by a worker of this loop that is not on the board
+    is pending again."""
     board = step.board
     names = {w.name for w in board.workers}
     done = set(board.done)
     for task in tasks:
         if task.id in done and task.status != COMPLETED:
-            step.updates.append(Update(task.id, COMPLETED, task.owner))
+            skipped = {"skipped": True} if task.id in board.skipped else {}
+            step.updates.append(Update(task.id, COMPLETED, task.owner, skipped))
         elif (
             task.id not in done
             and task.status == IN_PROGRESS
