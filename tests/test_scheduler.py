@@ -441,6 +441,12 @@ def test_a_skip_the_graph_missed_in_a_crash_comes_back_skipped_not_done() -> Non
         ("1", "completed", {"skipped": True})
     ]
     assert [x.skipped for x in board.as_held(tasks, after)] == [True, False]
+    marked = [t("1", status="completed", owner="worker-1"), t("2")]  # its worker marked it done first
+    step = scheduler.reconcile(scheduler.step_of(skip.seal()), marked)
+    assert [(u.task, u.status, dict(u.metadata)) for u in step.updates] == [
+        ("1", "completed", {"skipped": True})
+    ]
+    assert [x.skipped for x in board.as_held(marked, after)] == [True, False]
 
 
 def test_the_prompt_holds_only_its_own_task() -> None:

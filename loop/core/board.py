@@ -443,8 +443,8 @@ def as_held(tasks: Sequence[Task], board: Board) -> list[Task]:
     for t in tasks:
         if t.id in held and t.status == COMPLETED:
             t = replace(t, status=IN_PROGRESS)
-        elif t.id in done and t.status != COMPLETED:
-            t = replace(t, status=COMPLETED, skipped=t.id in board.skipped)
+        elif t.id in done and (t.status != COMPLETED or t.id in board.skipped):
+            t = replace(t, status=COMPLETED, skipped=t.skipped or t.id in board.skipped)
         out.append(t)
     return out
 

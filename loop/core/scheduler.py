@@ -617,7 +617,8 @@ def reconcile(step: Step, tasks: Sequence[Task]) -> Step:
     names = {w.name for w in board.workers}
     done = set(board.done)
     for task in tasks:
-        if task.id in done and task.status != COMPLETED:
+        lost_skip = task.id in board.skipped and not task.skipped  # its worker marked it completed
+        if task.id in done and (task.status != COMPLETED or lost_skip):
             skipped = {"skipped": True} if task.id in board.skipped else {}
             step.updates.append(Update(task.id, COMPLETED, task.owner, skipped))
         elif (

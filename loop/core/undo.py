@@ -14,7 +14,12 @@ from loop.core.board import PENDING, Step, Update
 def undone(step: Step, task: str, data: dict[str, Any]) -> Step:
     """`task` was reverted on the loop's branch (`data`: the revert, the commits it took
     back): out of the board's done tasks, pending in the graph, journaled."""
-    step.board = replace(step.board, done=tuple(t for t in step.board.done if t != task))
+    board = step.board
+    step.board = replace(
+        board,
+        done=tuple(t for t in board.done if t != task),
+        skipped=tuple(t for t in board.skipped if t != task),
+    )
     step.updates.append(Update(task, PENDING, None))
     step.events.append(("task-undone", {"task": task, **data}))
     return step
