@@ -57,10 +57,9 @@ def timeline(events: list[JournalEvent]) -> tuple[list[Moment], int]:
 
 
 def durations(events: list[JournalEvent], figures: Series) -> list[tuple[str, float]]:
-    """Each turn's duration: the iterations' own (the runner), else the workers' turns, else
-    the time between the hook's turns."""
-    if figures.known("duration_s"):
-        return [(str(p.iteration), p.duration_s) for p in figures.points if p.duration_s is not None]
+    """Each turn's duration: the workers' turns (each its own, where the series holds the
+    longest of an iteration), else the iterations' own (the runner), else the time between
+    the hook's turns."""
     turns = [
         e for e in events if e.kind == "worker-ended" and isinstance(e.data.get("duration_s"), int | float)
     ]
@@ -69,6 +68,8 @@ def durations(events: list[JournalEvent], figures: Series) -> list[tuple[str, fl
             (f"{e.data.get('task', '?')}·{e.data.get('turn', '?')}", float(e.data["duration_s"]))
             for e in turns
         ]
+    if figures.known("duration_s"):
+        return [(str(p.iteration), p.duration_s) for p in figures.points if p.duration_s is not None]
     stamps = [(e.iteration, parse_iso(e.ts)) for e in events if e.kind == "blocked"]
     out = []
     for (_, before), (n, after) in itertools.pairwise(stamps):
